@@ -1,0 +1,40 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// One place for the language settings of every target: Swift 6 mode with complete strict concurrency.
+let strictSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "receiptd",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "receiptd", targets: ["receiptd"]),
+        .library(name: "ReceiptEngine", targets: ["ReceiptEngine"]),
+        .library(name: "HTTP1Server", targets: ["HTTP1Server"]),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]
+        ),
+        // Decode, verify and check App Store receipts; the only importer of COpenSSL. Knows nothing of HTTP.
+        .target(name: "ReceiptEngine", dependencies: ["COpenSSL"], swiftSettings: strictSettings),
+        // A small HTTP/1.1 server on POSIX sockets and Dispatch. Knows nothing of receipts.
+        .target(name: "HTTP1Server", swiftSettings: strictSettings),
+        // Routes, configuration and JSON: joins the engine to the HTTP server.
+        .target(name: "ReceiptService", dependencies: ["ReceiptEngine", "HTTP1Server"], swiftSettings: strictSettings),
+        .executableTarget(name: "receiptd", dependencies: ["ReceiptService", "ReceiptEngine"], swiftSettings: strictSettings),
+        .testTarget(name: "ReceiptEngineTests", dependencies: ["ReceiptEngine"], swiftSettings: strictSettings),
+        .testTarget(name: "HTTP1ServerTests", dependencies: ["HTTP1Server"], swiftSettings: strictSettings),
+        .testTarget(
+            name: "ReceiptServiceTests",
+            dependencies: ["ReceiptService", "ReceiptEngine", "HTTP1Server"],
+            swiftSettings: strictSettings
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

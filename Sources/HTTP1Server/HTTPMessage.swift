@@ -1,0 +1,138 @@
+/// Header fields in arrival order; names compare case-insensitively (RFC 9110 §5.1).
+public struct HTTPHeaders: Sendable, Hashable, Sequence {
+    public private(set) var fields: [(name: String, value: String)] = []
+
+    public init() {}
+    public init(_ fields: [(String, String)]) {
+        for (name, value) in fields { add(name: name, value: value) }
+    }
+
+    public mutating func add(name: String, value: String) { fields.append((name, value)) }
+
+    /// Replaces every field of that name with one.
+    public mutating func replaceOrAdd(name: String, value: String) {
+        remove(name: name)
+        add(name: name, value: value)
+    }
+
+    public mutating func remove(name: String) {
+        fields.removeAll { $0.name.lowercased() == name.lowercased() }
+    }
+
+    /// The first value of that name.
+    public subscript(name: String) -> String? {
+        let lowered = name.lowercased()
+        return fields.first { $0.name.lowercased() == lowered }?.value
+    }
+
+    public func values(for name: String) -> [String] {
+        let lowered = name.lowercased()
+        return fields.filter { $0.name.lowercased() == lowered }.map(\.value)
+    }
+
+    public func makeIterator() -> IndexingIterator<[(name: String, value: String)]> { fields.makeIterator() }
+
+    public static func == (lhs: HTTPHeaders, rhs: HTTPHeaders) -> Bool {
+        lhs.fields.count == rhs.fields.count
+            && zip(lhs.fields, rhs.fields).allSatisfy { $0.name == $1.name && $0.value == $1.value }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        for field in fields {
+            hasher.combine(field.name)
+            hasher.combine(field.value)
+        }
+    }
+}
+
+public struct HTTPVersion: Sendable, Hashable, CustomStringConvertible {
+    public var major: Int
+    public var minor: Int
+    public init(major: Int, minor: Int) {
+        self.major = major
+        self.minor = minor
+    }
+    public static let http1_0 = HTTPVersion(major: 1, minor: 0)
+    public static let http1_1 = HTTPVersion(major: 1, minor: 1)
+    public var description: String { "HTTP/\(major).\(minor)" }
+}
+
+/// A complete request as the handler sees it: the body is already read and de-chunked.
+public struct HTTPRequest: Sendable, Hashable {
+    public var method: String
+    /// The request-target exactly as sent (origin-form: path and optional query).
+    public var target: String
+    public var version: HTTPVersion
+    public var headers: HTTPHeaders
+    public var body: [UInt8]
+
+    public init(method: String, target: String, version: HTTPVersion = .http1_1, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {
+        self.method = method
+        self.target = target
+        self.version = version
+        self.headers = headers
+        self.body = body
+    }
+
+    /// The target's path, before any `?`, not percent-decoded.
+    public var path: String {
+        if let question = target.firstIndex(of: "?") { return String(target[..<question]) }
+        return target
+    }
+
+    /// The raw query string after `?`, if any.
+    public var query: String? {
+        guard let question = target.firstIndex(of: "?") else { return nil }
+        return String(target[target.index(after: question)...])
+    }
+
+    /// The first value of a query parameter, percent-decoded (`+` reads as a space).
+    public func queryValue(_ name: String) -> String? {
+        guard let query else { return nil }
+        for pair in query.split(separator: "&", omittingEmptySubsequences: true) {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            if percentDecode(String(parts[0])) == name {
+                return parts.count > 1 ? percentDecode(String(parts[1])) : ""
+            }
+        }
+        return nil
+    }
+}
+
+/// Decodes `%XX` escapes and `+` as space; malformed escapes are kept as they are.
+public func percentDecode(_ text: String) -> String {
+    var out: [UInt8] = []
+    let bytes = Array(text.utf8)
+    var index = 0
+    func hex(_ c: UInt8) -> UInt8? {
+        switch c {
+        case 48...57: return c - 48
+        case 65...70: return c - 55
+        case 97...102: return c - 87
+        default: return nil
+        }
+    }
+    while index < bytes.count {
+        let byte = bytes[index]
+        if byte == UInt8(ascii: "%"), index + 2 < bytes.count, let high = hex(bytes[index + 1]), let low = hex(bytes[index + 2]) {
+            out.append(high << 4 | low)
+            index += 3
+        } else {
+            out.append(byte == UInt8(ascii: "+") ? UInt8(ascii: " ") : byte)
+            index += 1
+        }
+    }
+    return String(decoding: out, as: UTF8.self)
+}
+
+public struct HTTPResponse: Sendable, Hashable {
+    public var status: Int
+    public var headers: HTTPHeaders
+    public var body: [UInt8]
+
+    public init(status: Int, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+}

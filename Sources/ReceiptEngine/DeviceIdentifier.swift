@@ -1,0 +1,65 @@
+/// The identifier a receipt's SHA-1 hash is bound to: iOS's identifierForVendor (a UUID, 16 bytes) or a Mac's
+/// primary MAC address (6 bytes).
+public struct DeviceIdentifier: Sendable, Hashable {
+    public let bytes: [UInt8]
+
+    /// Accepts `XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX` (any case) or `aa:bb:cc:dd:ee:ff` (`-` separators too).
+    /// Anything else is nil: a caller error, not a verdict on the receipt.
+    public init?(_ text: String) {
+        let trimmed = text.trimmingASCIIWhitespace()
+        let utf8 = Array(trimmed.utf8)
+        if utf8.count == 36 {
+            guard [8, 13, 18, 23].allSatisfy({ utf8[$0] == UInt8(ascii: "-") }) else { return nil }
+            let hex = utf8.enumerated().filter { ![8, 13, 18, 23].contains($0.offset) }.map(\.element)
+            guard let bytes = Self.decodeHex(hex), bytes.count == 16 else { return nil }
+            self.bytes = bytes
+        } else if utf8.count == 17 {
+            let separator = utf8[2]
+            guard separator == UInt8(ascii: ":") || separator == UInt8(ascii: "-"),
+                stride(from: 2, to: 17, by: 3).allSatisfy({ utf8[$0] == separator })
+            else { return nil }
+            let hex = utf8.enumerated().filter { $0.offset % 3 != 2 }.map(\.element)
+            guard let bytes = Self.decodeHex(hex), bytes.count == 6 else { return nil }
+            self.bytes = bytes
+        } else {
+            return nil
+        }
+    }
+
+    public init?(bytes: [UInt8]) {
+        guard bytes.count == 16 || bytes.count == 6 else { return nil }
+        self.bytes = bytes
+    }
+
+    private static func decodeHex(_ digits: [UInt8]) -> [UInt8]? {
+        guard digits.count % 2 == 0 else { return nil }
+        var out: [UInt8] = []
+        out.reserveCapacity(digits.count / 2)
+        var index = 0
+        while index < digits.count {
+            guard let high = hexValue(digits[index]), let low = hexValue(digits[index + 1]) else { return nil }
+            out.append(high << 4 | low)
+            index += 2
+        }
+        return out
+    }
+
+    private static func hexValue(_ c: UInt8) -> UInt8? {
+        switch c {
+        case 48...57: return c - 48
+        case 65...70: return c - 55
+        case 97...102: return c - 87
+        default: return nil
+        }
+    }
+}
+
+extension String {
+    func trimmingASCIIWhitespace() -> String {
+        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" }
+        guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else {
+            return ""
+        }
+        return String(self[first...last])
+    }
+}

@@ -1,0 +1,164 @@
+public import Foundation
+
+/// An instant from a receipt, kept to the millisecond as Apple's `_ms` fields need.
+public struct ReceiptDate: Sendable, Hashable, Comparable, CustomStringConvertible {
+    public let millisecondsSince1970: Int64
+
+    public init(millisecondsSince1970: Int64) {
+        self.millisecondsSince1970 = millisecondsSince1970
+    }
+
+    public init(_ date: Date) {
+        self.millisecondsSince1970 = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+    }
+
+    public var date: Date { Date(timeIntervalSince1970: Double(millisecondsSince1970) / 1000) }
+
+    public static func < (lhs: ReceiptDate, rhs: ReceiptDate) -> Bool {
+        lhs.millisecondsSince1970 < rhs.millisecondsSince1970
+    }
+
+    /// `YYYY-MM-DDTHH:MM:SSZ` in UTC, the one form receiptd prints.
+    public var rfc3339: String {
+        let c = CivilTime(secondsSince1970: secondsSince1970)
+        return "\(pad(c.year, 4))-\(pad(c.month, 2))-\(pad(c.day, 2))T\(pad(c.hour, 2)):\(pad(c.minute, 2)):\(pad(c.second, 2))Z"
+    }
+
+    /// Whole seconds, rounded toward the past so that negative instants print the second they fall in.
+    public var secondsSince1970: Int64 {
+        let (quotient, remainder) = millisecondsSince1970.quotientAndRemainder(dividingBy: 1000)
+        return remainder < 0 ? quotient - 1 : quotient
+    }
+
+    public var description: String { rfc3339 }
+
+    /// Parses the RFC 3339 forms seen in receipts: `Z`, `±hh:mm` or `±hhmm` offsets (Xcode writes the last),
+    /// optional fractional seconds. A leap second (`:60`) counts as the first second of the next minute, as POSIX
+    /// time does. Returns nil for anything else.
+    public init?(rfc3339 text: String) {
+        var scanner = DateScanner(Array(text.utf8))
+        guard let year = scanner.digits(4), scanner.take(UInt8(ascii: "-")),
+            let month = scanner.digits(2), scanner.take(UInt8(ascii: "-")),
+            let day = scanner.digits(2), scanner.take(UInt8(ascii: "T")) || scanner.take(UInt8(ascii: "t")),
+            let hour = scanner.digits(2), scanner.take(UInt8(ascii: ":")),
+            let minute = scanner.digits(2), scanner.take(UInt8(ascii: ":")),
+            let second = scanner.digits(2)
+        else { return nil }
+        guard (1...12).contains(month), day >= 1, day <= CivilTime.daysIn(month: month, year: year),
+            hour <= 23, minute <= 59, second <= 60
+        else { return nil }
+        var milliseconds: Int64 = 0
+        if scanner.take(UInt8(ascii: ".")) {
+            var scale: Int64 = 100
+            var count = 0
+            while let digit = scanner.digit() {
+                milliseconds += Int64(digit) * scale
+                scale /= 10
+                count += 1
+            }
+            guard count > 0 else { return nil }
+        }
+        var offsetSeconds = 0
+        if scanner.take(UInt8(ascii: "Z")) || scanner.take(UInt8(ascii: "z")) {
+            offsetSeconds = 0
+        } else if let sign = scanner.sign() {
+            guard let offsetHours = scanner.digits(2) else { return nil }
+            _ = scanner.take(UInt8(ascii: ":"))
+            guard let offsetMinutes = scanner.digits(2), offsetHours <= 23, offsetMinutes <= 59 else { return nil }
+            offsetSeconds = sign * (offsetHours * 3600 + offsetMinutes * 60)
+        } else {
+            return nil
+        }
+        guard scanner.atEnd else { return nil }
+        let days = CivilTime.daysSince1970(year: year, month: month, day: day)
+        let seconds = Int64(days) * 86_400 + Int64(hour * 3600 + minute * 60 + second) - Int64(offsetSeconds)
+        self.millisecondsSince1970 = seconds * 1000 + milliseconds
+    }
+}
+
+private func pad(_ value: Int, _ width: Int) -> String {
+    let digits = String(value)
+    return digits.count >= width ? digits : String(repeating: "0", count: width - digits.count) + digits
+}
+
+private struct DateScanner {
+    private let bytes: [UInt8]
+    private var index = 0
+
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    var atEnd: Bool { index == bytes.count }
+
+    mutating func take(_ byte: UInt8) -> Bool {
+        guard index < bytes.count, bytes[index] == byte else { return false }
+        index += 1
+        return true
+    }
+
+    mutating func digit() -> Int? {
+        guard index < bytes.count, (48...57).contains(bytes[index]) else { return nil }
+        defer { index += 1 }
+        return Int(bytes[index] - 48)
+    }
+
+    mutating func digits(_ count: Int) -> Int? {
+        var value = 0
+        for _ in 0..<count {
+            guard let d = digit() else { return nil }
+            value = value * 10 + d
+        }
+        return value
+    }
+
+    mutating func sign() -> Int? {
+        if take(UInt8(ascii: "+")) { return 1 }
+        if take(UInt8(ascii: "-")) { return -1 }
+        return nil
+    }
+}
+
+/// Proleptic Gregorian calendar arithmetic (Howard Hinnant's days-from-civil), so that dates never go through
+/// Foundation's calendars, which are slow and locale-sensitive.
+struct CivilTime {
+    let year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int
+
+    init(secondsSince1970: Int64) {
+        var days = secondsSince1970 / 86_400
+        var rest = secondsSince1970 % 86_400
+        if rest < 0 {
+            rest += 86_400
+            days -= 1
+        }
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let d = doy - (153 * mp + 2) / 5 + 1
+        let m = mp < 10 ? mp + 3 : mp - 9
+        year = Int(yoe + era * 400 + (m <= 2 ? 1 : 0))
+        month = Int(m)
+        day = Int(d)
+        hour = Int(rest / 3600)
+        minute = Int(rest % 3600 / 60)
+        second = Int(rest % 60)
+    }
+
+    static func daysSince1970(year: Int, month: Int, day: Int) -> Int {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let doy = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        return era * 146_097 + doe - 719_468
+    }
+
+    static func daysIn(month: Int, year: Int) -> Int {
+        switch month {
+        case 2: return (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
+        case 4, 6, 9, 11: return 30
+        default: return 31
+        }
+    }
+}
