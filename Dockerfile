@@ -4,6 +4,7 @@
 #   docker run --rm -p 8080:8080 receiptd
 # scripts/check-docker checks this file against the repository and a built binary where no engine runs.
 
+# SWIFT_VERSION follows the toolchain the project is developed with (6.3); any 6.x image with a -bookworm tag works.
 # Keep the build image's Debian release equal to the runtime's so libssl3 matches the headers built against.
 ARG SWIFT_VERSION=6.3
 ARG DEBIAN_RELEASE=bookworm
@@ -24,7 +25,8 @@ FROM debian:${DEBIAN_RELEASE}-slim AS runtime
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libssl3 \
     && rm -rf /var/lib/apt/lists/* \
-    && useradd --system --uid 10001 --user-group --no-create-home --home-dir /nonexistent \
+    && groupadd --system --gid 10001 receiptd \
+    && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \
        --shell /usr/sbin/nologin receiptd
 COPY --from=build /out/usr/local/bin/receiptd /usr/local/bin/receiptd
 COPY Config/receiptd.json /etc/receiptd/receiptd.json
