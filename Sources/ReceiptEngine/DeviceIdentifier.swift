@@ -63,3 +63,23 @@ extension String {
         return String(self[first...last])
     }
 }
+
+extension DeviceIdentifier {
+    /// `XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX` for a 16-byte id, `aa:bb:cc:dd:ee:ff` for a MAC address.
+    public var formatted: String {
+        let hex = bytes.map { byte -> String in
+            let digits = String(byte, radix: 16, uppercase: bytes.count == 16)
+            return digits.count == 1 ? "0" + digits : digits
+        }
+        guard bytes.count == 16 else { return hex.joined(separator: ":") }
+        let joined = hex.joined()
+        var groups: [Substring] = []
+        var start = joined.startIndex
+        for length in [8, 4, 4, 4, 12] {
+            let end = joined.index(start, offsetBy: length)
+            groups.append(joined[start..<end])
+            start = end
+        }
+        return groups.joined(separator: "-")
+    }
+}

@@ -1,0 +1,78 @@
+import Foundation
+import ReceiptEngine
+import ReceiptService
+
+/// `receiptd verify FILE... [--config PATH] [--device-id ID] [--bundle-id ID] [--json]`
+func runVerify(_ arguments: [String]) -> Int32 {
+    let reader: ArgumentReader
+    let validator: ReceiptValidator
+    let device: DeviceIdentifier?
+    do {
+        reader = try ArgumentReader(
+            arguments, valued: ["--config", "--device-id", "--bundle-id"], switches: ["--json", "--help"])
+        if reader.isSet("--help") {
+            print(usage)
+            return ExitStatus.success
+        }
+        guard !reader.positional.isEmpty else { throw UsageError("verify needs at least one receipt file") }
+        device = try reader.value("--device-id").map { text in
+            guard let device = DeviceIdentifier(text) else {
+                throw UsageError("--device-id: expected a UUID (iOS) or a MAC address aa:bb:cc:dd:ee:ff (macOS)")
+            }
+            return device
+        }
+        validator = try loadValidator(configPath: reader.value("--config"))
+    } catch {
+        printError("receiptd verify: \(error)")
+        return ExitStatus.usage
+    }
+
+    let files = reader.positional
+    let expectedBundleID = try? reader.value("--bundle-id")
+    let json = reader.isSet("--json")
+    let showProgress = files.count > 1 && isatty(STDERR_FILENO) == 1
+    var tally: [String: Int] = [:]
+    var unreadable = 0
+    for (index, file) in files.enumerated() {
+        if showProgress {
+            FileHandle.standardError.write(Data("\r[\(index + 1)/\(files.count)] \(file)\u{1B}[K".utf8))
+        }
+        guard let data = FileManager.default.contents(atPath: file) else {
+            if showProgress { FileHandle.standardError.write(Data("\n".utf8)) }
+            printError("receiptd verify: \(file): cannot read the file")
+            unreadable += 1
+            continue
+        }
+        // Files hold DER as Xcode and StoreKit write it, or base64 as it is copied from logs.
+        let bytes = ReceiptText.decodeDEROrBase64(Array(data))
+        let result = validator.validate(bytes, deviceIdentifier: device, expectedBundleID: expectedBundleID)
+        tally[result.error?.code.rawValue ?? "valid", default: 0] += 1
+        if json {
+            var value = ResultJSON.value(of: result)
+            if files.count > 1 { value = value.prepending(key: "file", .string(file)) }
+            FileHandle.standardOutput.write(Data(value.serialized(pretty: files.count == 1) + [0x0A]))
+        } else {
+            if showProgress { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+            print(VerdictReport.text(for: result, file: files.count > 1 ? file : nil))
+        }
+    }
+    if showProgress { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+    if files.count > 1 && !json {
+        print(VerdictReport.summary(tally, unreadable: unreadable, total: files.count))
+    }
+    if unreadable > 0 { return ExitStatus.usage }
+    return tally.keys.allSatisfy { $0 == "valid" } ? ExitStatus.success : ExitStatus.failure
+}
+
+/// The validator from `--config`, else `RECEIPTD_CONFIG`, else `Config/receiptd.json` when present, else defaults
+/// (Apple's root only, any app).
+private func loadValidator(configPath: String?) throws -> ReceiptValidator {
+    let environment = ProcessInfo.processInfo.environment
+    if let path = configPath ?? environment["RECEIPTD_CONFIG"] {
+        return try ServiceConfiguration.load(contentsOfFile: path).makeValidator()
+    }
+    if FileManager.default.fileExists(atPath: ServiceConfiguration.defaultPath) {
+        return try ServiceConfiguration.load(contentsOfFile: ServiceConfiguration.defaultPath).makeValidator()
+    }
+    return ReceiptValidator(policy: ValidationPolicy())
+}
