@@ -1,5 +1,4 @@
 import Dispatch
-internal import Synchronization
 
 internal import Glibc
 
@@ -62,7 +61,7 @@ public final class HTTPServer: Sendable {
     let handlerQueue = DispatchQueue(label: "HTTP1Server.handler", qos: .userInitiated, attributes: .concurrent)
     private let acceptQueue = DispatchQueue(label: "HTTP1Server.accept", qos: .userInitiated)
     private let ioQueues: [DispatchQueue]
-    private let state = Mutex(State())
+    private let state = LockedState(State())
     private let stopped = DispatchGroup()
 
     /// Connections over the limit still get a 503 (not a silent hang); past this many at once, just a close.
@@ -72,7 +71,7 @@ public final class HTTPServer: Sendable {
         case idle, running, stopping, stopped
     }
 
-    private struct State: ~Copyable {
+    private struct State {
         var phase = Phase.idle
         var listener: (any DispatchSourceRead)?
         var isListenerClosed = true

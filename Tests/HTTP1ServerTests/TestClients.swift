@@ -1,6 +1,5 @@
 import Foundation
 import HTTP1Server
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -133,10 +132,11 @@ func runCurl(_ arguments: [String]) throws -> (status: Int32, stdout: String, st
 }
 
 /// Collects access records for assertions.
-final class AccessLogRecorder: Sendable {
-    private let records = Mutex<[HTTPAccessRecord]>([])
-    var all: [HTTPAccessRecord] { records.withLock { $0 } }
-    func record(_ record: HTTPAccessRecord) { records.withLock { $0.append(record) } }
+final class AccessLogRecorder: @unchecked Sendable {
+    private let lock = NSLock()
+    private var records: [HTTPAccessRecord] = []
+    var all: [HTTPAccessRecord] { lock.withLock { records } }
+    func record(_ record: HTTPAccessRecord) { lock.withLock { records.append(record) } }
 }
 
 /// The test handler: echoes the body; `/slow?ms=N` sleeps first; `/status?code=N` answers N.
