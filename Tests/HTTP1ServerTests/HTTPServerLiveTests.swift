@@ -188,6 +188,19 @@ struct HTTPServerLiveTests {
         #expect(elapsed > 0.4 && elapsed < 1.5)
     }
 
+    @Test func stalledBody_gets408AfterBodyReadTimeout() throws {
+        let live = try LiveServer { $0.bodyReadTimeout = 0.3 }
+        let client = try RawClient(port: live.port)
+        let started = Date()
+        try client.send("POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\nabc")
+        let response = try client.readResponse()
+        #expect(response.status == 408)
+        #expect(response.bodyText.contains("request_timeout"))
+        #expect(client.isClosedByServer())
+        #expect(Date().timeIntervalSince(started) < 1.5)
+        #expect(live.log.all.first?.path == "/upload")
+    }
+
     @Test func idleKeepAliveConnection_isClosedAfterIdleTimeout() throws {
         let live = try LiveServer { $0.idleTimeout = 0.3 }
         let client = try RawClient(port: live.port)
