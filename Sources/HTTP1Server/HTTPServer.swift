@@ -1,3 +1,7 @@
+import Dispatch
+
+internal import Glibc
+
 /// Limits and timeouts; every default is safe for a server that faces the internet.
 public struct HTTPServerConfiguration: Sendable {
     public var host: String = "127.0.0.1"
@@ -45,23 +49,210 @@ public struct HTTPServerError: Error, Sendable, CustomStringConvertible {
     public init(_ description: String) { self.description = description }
 }
 
-/// PLACEHOLDER API (the implementation replaces this body, keeping the signatures).
+/// An HTTP/1.1 server on POSIX sockets and Dispatch.
+///
+/// Connections are spread over a few serial I/O queues (one per core) that only move bytes; the handler runs on
+/// a concurrent queue, so CPU-bound handlers use every core and never stall socket handling. Responses on a
+/// connection go out in request order.
 public final class HTTPServer: Sendable {
+    let configuration: HTTPServerConfiguration
+    let handler: @Sendable (HTTPRequest) -> HTTPResponse
+    private let accessLog: (@Sendable (HTTPAccessRecord) -> Void)?
+    let handlerQueue = DispatchQueue(label: "HTTP1Server.handler", qos: .userInitiated, attributes: .concurrent)
+    private let acceptQueue = DispatchQueue(label: "HTTP1Server.accept", qos: .userInitiated)
+    private let ioQueues: [DispatchQueue]
+    private let state = LockedState(State())
+    private let stopped = DispatchGroup()
+
+    /// Connections over the limit still get a 503 (not a silent hang); past this many at once, just a close.
+    private static let maxRejectedConnections = 64
+
+    private enum Phase {
+        case idle, running, stopping, stopped
+    }
+
+    private struct State {
+        var phase = Phase.idle
+        var listener: (any DispatchSourceRead)?
+        var isListenerClosed = true
+        var isListenerPaused = false
+        var connections: [ObjectIdentifier: HTTPConnection] = [:]
+        var servedCount = 0
+        var rejectedCount = 0
+        var nextQueue = 0
+
+        mutating func finishStoppingIfDone() -> Bool {
+            guard phase == .stopping, isListenerClosed, connections.isEmpty else { return false }
+            phase = .stopped
+            return true
+        }
+    }
+
+    /// - Parameters:
+    ///   - handler: called for every complete request, on a concurrent queue; may block (the connection waits).
+    ///   - accessLog: called once per response, with no header, body or query string in it.
     public init(
         configuration: HTTPServerConfiguration,
         handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse,
         accessLog: (@Sendable (HTTPAccessRecord) -> Void)? = nil
-    ) {}
+    ) {
+        self.configuration = configuration
+        self.handler = handler
+        self.accessLog = accessLog
+        let cores = max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+        self.ioQueues = (0..<cores).map { DispatchQueue(label: "HTTP1Server.io.\($0)", qos: .userInitiated) }
+    }
 
     /// Binds, listens and starts serving in the background; returns the bound port.
-    public func start() throws -> Int { throw HTTPServerError("not implemented") }
+    /// - Throws: `HTTPServerError` such as `bind 127.0.0.1:8080: Address already in use`.
+    public func start() throws -> Int {
+        // A peer that resets while we write must be an error, not the end of the process.
+        signal(SIGPIPE, SIG_IGN)
+        return try state.withLock { state in
+            guard state.phase == .idle else { throw HTTPServerError("server already started") }
+            let listener = try Socket.listen(host: configuration.host, port: configuration.port, backlog: 1024)
+            let source = DispatchSource.makeReadSource(fileDescriptor: listener.descriptor, queue: acceptQueue)
+            source.setEventHandler { [self] in self.acceptConnections(listener.descriptor) }
+            source.setCancelHandler { [self] in
+                closeDescriptor(listener.descriptor)
+                self.listenerClosed()
+            }
+            state.phase = .running
+            state.listener = source
+            state.isListenerClosed = false
+            stopped.enter()
+            source.activate()
+            return listener.port
+        }
+    }
 
-    /// Connections open right now (for metrics).
-    public var openConnections: Int { 0 }
+    /// Connections open right now (for metrics); connections refused with 503 do not count.
+    public var openConnections: Int { state.withLock { $0.servedCount } }
 
     /// Stops accepting, lets in-flight requests finish within the grace period, closes every connection.
-    public func shutdown() {}
+    /// Idle connections close at once. Idempotent; returns without waiting (see `waitUntilStopped`).
+    public func shutdown() {
+        let connections: [HTTPConnection]? = state.withLock { state in
+            switch state.phase {
+            case .idle:
+                state.phase = .stopped
+                return nil
+            case .stopping, .stopped:
+                return nil
+            case .running:
+                state.phase = .stopping
+                if state.isListenerPaused {
+                    // A suspended source never runs its cancel handler.
+                    state.isListenerPaused = false
+                    state.listener?.resume()
+                }
+                state.listener?.cancel()
+                state.listener = nil
+                return Array(state.connections.values)
+            }
+        }
+        guard let connections else { return }
+        for connection in connections { connection.beginShutdown() }
+        DispatchQueue.global().asyncAfter(deadline: .now() + configuration.shutdownGracePeriod) { [self] in
+            let remaining = state.withLock { Array($0.connections.values) }
+            for connection in remaining { connection.forceClose() }
+        }
+    }
 
-    /// Blocks until `shutdown()` has completed.
-    public func waitUntilStopped() {}
+    /// Blocks until `shutdown()` has completed: listener closed and every connection closed.
+    public func waitUntilStopped() {
+        stopped.wait()
+    }
+
+    // MARK: - Internals
+
+    var isStopping: Bool { state.withLock { $0.phase != .running } }
+
+    private func acceptConnections(_ listener: Int32) {
+        while true {
+            let accepted: (descriptor: Int32, peer: String)
+            do {
+                guard case .processed(let connection) = try Socket.accept(listener) else { return }
+                accepted = connection
+            } catch {
+                switch error.errno {
+                case ECONNABORTED, EPROTO:
+                    continue
+                case EMFILE, ENFILE, ENOBUFS, ENOMEM:
+                    // Out of descriptors: the listener stays readable, so pause instead of spinning.
+                    pauseAccepting()
+                    return
+                default:
+                    return
+                }
+            }
+            let connection: HTTPConnection? = state.withLock { state in
+                guard state.phase == .running else { return nil }
+                let isRejected = state.servedCount >= configuration.maxConnections
+                if isRejected {
+                    guard state.rejectedCount < Self.maxRejectedConnections else { return nil }
+                    state.rejectedCount += 1
+                } else {
+                    state.servedCount += 1
+                }
+                let queue = ioQueues[state.nextQueue % ioQueues.count]
+                state.nextQueue &+= 1
+                let connection = HTTPConnection(
+                    descriptor: accepted.descriptor, peer: accepted.peer, queue: queue, server: self,
+                    isRejected: isRejected
+                )
+                state.connections[ObjectIdentifier(connection)] = connection
+                return connection
+            }
+            guard let connection else {
+                closeDescriptor(accepted.descriptor)
+                continue
+            }
+            connection.start()
+        }
+    }
+
+    private func pauseAccepting() {
+        state.withLock { state in
+            guard let listener = state.listener, !state.isListenerPaused else { return }
+            state.isListenerPaused = true
+            listener.suspend()
+        }
+        acceptQueue.asyncAfter(deadline: .now() + 0.1) { [self] in
+            state.withLock { state in
+                guard let listener = state.listener, state.isListenerPaused else { return }
+                state.isListenerPaused = false
+                listener.resume()
+            }
+        }
+    }
+
+    func connectionClosed(_ connection: HTTPConnection) {
+        let isStopped = state.withLock { state in
+            guard state.connections.removeValue(forKey: ObjectIdentifier(connection)) != nil else { return false }
+            if connection.isRejected { state.rejectedCount -= 1 } else { state.servedCount -= 1 }
+            return state.finishStoppingIfDone()
+        }
+        if isStopped { stopped.leave() }
+    }
+
+    private func listenerClosed() {
+        let isStopped = state.withLock { state in
+            state.isListenerClosed = true
+            return state.finishStoppingIfDone()
+        }
+        if isStopped { stopped.leave() }
+    }
+
+    func log(method: String, target: String, status: Int, bytes: Int, started: DispatchTime, requestID: String, peer: String) {
+        guard let accessLog else { return }
+        let path = target.firstIndex(of: "?").map { String(target[..<$0]) } ?? target
+        let elapsed = DispatchTime.now().uptimeNanoseconds &- started.uptimeNanoseconds
+        accessLog(
+            HTTPAccessRecord(
+                method: method, path: path, status: status, responseBytes: bytes, microseconds: Int(elapsed / 1000),
+                requestID: requestID, remoteAddress: peer
+            )
+        )
+    }
 }

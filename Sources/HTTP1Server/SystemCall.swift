@@ -1,0 +1,161 @@
+// Linux only for now: SOCK_CLOEXEC, MSG_NOSIGNAL and the socket constants are spelled the Glibc way.
+internal import Glibc
+
+/// A failed system call: its name and `errno`.
+struct SystemCallError: Error, CustomStringConvertible {
+    var call: String
+    var errno: Int32
+
+    var description: String { "\(call): \(String(cString: strerror(errno)))" }
+}
+
+/// The outcome of a call on a non-blocking descriptor.
+enum IOResult<Value> {
+    case processed(Value)
+    case wouldBlock
+}
+
+/// Every system call goes through here: retries `EINTR`, turns `-1` into an error carrying `errno` and the call's
+/// name, and, for non-blocking descriptors, reports `EAGAIN` as `.wouldBlock` rather than as an error.
+@inline(__always)
+func syscall<Value: FixedWidthInteger>(
+    _ call: @autoclosure () -> String,
+    nonBlocking: Bool = false,
+    _ body: () -> Value
+) throws(SystemCallError) -> IOResult<Value> {
+    while true {
+        let result = body()
+        guard result == -1 else { return .processed(result) }
+        let error = errno
+        switch error {
+        case EINTR: continue
+        case EAGAIN where nonBlocking, EWOULDBLOCK where nonBlocking: return .wouldBlock
+        default: throw SystemCallError(call: call(), errno: error)
+        }
+    }
+}
+
+/// A blocking-style call: `EAGAIN` is an error too.
+@inline(__always)
+@discardableResult
+func syscall<Value: FixedWidthInteger>(
+    _ call: @autoclosure () -> String,
+    _ body: () -> Value
+) throws(SystemCallError) -> Value {
+    switch try syscall(call(), nonBlocking: false, body) {
+    case .processed(let value): return value
+    case .wouldBlock: throw SystemCallError(call: call(), errno: EAGAIN)
+    }
+}
+
+/// Closes without retrying: on Linux the descriptor is gone even when `close` reports `EINTR`, and a retry could
+/// close a descriptor another thread just opened.
+func closeDescriptor(_ descriptor: Int32) {
+    _ = close(descriptor)
+}
+
+enum Socket {
+    /// A listening, non-blocking TCP socket bound to `host:port`, and the port actually bound.
+    static func listen(host: String, port: Int, backlog: Int32) throws -> (descriptor: Int32, port: Int) {
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV
+        var list: UnsafeMutablePointer<addrinfo>?
+        let status = getaddrinfo(host, String(port), &hints, &list)
+        guard status == 0, let info = list else {
+            throw HTTPServerError("resolve \(host):\(port): \(String(cString: gai_strerror(status)))")
+        }
+        defer { freeaddrinfo(list) }
+
+        let descriptor: Int32
+        do {
+            descriptor = try syscall("socket") {
+                socket(info.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            }
+        } catch {
+            throw HTTPServerError("socket \(host):\(port): \(error)")
+        }
+        do {
+            var one: Int32 = 1
+            try syscall("setsockopt(SO_REUSEADDR)") {
+                setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+            }
+            try syscall("bind") { bind(descriptor, info.pointee.ai_addr, info.pointee.ai_addrlen) }
+            try syscall("listen") { Glibc.listen(descriptor, backlog) }
+            try setNonBlocking(descriptor)
+            var address = sockaddr_storage()
+            var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+            try withUnsafeMutablePointer(to: &address) { pointer throws(SystemCallError) in
+                try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress throws(SystemCallError) in
+                    _ = try syscall("getsockname") { getsockname(descriptor, socketAddress, &length) }
+                }
+            }
+            return (descriptor, describe(address).port)
+        } catch {
+            closeDescriptor(descriptor)
+            throw HTTPServerError("bind \(host):\(port): \(String(cString: strerror(error.errno)))")
+        }
+    }
+
+    static func setNonBlocking(_ descriptor: Int32) throws(SystemCallError) {
+        let flags = try syscall("fcntl(F_GETFL)") { fcntl(descriptor, F_GETFL) }
+        try syscall("fcntl(F_SETFL)") { fcntl(descriptor, F_SETFL, flags | O_NONBLOCK) }
+    }
+
+    /// Accepts one connection, non-blocking and close-on-exec, with its peer as `address:port`.
+    static func accept(_ listener: Int32) throws(SystemCallError) -> IOResult<(descriptor: Int32, peer: String)> {
+        var address = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let result = try withUnsafeMutablePointer(to: &address) { pointer throws(SystemCallError) in
+            try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress throws(SystemCallError) in
+                try syscall("accept", nonBlocking: true) { Glibc.accept(listener, socketAddress, &length) }
+            }
+        }
+        switch result {
+        case .wouldBlock: return .wouldBlock
+        case .processed(let descriptor):
+            // Glibc does not export accept4 to Swift, hence two more calls.
+            do {
+                try setNonBlocking(descriptor)
+                try syscall("fcntl(F_SETFD)") { fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
+            } catch {
+                closeDescriptor(descriptor)
+                throw error
+            }
+            // Responses go out in one write each; no Nagle delay between a response and the next.
+            var one: Int32 = 1
+            _ = setsockopt(descriptor, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+            let peer = describe(address)
+            return .processed((descriptor, peer.host.contains(":") ? "[\(peer.host)]:\(peer.port)" : "\(peer.host):\(peer.port)"))
+        }
+    }
+
+    private static func cText(_ text: [CChar]) -> String {
+        String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    private static func describe(_ storage: sockaddr_storage) -> (host: String, port: Int) {
+        var storage = storage
+        let family = Int32(storage.ss_family)
+        var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
+        return withUnsafePointer(to: &storage) { pointer in
+            switch family {
+            case AF_INET:
+                return pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { address in
+                    var raw = address.pointee.sin_addr
+                    inet_ntop(AF_INET, &raw, &text, socklen_t(text.count))
+                    return (cText(text), Int(UInt16(bigEndian: address.pointee.sin_port)))
+                }
+            case AF_INET6:
+                return pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { address in
+                    var raw = address.pointee.sin6_addr
+                    inet_ntop(AF_INET6, &raw, &text, socklen_t(text.count))
+                    return (cText(text), Int(UInt16(bigEndian: address.pointee.sin6_port)))
+                }
+            default:
+                return ("unknown", 0)
+            }
+        }
+    }
+}
