@@ -26,4 +26,7 @@ static inline void receiptd_sk_X509_pop_free(STACK_OF(X509) *stack) { sk_X509_po
 static inline void receiptd_OPENSSL_free(void *pointer) { OPENSSL_free(pointer); }
 static inline long receiptd_BIO_get_mem_data(BIO *bio, char **data) { return BIO_get_mem_data(bio, data); }
 
+// EVP_RSA_gen is a variadic macro in OpenSSL 3.
+static inline EVP_PKEY *receiptd_rsa_generate(unsigned int bits) { return EVP_RSA_gen(bits); }
+
 #endif

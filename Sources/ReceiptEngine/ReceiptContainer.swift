@@ -1,0 +1,134 @@
+
+/// The digest a signer used, from SignerInfo.digestAlgorithm.
+enum SignerDigest: Sendable {
+    case sha1, sha256
+
+    init?(oid: ArraySlice<UInt8>) {
+        switch Array(oid) {
+        case ObjectIdentifiers.sha1: self = .sha1
+        case ObjectIdentifiers.sha256: self = .sha256
+        default: return nil
+        }
+    }
+}
+
+enum ObjectIdentifiers {
+    static let signedData: [UInt8] = [0x2A, 0x86, 0x48, 0x86, 0xF7, 0x0D, 0x01, 0x07, 0x02]
+    static let data: [UInt8] = [0x2A, 0x86, 0x48, 0x86, 0xF7, 0x0D, 0x01, 0x07, 0x01]
+    static let sha1: [UInt8] = [0x2B, 0x0E, 0x03, 0x02, 0x1A]
+    static let sha256: [UInt8] = [0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x02, 0x01]
+    static let contentTypeAttribute: [UInt8] = [0x2A, 0x86, 0x48, 0x86, 0xF7, 0x0D, 0x01, 0x09, 0x03]
+    static let messageDigestAttribute: [UInt8] = [0x2A, 0x86, 0x48, 0x86, 0xF7, 0x0D, 0x01, 0x09, 0x04]
+}
+
+/// The parts of a PKCS#7 signedData receipt that validation needs, located without decoding any certificate.
+///
+/// `d2i_PKCS7` would decode every certificate in the receipt on every call (about 160 µs each on OpenSSL 3.0);
+/// reading the container's structure ourselves lets certificate work be cached by the certificates' exact bytes.
+struct ReceiptContainer {
+    /// The signed content: the receipt payload.
+    var content: [UInt8]
+    /// Each certificate's complete encoding, in the order the receipt lists them.
+    var certificates: [ArraySlice<UInt8>]
+    /// SignerInfo.issuerAndSerialNumber, complete encoding: names the signing certificate.
+    var signerIdentifier: ArraySlice<UInt8>
+    var digest: SignerDigest
+    /// The DER to verify the signature over when signed attributes are present (re-tagged as a SET), else nil.
+    var signedAttributes: [UInt8]?
+    /// The messageDigest signed attribute's value, when signed attributes are present.
+    var signedMessageDigest: [UInt8]?
+    var signature: [UInt8]
+
+    init(parsing bytes: [UInt8]) throws {
+        let reader = ASN1Reader(bytes)
+        let contentInfo = try reader.root()
+        let contentInfoParts = try reader.children(of: contentInfo)
+        guard contentInfo.isUniversal(ASN1Tag.sequence), contentInfoParts.count >= 2,
+            contentInfoParts[0].isUniversal(ASN1Tag.objectIdentifier),
+            Array(reader.content(of: contentInfoParts[0])) == ObjectIdentifiers.signedData,
+            contentInfoParts[1].isContext(0)
+        else { throw ASN1ReadError(reason: "not a PKCS#7 signedData container") }
+
+        let explicitSignedData = try reader.children(of: contentInfoParts[1])
+        guard explicitSignedData.count == 1, explicitSignedData[0].isUniversal(ASN1Tag.sequence) else {
+            throw ASN1ReadError(reason: "signedData is not a SEQUENCE")
+        }
+        var fields = try reader.children(of: explicitSignedData[0])[...]
+        // version, digestAlgorithms, contentInfo, [0] certificates, [1] crls, signerInfos
+        guard fields.count >= 4, fields.removeFirst().isUniversal(ASN1Tag.integer),
+            fields.removeFirst().isUniversal(ASN1Tag.set)
+        else { throw ASN1ReadError(reason: "signedData lacks version or digest algorithms") }
+
+        let encapsulated = try reader.children(of: fields.removeFirst())
+        guard encapsulated.count == 2, encapsulated[0].isUniversal(ASN1Tag.objectIdentifier),
+            Array(reader.content(of: encapsulated[0])) == ObjectIdentifiers.data, encapsulated[1].isContext(0)
+        else { throw ASN1ReadError(reason: "signedData carries no data content") }
+        let explicitContent = try reader.children(of: encapsulated[1])
+        guard explicitContent.count == 1 else { throw ASN1ReadError(reason: "content is not one OCTET STRING") }
+        content = try reader.octetString(explicitContent[0])
+
+        certificates = []
+        if let first = fields.first, first.isContext(0) {
+            fields.removeFirst()
+            for certificate in try reader.children(of: first) {
+                certificates.append(reader.encoding(of: certificate))
+            }
+        }
+        if let first = fields.first, first.isContext(1) { fields.removeFirst() }
+        guard let signerInfos = fields.first, signerInfos.isUniversal(ASN1Tag.set) else {
+            throw ASN1ReadError(reason: "signedData has no signerInfos")
+        }
+        let signers = try reader.children(of: signerInfos)
+        // Apple signs with exactly one signer; several would leave "which one counts" open.
+        guard signers.count == 1 else { throw ASN1ReadError(reason: "expected one signer, found \(signers.count)") }
+        var signer = try reader.children(of: signers[0])[...]
+        guard signer.count >= 5, signer.removeFirst().isUniversal(ASN1Tag.integer) else {
+            throw ASN1ReadError(reason: "signerInfo is incomplete")
+        }
+        let identifier = signer.removeFirst()
+        guard identifier.isUniversal(ASN1Tag.sequence) else { throw ASN1ReadError(reason: "signer is not named by issuer and serial") }
+        signerIdentifier = reader.encoding(of: identifier)
+
+        let digestAlgorithm = try reader.children(of: signer.removeFirst())
+        guard let digestOID = digestAlgorithm.first, digestOID.isUniversal(ASN1Tag.objectIdentifier),
+            let digest = SignerDigest(oid: reader.content(of: digestOID))
+        else { throw ASN1ReadError(reason: "signer digest is neither SHA-1 nor SHA-256") }
+        self.digest = digest
+
+        signedAttributes = nil
+        signedMessageDigest = nil
+        if let attributes = signer.first, attributes.isContext(0) {
+            signer.removeFirst()
+            guard !attributes.isIndefinite else { throw ASN1ReadError(reason: "signed attributes must be DER") }
+            // The signature covers the attributes as a DER SET, not under their [0] IMPLICIT tag (RFC 5652 §5.4).
+            var encoded = Array(reader.encoding(of: attributes))
+            encoded[0] = 0x31
+            signedAttributes = encoded
+            signedMessageDigest = try Self.messageDigest(in: attributes, reader: reader)
+        }
+        guard signer.count >= 2 else { throw ASN1ReadError(reason: "signerInfo lacks its signature") }
+        signer.removeFirst()  // digestEncryptionAlgorithm: the signer's key decides how the signature verifies.
+        let signatureElement = signer.removeFirst()
+        signature = try reader.octetString(signatureElement)
+    }
+
+    private static func messageDigest(in attributes: ASN1Element, reader: ASN1Reader) throws -> [UInt8] {
+        var digest: [UInt8]?
+        var contentTypeIsData = false
+        for attribute in try reader.children(of: attributes) {
+            let parts = try reader.children(of: attribute)
+            guard parts.count == 2, parts[0].isUniversal(ASN1Tag.objectIdentifier) else { continue }
+            let values = try reader.children(of: parts[1])
+            let oid = Array(reader.content(of: parts[0]))
+            if oid == ObjectIdentifiers.messageDigestAttribute, values.count == 1 {
+                digest = try reader.octetString(values[0])
+            } else if oid == ObjectIdentifiers.contentTypeAttribute, values.count == 1 {
+                contentTypeIsData = Array(reader.content(of: values[0])) == ObjectIdentifiers.data
+            }
+        }
+        guard let digest, contentTypeIsData else {
+            throw ASN1ReadError(reason: "signed attributes lack the content type or message digest")
+        }
+        return digest
+    }
+}

@@ -1,0 +1,115 @@
+import Synchronization
+
+/// The signer of a receipt whose chain reached a trust anchor, and the window in which that chain was valid.
+struct TrustedSigner: Sendable {
+    let key: PublicKey
+    /// The latest notBefore and earliest notAfter across the chain, in milliseconds since 1970.
+    let validFrom: Int64
+    let validUntil: Int64
+}
+
+enum TrustDecision: Sendable {
+    case trusted(TrustedSigner)
+    case untrusted(String)
+}
+
+/// Decides whether a receipt's certificates chain its signer to a trust anchor, carrying Apple's marker extensions.
+///
+/// The decision depends only on the certificates' exact bytes and the signer's name, never on time (validity is
+/// checked per receipt against the window kept here), so it is cached: Apple signs millions of receipts with a
+/// handful of certificates, and decoding one costs more than the rest of a validation.
+final class TrustEvaluator: Sendable {
+    /// SHA-256 of Apple Inc. Root CA (2006–2035). Receipts carry this certificate; its copy is used once it matches.
+    static let appleRootFingerprint: [UInt8] = [
+        0xB0, 0xB1, 0x73, 0x0E, 0xCB, 0xC7, 0xFF, 0x45, 0x05, 0x14, 0x2C, 0x49, 0xF1, 0x29, 0x5E, 0x6E,
+        0xDA, 0x6B, 0xCA, 0xED, 0x7E, 0x2C, 0x68, 0xC5, 0xBE, 0x91, 0xB5, 0xA1, 0x10, 0x01, 0xF0, 0x24,
+    ]
+    /// Apple's "Mac App Store and iTunes Store Receipt Signing" marker: without it any certificate Apple issued
+    /// (every developer has one) could sign a receipt.
+    static let receiptSigningMarker = "1.2.840.113635.100.6.11.1"
+    /// Apple Worldwide Developer Relations intermediate marker.
+    static let intermediateMarker = "1.2.840.113635.100.6.2.1"
+    /// Bounds memory when receipts arrive with ever new certificate sets (attackers can make them freely).
+    static let cacheCapacity = 128
+
+    private let configuredAnchors: [X509Certificate]
+    private let cache = Mutex(DecisionCache())
+
+    init(additionalAnchors: [TrustAnchor]) {
+        // TrustAnchor validated each certificate when it was made, so none is dropped here.
+        configuredAnchors = additionalAnchors.compactMap { try? X509Certificate(derEncoded: $0.derEncoded) }
+    }
+
+    func evaluate(_ container: ReceiptContainer) -> TrustDecision {
+        var key: [UInt8] = []
+        key.reserveCapacity(container.certificates.reduce(container.signerIdentifier.count + 16) { $0 + $1.count + 4 })
+        for certificate in container.certificates {
+            appendLengthPrefixed(certificate, to: &key)
+        }
+        appendLengthPrefixed(container.signerIdentifier, to: &key)
+
+        if let cached = cache.withLock({ $0.entries[key] }) { return cached }
+        let decision = decide(certificates: container.certificates, signerIdentifier: Array(container.signerIdentifier))
+        cache.withLock { $0.insert(decision, for: key, capacity: Self.cacheCapacity) }
+        return decision
+    }
+
+    private func decide(certificates encodings: [ArraySlice<UInt8>], signerIdentifier: [UInt8]) -> TrustDecision {
+        var certificates: [X509Certificate] = []
+        for (index, encoding) in encodings.enumerated() {
+            guard let certificate = try? X509Certificate(derEncoded: encoding) else {
+                return .untrusted("certificate \(index + 1) in the receipt does not parse")
+            }
+            certificates.append(certificate)
+        }
+        guard let signer = certificates.first(where: { $0.issuerAndSerialNumber == signerIdentifier }) else {
+            return .untrusted("the receipt does not carry its signer's certificate")
+        }
+        let pinned = certificates.filter { $0.sha256Fingerprint == Self.appleRootFingerprint }
+        let candidates = certificates.filter { $0 !== signer }
+        let chain: [X509Certificate]
+        switch ChainBuilder.build(signer: signer, candidates: candidates, anchors: configuredAnchors + pinned) {
+        case .untrusted(let reason):
+            return .untrusted("the signing chain does not reach a trusted root: \(reason)")
+        case .trusted(let built):
+            chain = built
+        }
+        // A self-signed anchor that signs receipts itself is how Xcode's StoreKit testing works; it is only ever
+        // trusted because a user configured it.
+        if chain.count > 1 {
+            guard chain[0].hasExtension(oid: Self.receiptSigningMarker) else {
+                return .untrusted("the signing certificate lacks Apple's receipt-signing marker (\(Self.receiptSigningMarker))")
+            }
+            guard chain[1].hasExtension(oid: Self.intermediateMarker) else {
+                return .untrusted("the intermediate certificate lacks Apple's WWDR marker (\(Self.intermediateMarker))")
+            }
+        }
+        var validFrom = Int64.min
+        var validUntil = Int64.max
+        for certificate in chain {
+            guard let validity = certificate.validity else { return .untrusted("a certificate's validity does not parse") }
+            validFrom = max(validFrom, validity.notBefore)
+            validUntil = min(validUntil, validity.notAfter)
+        }
+        guard let key = signer.publicKey else { return .untrusted("the signer's public key does not parse") }
+        return .trusted(TrustedSigner(key: key, validFrom: validFrom, validUntil: validUntil))
+    }
+
+    private func appendLengthPrefixed(_ bytes: ArraySlice<UInt8>, to key: inout [UInt8]) {
+        let count = UInt32(truncatingIfNeeded: bytes.count)
+        key += [UInt8(count >> 24), UInt8(count >> 16 & 0xFF), UInt8(count >> 8 & 0xFF), UInt8(count & 0xFF)]
+        key += bytes
+    }
+}
+
+/// Decisions by key, forgetting the oldest once full.
+private struct DecisionCache: ~Copyable {
+    var entries: [[UInt8]: TrustDecision] = [:]
+    var order: [[UInt8]] = []
+
+    mutating func insert(_ decision: TrustDecision, for key: [UInt8], capacity: Int) {
+        guard entries.updateValue(decision, forKey: key) == nil else { return }
+        order.append(key)
+        if order.count > capacity { entries[order.removeFirst()] = nil }
+    }
+}
