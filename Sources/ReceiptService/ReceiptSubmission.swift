@@ -20,7 +20,12 @@ struct ReceiptSubmission: Sendable, Hashable {
     /// Reads the body by `Content-Type`, parameters ignored. No `Content-Type` reads as raw bytes (RFC 9110 §8.3 lets
     /// a recipient assume `application/octet-stream`).
     init(request: HTTPRequest) throws(RequestProblem) {
-        let mediaType = request.headers["Content-Type"].flatMap(MediaType.init)
+        let header = request.headers["Content-Type"]
+        let mediaType = header.flatMap(MediaType.init)
+        if let header, mediaType == nil {
+            throw RequestProblem(
+                status: 415, code: "unsupported_media_type", message: "Content-Type \"\(header)\" is not a media type")
+        }
         switch mediaType?.essence {
         case nil, "application/octet-stream", "application/pkcs7-mime", "application/x-pkcs7-mime":
             try self.init(rawOrBase64: request.body[...])
