@@ -17,6 +17,14 @@ enum ObjectIdentifiers {
     static let data: [UInt8] = [0x2A, 0x86, 0x48, 0x86, 0xF7, 0x0D, 0x01, 0x07, 0x01]
     static let sha1: [UInt8] = [0x2B, 0x0E, 0x03, 0x02, 0x1A]
     static let sha256: [UInt8] = [0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x02, 0x01]
+    /// rsaEncryption, sha1WithRSAEncryption, sha256WithRSAEncryption, ecdsa-with-SHA1, ecdsa-with-SHA256.
+    static let signatureAlgorithms: [[UInt8]] = [
+        [0x2A, 0x86, 0x48, 0x86, 0xF7, 0x0D, 0x01, 0x01, 0x01],
+        [0x2A, 0x86, 0x48, 0x86, 0xF7, 0x0D, 0x01, 0x01, 0x05],
+        [0x2A, 0x86, 0x48, 0x86, 0xF7, 0x0D, 0x01, 0x01, 0x0B],
+        [0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x04, 0x01],
+        [0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x04, 0x03, 0x02],
+    ]
     static let contentTypeAttribute: [UInt8] = [0x2A, 0x86, 0x48, 0x86, 0xF7, 0x0D, 0x01, 0x09, 0x03]
     static let messageDigestAttribute: [UInt8] = [0x2A, 0x86, 0x48, 0x86, 0xF7, 0x0D, 0x01, 0x09, 0x04]
 }
@@ -55,11 +63,24 @@ struct ReceiptContainer {
         }
         var fields = try reader.children(of: explicitSignedData[0])[...]
         // version, digestAlgorithms, contentInfo, [0] certificates, [1] crls, signerInfos
-        guard fields.count >= 4, fields.removeFirst().isUniversal(ASN1Tag.integer),
-            fields.removeFirst().isUniversal(ASN1Tag.set)
-        else { throw ASN1ReadError(reason: "signedData lacks version or digest algorithms") }
+        // PKCS#7 v1.5 and CMS both give version 1 to signedData signed by issuer and serial number, as receipts are.
+        guard fields.count >= 4, try reader.integer(fields.removeFirst()) == 1 else {
+            throw ASN1ReadError(reason: "signedData is not version 1")
+        }
+        let digestAlgorithms = fields.removeFirst()
+        guard digestAlgorithms.isUniversal(ASN1Tag.set) else {
+            throw ASN1ReadError(reason: "signedData lacks its digest algorithms")
+        }
+        var declaredDigests: [[UInt8]] = []
+        for algorithm in try reader.children(of: digestAlgorithms) {
+            guard let oid = try Self.algorithmIdentifier(algorithm, reader).first, oid.isUniversal(ASN1Tag.objectIdentifier)
+            else { throw ASN1ReadError(reason: "a digest algorithm is not an AlgorithmIdentifier") }
+            declaredDigests.append(Array(reader.content(of: oid)))
+        }
 
-        let encapsulated = try reader.children(of: fields.removeFirst())
+        let encapsulatedInfo = fields.removeFirst()
+        guard encapsulatedInfo.isUniversal(ASN1Tag.sequence) else { throw ASN1ReadError(reason: "content info is not a SEQUENCE") }
+        let encapsulated = try reader.children(of: encapsulatedInfo)
         guard encapsulated.count == 2, encapsulated[0].isUniversal(ASN1Tag.objectIdentifier),
             Array(reader.content(of: encapsulated[0])) == ObjectIdentifiers.data, encapsulated[1].isContext(0)
         else { throw ASN1ReadError(reason: "signedData carries no data content") }
@@ -81,18 +102,22 @@ struct ReceiptContainer {
         let signers = try reader.children(of: signerInfos)
         // Apple signs with exactly one signer; several would leave "which one counts" open.
         guard signers.count == 1 else { throw ASN1ReadError(reason: "expected one signer, found \(signers.count)") }
+        guard signers[0].isUniversal(ASN1Tag.sequence) else { throw ASN1ReadError(reason: "signerInfo is not a SEQUENCE") }
         var signer = try reader.children(of: signers[0])[...]
-        guard signer.count >= 5, signer.removeFirst().isUniversal(ASN1Tag.integer) else {
-            throw ASN1ReadError(reason: "signerInfo is incomplete")
+        guard signer.count >= 5, try reader.integer(signer.removeFirst()) == 1 else {
+            throw ASN1ReadError(reason: "signerInfo is incomplete or not version 1")
         }
         let identifier = signer.removeFirst()
         guard identifier.isUniversal(ASN1Tag.sequence) else { throw ASN1ReadError(reason: "signer is not named by issuer and serial") }
         signerIdentifier = reader.encoding(of: identifier)
 
-        let digestAlgorithm = try reader.children(of: signer.removeFirst())
+        let digestAlgorithm = try Self.algorithmIdentifier(signer.removeFirst(), reader)
         guard let digestOID = digestAlgorithm.first, digestOID.isUniversal(ASN1Tag.objectIdentifier),
             let digest = SignerDigest(oid: reader.content(of: digestOID))
         else { throw ASN1ReadError(reason: "signer digest is neither SHA-1 nor SHA-256") }
+        guard declaredDigests.contains(Array(reader.content(of: digestOID))) else {
+            throw ASN1ReadError(reason: "the signer's digest is not among signedData's digest algorithms")
+        }
         self.digest = digest
 
         signedAttributes = nil
@@ -107,9 +132,23 @@ struct ReceiptContainer {
             signedMessageDigest = try Self.messageDigest(in: attributes, reader: reader)
         }
         guard signer.count >= 2 else { throw ASN1ReadError(reason: "signerInfo lacks its signature") }
-        signer.removeFirst()  // digestEncryptionAlgorithm: the signer's key decides how the signature verifies.
+        // The signer's key decides how the signature verifies; the algorithm must still be one that fits Apple's.
+        let signatureAlgorithm = try Self.algorithmIdentifier(signer.removeFirst(), reader)
+        guard let signatureOID = signatureAlgorithm.first, signatureOID.isUniversal(ASN1Tag.objectIdentifier),
+            ObjectIdentifiers.signatureAlgorithms.contains(Array(reader.content(of: signatureOID)))
+        else { throw ASN1ReadError(reason: "the signature algorithm is not RSA or ECDSA") }
         let signatureElement = signer.removeFirst()
         signature = try reader.octetString(signatureElement)
+    }
+
+    /// `AlgorithmIdentifier ::= SEQUENCE { algorithm OBJECT IDENTIFIER, parameters ANY OPTIONAL }`, where the
+    /// parameters of every algorithm accepted here are absent or NULL.
+    private static func algorithmIdentifier(_ element: ASN1Element, _ reader: ASN1Reader) throws -> [ASN1Element] {
+        let parts = element.isUniversal(ASN1Tag.sequence) ? try reader.children(of: element) : []
+        guard (1...2).contains(parts.count), parts[0].isUniversal(ASN1Tag.objectIdentifier),
+            parts.count == 1 || (parts[1].isUniversal(ASN1Tag.null) && parts[1].contentStart == parts[1].contentEnd)
+        else { throw ASN1ReadError(reason: "an algorithm identifier is malformed") }
+        return parts
     }
 
     private static func messageDigest(in attributes: ASN1Element, reader: ASN1Reader) throws -> [UInt8] {

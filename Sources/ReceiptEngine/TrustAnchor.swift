@@ -29,25 +29,30 @@ public struct TrustAnchor: Sendable, Hashable {
 
     /// Reads PEM (every `CERTIFICATE` block) or a single DER certificate.
     public static func parse(_ bytes: [UInt8]) throws -> [TrustAnchor] {
-        let text = String(decoding: bytes, as: UTF8.self)
-        guard text.contains("-----BEGIN") else { return [try TrustAnchor(derEncoded: bytes)] }
-        var anchors: [TrustAnchor] = []
+        guard String(decoding: bytes.prefix(4096), as: UTF8.self).contains("-----BEGIN") else {
+            return [try TrustAnchor(derEncoded: bytes)]
+        }
+        let blocks = pemBlocks(bytes, label: "CERTIFICATE")
+        guard !blocks.isEmpty else { throw TrustAnchorError(message: "no CERTIFICATE block in the PEM file") }
+        return try blocks.map { try TrustAnchor(derEncoded: $0) }
+    }
+
+    /// The decoded bodies of every `-----BEGIN label-----` block; a block whose base64 is broken is skipped.
+    static func pemBlocks(_ bytes: [UInt8], label: String) -> [[UInt8]] {
+        var blocks: [[UInt8]] = []
         var body: String?
-        for line in text.split(whereSeparator: \.isNewline).map({ $0.trimmingCharacters(in: .whitespaces) }) {
-            if line == "-----BEGIN CERTIFICATE-----" {
+        for line in String(decoding: bytes, as: UTF8.self).split(whereSeparator: \.isNewline) {
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            if trimmed == "-----BEGIN \(label)-----" {
                 body = ""
-            } else if line == "-----END CERTIFICATE-----", let encoded = body {
-                guard let der = Data(base64Encoded: encoded) else {
-                    throw TrustAnchorError(message: "a PEM block is not valid base64")
-                }
-                anchors.append(try TrustAnchor(derEncoded: Array(der)))
+            } else if trimmed == "-----END \(label)-----", let encoded = body {
+                if let der = Data(base64Encoded: encoded) { blocks.append(Array(der)) }
                 body = nil
             } else if body != nil {
-                body! += line
+                body! += trimmed
             }
         }
-        guard !anchors.isEmpty else { throw TrustAnchorError(message: "no CERTIFICATE block in the PEM file") }
-        return anchors
+        return blocks
     }
 
     /// SHA-256 of the certificate, as `openssl x509 -fingerprint -sha256` prints it without colons.

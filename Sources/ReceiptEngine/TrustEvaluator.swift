@@ -84,6 +84,12 @@ final class TrustEvaluator: Sendable {
                 return .untrusted("the intermediate certificate lacks Apple's WWDR marker (\(Self.intermediateMarker))")
             }
         }
+        // Anything else the receipt carries would be bytes no signature covers; Apple's receipts carry exactly their
+        // chain, so a stray or altered certificate (say, a root copy when the root is configured) means tampering.
+        let chainEncodings = Set(chain.map(\.derEncoded))
+        guard certificates.allSatisfy({ chainEncodings.contains($0.derEncoded) }) else {
+            return .untrusted("the receipt carries a certificate that is not part of its signing chain")
+        }
         var validFrom = Int64.min
         var validUntil = Int64.max
         for certificate in chain {

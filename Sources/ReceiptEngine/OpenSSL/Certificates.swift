@@ -19,7 +19,7 @@ struct OpenSSLError: Error, CustomStringConvertible {
 enum Digest {
     case sha1, sha256
 
-    fileprivate var algorithm: OpaquePointer? {
+    var algorithm: OpaquePointer? {
         switch self {
         case .sha1: EVP_sha1()
         case .sha256: EVP_sha256()
@@ -47,7 +47,7 @@ extension SignerDigest {
 /// Owns one `X509`. OpenSSL treats a parsed certificate as read-only apart from internally locked caches, so an
 /// instance may be read from several threads.
 final class X509Certificate: @unchecked Sendable {
-    fileprivate let pointer: OpaquePointer
+    let pointer: OpaquePointer
     let derEncoded: [UInt8]
 
     init(derEncoded: some Collection<UInt8>) throws(OpenSSLError) {

@@ -1,0 +1,44 @@
+# syntax=docker/dockerfile:1
+# receiptd: build with the official Swift image, run on Debian slim with only OpenSSL added.
+#   docker build -t receiptd .
+#   docker run --rm -p 8080:8080 receiptd
+# scripts/check-docker checks this file against the repository and a built binary where no engine runs.
+
+# SWIFT_VERSION follows the toolchain the project is developed with (6.3); any 6.x image with a -bookworm tag works.
+# Keep the build image's Debian release equal to the runtime's so libssl3 matches the headers built against.
+ARG SWIFT_VERSION=6.3
+ARG DEBIAN_RELEASE=bookworm
+
+FROM swift:${SWIFT_VERSION}-${DEBIAN_RELEASE} AS build
+RUN apt-get update \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libssl-dev pkg-config \
+    && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY Package.swift ./
+COPY Sources ./Sources
+# The Swift runtime and Foundation are linked in statically; what stays dynamic is glibc, libstdc++/libgcc_s
+# (present in every Debian image) and OpenSSL (libssl3 below).
+RUN swift build -c release --static-swift-stdlib --product receiptd \
+    && install -D -m 0755 "$(swift build -c release --show-bin-path)/receiptd" /out/usr/local/bin/receiptd
+
+FROM debian:${DEBIAN_RELEASE}-slim AS runtime
+RUN apt-get update \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libssl3 \
+    && rm -rf /var/lib/apt/lists/* \
+    && groupadd --system --gid 10001 receiptd \
+    && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \
+       --shell /usr/sbin/nologin receiptd
+COPY --from=build /out/usr/local/bin/receiptd /usr/local/bin/receiptd
+COPY Config/receiptd.json /etc/receiptd/receiptd.json
+ENV RECEIPTD_CONFIG=/etc/receiptd/receiptd.json \
+    RECEIPTD_HOST=0.0.0.0 \
+    RECEIPTD_PORT=8080
+# Numeric so that Kubernetes' runAsNonRoot can check it.
+USER 10001:10001
+EXPOSE 8080
+# No curl in the image: bash's /dev/tcp sends the request and the status line is matched.
+HEALTHCHECK --interval=15s --timeout=3s --start-period=5s --retries=3 \
+    CMD ["bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/${RECEIPTD_PORT:-8080} && printf 'GET /healthz HTTP/1.1\\r\\nHost: localhost\\r\\nConnection: close\\r\\n\\r\\n' >&3 && head -n 1 <&3 | grep -q '^HTTP/1.1 200 '"]
+# receiptd drains requests in flight for shutdown_grace_period seconds after SIGTERM.
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["receiptd", "serve"]

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Tests the browser test itself against mock_server.py, with the page built from SupportPage.swift.
+# Needs swiftc (to print SupportPage.html). Usage: Tests/support-page/self-test.sh [SCREENSHOT_DIR]
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+work="$(mktemp -d)"
+mock_pid=""
+cleanup() {
+    [ -z "$mock_pid" ] || kill "$mock_pid" 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+echo 'print(SupportPage.html, terminator: "")' > "$work/main.swift"
+swiftc -module-name SupportPageDump "$here/../../Sources/ReceiptService/SupportPage.swift" "$work/main.swift" \
+    -o "$work/dump-page"
+"$work/dump-page" > "$work/page.html"
+
+printf '\x30\x82VALID-RECEIPT' > "$work/valid.der"
+printf '\x30\x82forged' > "$work/invalid.der"
+
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+python3 "$here/mock_server.py" "$port" "$work/page.html" &
+mock_pid=$!
+for _ in $(seq 50); do
+    curl -fsS -o /dev/null "http://127.0.0.1:$port/healthz" 2>/dev/null && break
+    sleep 0.1
+done
+"$here/browser-test.sh" "$port" "$work/valid.der" "$work/invalid.der" "${1:-/tmp/receiptd-support-page-mock}"
