@@ -1,0 +1,106 @@
+internal import HTTP1Server
+
+/// A request that cannot be answered with a verdict: the status, a stable code and a message for the client.
+struct RequestProblem: Error, Sendable, Hashable {
+    var status: Int
+    var code: String
+    var message: String
+
+    static func badRequest(_ message: String) -> RequestProblem {
+        RequestProblem(status: 400, code: "bad_request", message: message)
+    }
+}
+
+/// The receipt bytes and device id a `POST /v1/validate` carries, whichever of the accepted forms it came in.
+struct ReceiptSubmission: Sendable, Hashable {
+    var receipt: [UInt8]
+    /// From the body (JSON member or form field), when it had one; the query and header are fallbacks.
+    var deviceID: String?
+
+    /// Reads the body by `Content-Type`, parameters ignored. No `Content-Type` reads as raw bytes (RFC 9110 §8.3 lets
+    /// a recipient assume `application/octet-stream`).
+    init(request: HTTPRequest) throws(RequestProblem) {
+        let header = request.headers["Content-Type"]
+        let mediaType = header.flatMap(MediaType.init)
+        if let header, mediaType == nil {
+            throw RequestProblem(
+                status: 415, code: "unsupported_media_type", message: "Content-Type \"\(header)\" is not a media type")
+        }
+        switch mediaType?.essence {
+        case nil, "application/octet-stream", "application/pkcs7-mime", "application/x-pkcs7-mime":
+            try self.init(rawOrBase64: request.body[...])
+        case "text/plain":
+            self.init(receipt: try Self.decodeBase64(request.body[...]), deviceID: nil)
+        case "application/json":
+            try self.init(json: request.body)
+        case "multipart/form-data":
+            guard let boundary = mediaType?.parameter("boundary") else {
+                throw .badRequest("multipart/form-data without a boundary parameter")
+            }
+            try self.init(multipart: request.body, boundary: boundary)
+        case let other?:
+            throw RequestProblem(
+                status: 415, code: "unsupported_media_type",
+                message: "\(other) is not accepted; send application/octet-stream, text/plain (base64), "
+                    + "application/json or multipart/form-data")
+        }
+    }
+
+    init(receipt: [UInt8], deviceID: String?) {
+        self.receipt = receipt
+        self.deviceID = deviceID
+    }
+
+    /// Raw DER, or base64 text sent with a binary type (a common client mistake that costs nothing to forgive).
+    private init(rawOrBase64 bytes: ArraySlice<UInt8>, deviceID: String? = nil) throws(RequestProblem) {
+        if Base64Text.looksLikeBase64(bytes) {
+            self.init(receipt: try Self.decodeBase64(bytes), deviceID: deviceID)
+        } else {
+            guard bytes.contains(where: { !Base64Text.isWhitespace($0) }) else {
+                throw .badRequest("missing receipt: the body is empty")
+            }
+            self.init(receipt: Array(bytes), deviceID: deviceID)
+        }
+    }
+
+    private init(json body: [UInt8]) throws(RequestProblem) {
+        let json: JSONValue
+        do {
+            json = try JSONValue(parsing: body)
+        } catch {
+            throw .badRequest("body is not valid JSON: \(error)")
+        }
+        guard case .object = json else { throw .badRequest("expected a JSON object with a \"receipt\" member") }
+        guard let receiptValue = json["receipt"], receiptValue != .null else {
+            throw .badRequest("missing receipt: expected a \"receipt\" member holding base64")
+        }
+        guard case .string(let base64) = receiptValue else { throw .badRequest("\"receipt\" must be a base64 string") }
+        let deviceID: String?
+        switch json["device_id"] {
+        case nil, .null?: deviceID = nil
+        case .string(let text)?: deviceID = text
+        default: throw .badRequest("\"device_id\" must be a string")
+        }
+        self.init(receipt: try Self.decodeBase64(Array(base64.utf8)[...]), deviceID: deviceID)
+    }
+
+    private init(multipart body: [UInt8], boundary: String) throws(RequestProblem) {
+        let form: MultipartFormData
+        do {
+            form = try MultipartFormData(body: body, boundary: boundary)
+        } catch {
+            throw .badRequest(error.description)
+        }
+        guard let receiptPart = form.part(named: "receipt") else {
+            throw .badRequest("missing receipt: expected a form part named \"receipt\"")
+        }
+        let deviceID = form.part(named: "device_id").map { String(decoding: $0.content, as: UTF8.self) }
+        try self.init(rawOrBase64: receiptPart.content, deviceID: deviceID)
+    }
+
+    private static func decodeBase64(_ bytes: ArraySlice<UInt8>) throws(RequestProblem) -> [UInt8] {
+        guard let decoded = Base64Text.decode(bytes) else { throw .badRequest("receipt is not valid base64") }
+        guard !decoded.isEmpty else { throw .badRequest("missing receipt: the base64 text is empty") }
+        return decoded
+    }
+}

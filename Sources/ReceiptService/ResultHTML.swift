@@ -1,0 +1,136 @@
+public import ReceiptEngine
+
+/// The verdict as a small self-contained page, for a person who posted the support form from a browser.
+///
+/// Everything taken from a receipt or a request is escaped: a receipt's strings are attacker-chosen, and this page
+/// is served from the same origin as the form.
+public enum ResultHTML {
+    public static func page(_ result: ValidationResult) -> String {
+        var body = ""
+        if let error = result.error {
+            body += "<p class=\"verdict invalid\">Not valid: \(escape(error.message))"
+            body += " <code>\(escape(error.code.rawValue))</code></p>\n"
+        } else {
+            body += "<p class=\"verdict valid\">Valid receipt</p>\n"
+        }
+        if let environment = result.environment {
+            body += "<p>Environment: \(escape(environment.rawValue))</p>\n"
+        }
+
+        body += "<h2>Checks</h2>\n"
+        body += table(
+            header: ["Check", "Outcome"],
+            rows: [
+                ["Signature", result.checks.signature.rawValue],
+                ["Bundle ID", result.checks.bundleID.rawValue],
+                ["Version", result.checks.version.rawValue],
+                ["Device hash", result.checks.deviceHash.rawValue],
+                ["Environment", result.checks.environment.rawValue],
+            ])
+
+        if let receipt = result.receipt {
+            body += "<h2>Receipt</h2>\n"
+            body += table(
+                header: ["Field", "Value"],
+                rows: [
+                    ["Bundle ID", receipt.bundleID],
+                    ["Application version", receipt.applicationVersion],
+                    ["Original application version", receipt.originalApplicationVersion ?? "—"],
+                    ["Receipt type", receipt.receiptType ?? "—"],
+                    ["App item ID", receipt.appItemID.map(String.init) ?? "—"],
+                    ["Created", receipt.creationDate.rfc3339],
+                    ["Expires", receipt.expirationDate?.rfc3339 ?? "—"],
+                    ["Originally purchased", receipt.originalPurchaseDate?.rfc3339 ?? "—"],
+                ])
+            body += "<h2>Purchases</h2>\n"
+            if receipt.inAppPurchases.isEmpty {
+                body += "<p>No in-app purchases.</p>\n"
+            } else {
+                body += table(
+                    header: ["Product", "Quantity", "Transaction", "Original transaction", "Purchased", "Expires",
+                             "Cancelled", "Trial"],
+                    rows: receipt.inAppPurchases.map { purchase in
+                        [
+                            purchase.productID ?? "—", purchase.quantity.map(String.init) ?? "—",
+                            purchase.transactionID ?? "—", purchase.originalTransactionID ?? "—",
+                            purchase.purchaseDate?.rfc3339 ?? "—", purchase.expiresDate?.rfc3339 ?? "—",
+                            purchase.cancellationDate?.rfc3339 ?? "—", purchase.isTrialPeriod ? "yes" : "no",
+                        ]
+                    })
+            }
+        }
+
+        if !result.subscriptions.isEmpty {
+            body += "<h2>Subscriptions</h2>\n"
+            body += table(
+                header: ["Product", "Original transaction", "Latest transaction", "Expires", "Active", "Cancelled"],
+                rows: result.subscriptions.map { status in
+                    [
+                        status.productID ?? "—", status.originalTransactionID, status.latestTransactionID ?? "—",
+                        status.expiresDate.rfc3339, status.isActive ? "yes" : "no", status.isCancelled ? "yes" : "no",
+                    ]
+                })
+        }
+        return document(title: result.isValid ? "Valid receipt" : "Receipt not valid", body: body)
+    }
+
+    /// A page for a request that never reached the engine (bad upload, wrong type).
+    public static func errorPage(status: Int, code: String, message: String) -> String {
+        document(
+            title: "Request not accepted",
+            body: "<p class=\"verdict invalid\">\(escape(message)) <code>\(escape(code))</code></p>\n"
+                + "<p>HTTP status \(status).</p>\n")
+    }
+
+    static func escape(_ text: String) -> String {
+        var out = ""
+        out.reserveCapacity(text.utf8.count)
+        for character in text {
+            switch character {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            case "\"": out += "&quot;"
+            case "'": out += "&#39;"
+            default: out.append(character)
+            }
+        }
+        return out
+    }
+
+    private static func table(header: [String], rows: [[String]]) -> String {
+        var html = "<table>\n<tr>" + header.map { "<th>\(escape($0))</th>" }.joined() + "</tr>\n"
+        for row in rows {
+            html += "<tr>" + row.map { "<td>\(escape($0))</td>" }.joined() + "</tr>\n"
+        }
+        return html + "</table>\n"
+    }
+
+    private static func document(title: String, body: String) -> String {
+        """
+        <!DOCTYPE html>
+        <html lang="en">
+        <head>
+        <meta charset="utf-8">
+        <meta name="viewport" content="width=device-width, initial-scale=1">
+        <title>\(escape(title)) — receiptd</title>
+        <style>
+        body { font: 15px/1.5 system-ui, sans-serif; margin: 2rem auto; max-width: 60rem; padding: 0 1rem; color: #222; }
+        table { border-collapse: collapse; margin: 0.5rem 0 1.5rem; }
+        th, td { border: 1px solid #ccc; padding: 0.25rem 0.6rem; text-align: left; vertical-align: top; }
+        th { background: #f4f4f4; }
+        .verdict { font-size: 1.3rem; font-weight: 600; }
+        .valid { color: #176f2c; }
+        .invalid { color: #a11d1d; }
+        code { font-size: 0.9em; color: #555; }
+        </style>
+        </head>
+        <body>
+        <h1>\(escape(title))</h1>
+        \(body)<p><a href="/">Check another receipt</a></p>
+        </body>
+        </html>
+
+        """
+    }
+}

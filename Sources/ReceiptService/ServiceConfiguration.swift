@@ -1,0 +1,312 @@
+internal import Foundation
+public import HTTP1Server
+public import ReceiptEngine
+
+/// Why receiptd cannot start with the configuration it was given. `description` is the one line printed to stderr,
+/// e.g. `config Config/x.json: apps[0].bundle_id: expected a string`.
+public struct ConfigurationError: Error, Sendable, Hashable, CustomStringConvertible {
+    public struct Code: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
+        /// The configuration file cannot be read.
+        public static let unreadableFile = Code(rawValue: "unreadable_file")
+        /// The file is not JSON, or its top level is not an object.
+        public static let invalidJSON = Code(rawValue: "invalid_json")
+        /// A key receiptd does not know; usually a typo that would otherwise silently keep a default.
+        public static let unknownKey = Code(rawValue: "unknown_key")
+        /// A value of the wrong type or out of range, or a required key missing.
+        public static let invalidValue = Code(rawValue: "invalid_value")
+        /// A `trusted_roots` file is missing, unreadable, or holds no certificate.
+        public static let unreadableTrustedRoot = Code(rawValue: "unreadable_trusted_root")
+        /// A bad command-line flag or environment override.
+        public static let invalidOverride = Code(rawValue: "invalid_override")
+    }
+
+    public let code: Code
+    public let message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { message }
+
+    public static func == (lhs: ConfigurationError, rhs: ConfigurationError) -> Bool { lhs.code == rhs.code }
+    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
+}
+
+/// Everything `receiptd serve` needs, read from a JSON file (`Config/receiptd.json` by default) and overridden by
+/// `RECEIPTD_HOST` / `RECEIPTD_PORT` and then by command-line flags.
+///
+/// The keys are a contract: `host`, `port`, `trusted_roots`, `apps` (`bundle_id`, `versions`, `shared_secret`),
+/// `environments`, `max_receipt_bytes`, `max_body_bytes`, `max_header_bytes`, `max_connections`,
+/// `header_read_timeout`, `body_read_timeout`, `idle_timeout`, `shutdown_grace_period`, `log_format`. Unknown keys are
+/// refused so that a typo never silently leaves a default in force.
+public struct ServiceConfiguration: Sendable {
+    /// An app whose receipts are accepted.
+    public struct App: Sendable, Hashable {
+        public var bundleID: String
+        /// Accepted application versions; empty accepts any.
+        public var versions: [String]
+        /// When set, `/verifyReceipt` answers 21004 unless the request's `password` equals it.
+        public var sharedSecret: String?
+
+        public init(bundleID: String, versions: [String] = [], sharedSecret: String? = nil) {
+            self.bundleID = bundleID
+            self.versions = versions
+            self.sharedSecret = sharedSecret
+        }
+    }
+
+    public enum LogFormat: String, Sendable, Hashable, CaseIterable {
+        case text, json
+    }
+
+    public static let defaultPath = "Config/receiptd.json"
+
+    public var host = "127.0.0.1"
+    public var port = 8080
+    /// The `trusted_roots` files, resolved against the configuration file's folder.
+    public var trustedRootPaths: [String] = []
+    /// The certificates read from `trustedRootPaths`.
+    public var trustAnchors: [TrustAnchor] = []
+    public var apps: [App] = []
+    public var environments: [ReceiptEnvironment] = [.production, .sandbox]
+    public var maxReceiptBytes = 4_194_304
+    public var maxBodyBytes = 8_388_608
+    public var maxHeaderBytes = 16_384
+    public var maxConnections = 1024
+    public var headerReadTimeout: Double = 10
+    public var bodyReadTimeout: Double = 30
+    public var idleTimeout: Double = 60
+    public var shutdownGracePeriod: Double = 10
+    public var logFormat = LogFormat.text
+    /// The file this was read from, as given; nil when running on defaults.
+    public var sourcePath: String?
+
+    /// The defaults, as if the file were `{}`.
+    public init() {}
+
+    /// The app configured for a bundle id.
+    public func app(bundleID: String) -> App? { apps.first { $0.bundleID == bundleID } }
+
+    /// Lines worth printing at startup, such as a warning that any bundle id is accepted.
+    public var startupNotes: [String] {
+        var notes: [String] = []
+        if sourcePath == nil { notes.append("no configuration file; running on defaults") }
+        if apps.isEmpty { notes.append("no apps configured: accepts any bundle id") }
+        return notes
+    }
+
+    public func makeValidationPolicy() -> ValidationPolicy {
+        ValidationPolicy(
+            additionalTrustAnchors: trustAnchors,
+            apps: apps.map { AppPolicy(bundleID: $0.bundleID, acceptedVersions: $0.versions) },
+            environments: Set(environments),
+            maximumReceiptBytes: maxReceiptBytes)
+    }
+
+    public func makeValidator() -> ReceiptValidator { ReceiptValidator(policy: makeValidationPolicy()) }
+
+    public var httpServerConfiguration: HTTPServerConfiguration {
+        var configuration = HTTPServerConfiguration()
+        configuration.host = host
+        configuration.port = port
+        configuration.maxBodyBytes = maxBodyBytes
+        configuration.maxHeaderBytes = maxHeaderBytes
+        configuration.maxConnections = maxConnections
+        configuration.headerReadTimeout = headerReadTimeout
+        configuration.bodyReadTimeout = bodyReadTimeout
+        configuration.idleTimeout = idleTimeout
+        configuration.shutdownGracePeriod = shutdownGracePeriod
+        return configuration
+    }
+}
+
+// MARK: - Loading
+
+extension ServiceConfiguration {
+    /// Reads a configuration file; relative `trusted_roots` resolve against the file's folder.
+    public static func load(contentsOfFile path: String) throws(ConfigurationError) -> ServiceConfiguration {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ConfigurationError(.unreadableFile, "config \(path): cannot read the file")
+        }
+        let folder = (path as NSString).deletingLastPathComponent
+        return try parse([UInt8](data), path: path, baseDirectory: folder.isEmpty ? "." : folder)
+    }
+
+    /// Reads configuration JSON; `path` only names the source in messages.
+    public static func parse(
+        _ bytes: [UInt8], path: String, baseDirectory: String
+    ) throws(ConfigurationError) -> ServiceConfiguration {
+        let reader = ConfigurationReader(path: path)
+        let root: JSONValue
+        do {
+            root = try JSONValue(parsing: bytes)
+        } catch {
+            throw ConfigurationError(.invalidJSON, "config \(path): \(error)")
+        }
+        guard case .object(let members) = root else {
+            throw ConfigurationError(.invalidJSON, "config \(path): expected a JSON object at the top level")
+        }
+
+        var configuration = ServiceConfiguration()
+        configuration.sourcePath = path
+        for (key, value) in members {
+            switch key {
+            case "host": configuration.host = try reader.nonEmptyString(value, key)
+            case "port": configuration.port = try reader.integer(value, key, in: 0...65_535)
+            case "trusted_roots":
+                configuration.trustedRootPaths = try reader.strings(value, key).map { file in
+                    file.hasPrefix("/") ? file : (baseDirectory as NSString).appendingPathComponent(file)
+                }
+            case "apps": configuration.apps = try reader.apps(value)
+            case "environments": configuration.environments = try reader.environments(value)
+            case "max_receipt_bytes": configuration.maxReceiptBytes = try reader.integer(value, key, in: 1...Int.max)
+            case "max_body_bytes": configuration.maxBodyBytes = try reader.integer(value, key, in: 1...Int.max)
+            case "max_header_bytes": configuration.maxHeaderBytes = try reader.integer(value, key, in: 1...Int.max)
+            case "max_connections": configuration.maxConnections = try reader.integer(value, key, in: 1...Int.max)
+            case "header_read_timeout": configuration.headerReadTimeout = try reader.seconds(value, key)
+            case "body_read_timeout": configuration.bodyReadTimeout = try reader.seconds(value, key)
+            case "idle_timeout": configuration.idleTimeout = try reader.seconds(value, key)
+            case "shutdown_grace_period": configuration.shutdownGracePeriod = try reader.seconds(value, key)
+            case "log_format":
+                guard case .string(let text) = value, let format = LogFormat(rawValue: text) else {
+                    throw reader.invalid(key, "expected \"text\" or \"json\"")
+                }
+                configuration.logFormat = format
+            default:
+                throw ConfigurationError(.unknownKey, "config \(path): \(key): unknown key")
+            }
+        }
+        configuration.trustAnchors = try loadTrustAnchors(configuration.trustedRootPaths, configPath: path)
+        return configuration
+    }
+
+    private static func loadTrustAnchors(
+        _ paths: [String], configPath: String
+    ) throws(ConfigurationError) -> [TrustAnchor] {
+        var anchors: [TrustAnchor] = []
+        for file in paths {
+            guard FileManager.default.isReadableFile(atPath: file) else {
+                throw ConfigurationError(
+                    .unreadableTrustedRoot, "config \(configPath): trusted_roots: cannot read \(file)")
+            }
+            do {
+                let loaded = try TrustAnchor.load(contentsOfFile: file)
+                guard !loaded.isEmpty else {
+                    throw ConfigurationError(
+                        .unreadableTrustedRoot, "config \(configPath): trusted_roots: \(file): no certificate found")
+                }
+                anchors.append(contentsOf: loaded)
+            } catch let error as ConfigurationError {
+                throw error
+            } catch {
+                throw ConfigurationError(
+                    .unreadableTrustedRoot, "config \(configPath): trusted_roots: \(file): \(error)")
+            }
+        }
+        return anchors
+    }
+}
+
+/// Type checks that name the offending key, so every message points at one line of the file.
+private struct ConfigurationReader {
+    let path: String
+
+    func invalid(_ key: String, _ expectation: String) -> ConfigurationError {
+        ConfigurationError(.invalidValue, "config \(path): \(key): \(expectation)")
+    }
+
+    func nonEmptyString(_ value: JSONValue, _ key: String) throws(ConfigurationError) -> String {
+        guard case .string(let text) = value, !text.isEmpty else { throw invalid(key, "expected a non-empty string") }
+        return text
+    }
+
+    func integer(_ value: JSONValue, _ key: String, in range: ClosedRange<Int>) throws(ConfigurationError) -> Int {
+        guard case .integer(let number) = value else { throw invalid(key, "expected an integer") }
+        guard let integer = Int(exactly: number), range.contains(integer) else {
+            throw invalid(
+                key,
+                range.upperBound == Int.max
+                    ? "expected an integer of at least \(range.lowerBound)"
+                    : "expected an integer from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return integer
+    }
+
+    func seconds(_ value: JSONValue, _ key: String) throws(ConfigurationError) -> Double {
+        let seconds: Double
+        switch value {
+        case .integer(let number): seconds = Double(number)
+        case .number(let number): seconds = number
+        default: throw invalid(key, "expected a number of seconds")
+        }
+        guard seconds > 0, seconds <= 86_400 else { throw invalid(key, "expected seconds above 0, at most 86400") }
+        return seconds
+    }
+
+    func strings(_ value: JSONValue, _ key: String) throws(ConfigurationError) -> [String] {
+        guard case .array(let values) = value else { throw invalid(key, "expected an array of strings") }
+        var strings: [String] = []
+        for (index, element) in values.enumerated() {
+            guard case .string(let text) = element, !text.isEmpty else {
+                throw invalid("\(key)[\(index)]", "expected a non-empty string")
+            }
+            strings.append(text)
+        }
+        return strings
+    }
+
+    func environments(_ value: JSONValue) throws(ConfigurationError) -> [ReceiptEnvironment] {
+        let names = try strings(value, "environments")
+        var environments: [ReceiptEnvironment] = []
+        for (index, name) in names.enumerated() {
+            guard let environment = ReceiptEnvironment(rawValue: name) else {
+                throw invalid("environments[\(index)]", "expected \"Production\", \"Sandbox\" or \"Xcode\"")
+            }
+            if !environments.contains(environment) { environments.append(environment) }
+        }
+        guard !environments.isEmpty else { throw invalid("environments", "expected at least one environment") }
+        return environments
+    }
+
+    func apps(_ value: JSONValue) throws(ConfigurationError) -> [ServiceConfiguration.App] {
+        guard case .array(let values) = value else { throw invalid("apps", "expected an array of objects") }
+        var apps: [ServiceConfiguration.App] = []
+        for (index, element) in values.enumerated() {
+            let prefix = "apps[\(index)]"
+            guard case .object(let members) = element else { throw invalid(prefix, "expected an object") }
+            var bundleID: String?
+            var app = ServiceConfiguration.App(bundleID: "")
+            for (key, value) in members {
+                switch key {
+                case "bundle_id":
+                    guard case .string(let text) = value else { throw invalid("\(prefix).bundle_id", "expected a string") }
+                    guard !text.isEmpty else { throw invalid("\(prefix).bundle_id", "expected a non-empty string") }
+                    bundleID = text
+                case "versions":
+                    app.versions = try strings(value, "\(prefix).versions")
+                case "shared_secret":
+                    switch value {
+                    case .null: app.sharedSecret = nil
+                    case .string(let text): app.sharedSecret = text.isEmpty ? nil : text
+                    default: throw invalid("\(prefix).shared_secret", "expected a string or null")
+                    }
+                default:
+                    throw ConfigurationError(.unknownKey, "config \(path): \(prefix).\(key): unknown key")
+                }
+            }
+            guard let bundleID else { throw invalid("\(prefix).bundle_id", "required") }
+            guard !apps.contains(where: { $0.bundleID == bundleID }) else {
+                throw invalid("\(prefix).bundle_id", "\(bundleID) is configured twice")
+            }
+            app.bundleID = bundleID
+            apps.append(app)
+        }
+        return apps
+    }
+}

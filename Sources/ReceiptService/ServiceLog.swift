@@ -1,0 +1,100 @@
+public import Foundation
+public import HTTP1Server
+internal import ReceiptEngine
+
+/// Where log lines go: one call per complete line, without its newline. Injected, never global, so tests capture it.
+public typealias LogSink = @Sendable (String) -> Void
+
+/// receiptd's log: one line per request and a few lifecycle events, as text or JSON.
+///
+/// Only what operators need to see traffic and failures goes in. Receipts, device ids, passwords, shared secrets and
+/// query strings never do: query strings can carry `device_id`, and a receipt identifies a customer.
+public struct ServiceLog: Sendable {
+    public let format: ServiceConfiguration.LogFormat
+    private let sink: LogSink
+    private let clock: @Sendable () -> Date
+
+    public init(
+        format: ServiceConfiguration.LogFormat, clock: @escaping @Sendable () -> Date = { Date() },
+        sink: @escaping LogSink
+    ) {
+        self.format = format
+        self.clock = clock
+        self.sink = sink
+    }
+
+    /// The access-log line for one request.
+    public func access(_ record: HTTPAccessRecord) {
+        sink(accessLine(record))
+    }
+
+    /// A lifecycle event (startup, shutdown), with extra fields in order.
+    public func event(_ message: String, _ fields: [(String, String)] = []) {
+        sink(eventLine(message, fields))
+    }
+
+    func accessLine(_ record: HTTPAccessRecord) -> String {
+        let path = Self.pathWithoutQuery(record.path)
+        let time = ReceiptDate(clock()).rfc3339
+        switch format {
+        case .text:
+            return "\(time) \(Self.printable(record.method)) \(Self.printable(path)) \(record.status) "
+                + "\(record.responseBytes)B \(record.microseconds)us id=\(Self.printable(record.requestID))"
+        case .json:
+            let value = JSONValue.object([
+                ("time", .string(time)),
+                ("method", .string(record.method)),
+                ("path", .string(path)),
+                ("status", .integer(Int64(record.status))),
+                ("bytes", .integer(Int64(record.responseBytes))),
+                ("duration_us", .integer(Int64(record.microseconds))),
+                ("request_id", .string(record.requestID)),
+            ])
+            return String(decoding: value.serialized(), as: UTF8.self)
+        }
+    }
+
+    func eventLine(_ message: String, _ fields: [(String, String)]) -> String {
+        let time = ReceiptDate(clock()).rfc3339
+        switch format {
+        case .text:
+            return ([time, message] + fields.map { "\($0.0)=\(Self.printable($0.1))" }).joined(separator: " ")
+        case .json:
+            let members: [(key: String, value: JSONValue)] =
+                [("time", .string(time)), ("event", .string(message))] + fields.map { ($0.0, .string($0.1)) }
+            return String(decoding: JSONValue.object(members).serialized(), as: UTF8.self)
+        }
+    }
+
+    static func pathWithoutQuery(_ path: String) -> String {
+        if let question = path.firstIndex(of: "?") { return String(path[..<question]) }
+        return path
+    }
+
+    /// Text lines split on spaces and end at newlines, so a hostile path must not forge fields or lines.
+    static func printable(_ text: String) -> String {
+        var out = ""
+        for byte in text.utf8 {
+            if byte <= 0x20 || byte == 0x7F || byte >= 0x80 || byte == UInt8(ascii: "%") {
+                out += "%" + String(byte, radix: 16, uppercase: true).leftPadded(to: 2)
+            } else {
+                out.append(Character(Unicode.Scalar(byte)))
+            }
+        }
+        return out
+    }
+
+    /// Writes each line with one `write(2)`, so lines from concurrent requests never interleave.
+    public static let standardOutput: LogSink = { line in writeLine(line, to: FileHandle.standardOutput) }
+    public static let standardError: LogSink = { line in writeLine(line, to: FileHandle.standardError) }
+
+    private static func writeLine(_ line: String, to handle: FileHandle) {
+        handle.write(Data((line + "\n").utf8))
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(to width: Int) -> String {
+        count >= width ? self : String(repeating: "0", count: width - count) + self
+    }
+}

@@ -1,0 +1,117 @@
+import Foundation
+import HTTP1Server
+import ReceiptEngine
+import Testing
+
+@testable import ReceiptService
+
+/// The real receipts in `../shared/fixtures/apple/` (present in CI; read in place, never copied into the project).
+enum AppleFixtures {
+    static let directory: URL = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("shared/fixtures/apple")
+
+    static var available: Bool {
+        FileManager.default.fileExists(atPath: directory.appendingPathComponent("manifest.json").path)
+    }
+
+    static func bytes(_ file: String) throws -> [UInt8] {
+        Array(try Data(contentsOf: directory.appendingPathComponent(file)))
+    }
+
+    static func path(_ file: String) -> String { directory.appendingPathComponent(file).path }
+
+    /// Production, macOS, no purchases; its device hash matches `arvDeviceID`.
+    static let productionReceipt = "receipts/arv_1.der"
+    static let productionBundleID = "com.ideasoncanvas.MindNodeMac"
+    static let productionDeviceID = "6c:40:08:b5:94:5e"
+    /// Sandbox, iOS, 7 purchases.
+    static let sandboxReceipt = "receipts/arv_8.der"
+    static let sandboxBundleID = "com.mbaasy.ios.demo"
+    /// Signed by a leaf Apple never issued receipts with: certificate_untrusted.
+    static let untrustedReceipt = "receipts/mikestew_1.der"
+    static let xcodeReceipt = "receipts/applelib_2.der"
+    static let storeKitCertificate = "certs/StoreKitTestCertificate_Xcode.cer"
+}
+
+/// 2024-05-01T12:00:00Z, a fixed "now".
+let fixedNow = Date(timeIntervalSince1970: 1_714_564_800)
+
+func makeRoutes(
+    _ configuration: ServiceConfiguration = ServiceConfiguration(), metrics: ServiceMetrics = ServiceMetrics(),
+    readiness: ServiceReadiness = ServiceReadiness()
+) -> ReceiptRoutes {
+    ReceiptRoutes(
+        configuration: configuration, validator: configuration.makeValidator(), metrics: metrics,
+        readiness: readiness, clock: { fixedNow })
+}
+
+func post(
+    _ target: String, contentType: String?, body: [UInt8], headers: [(String, String)] = []
+) -> HTTPRequest {
+    var fields = headers
+    if let contentType { fields.append(("Content-Type", contentType)) }
+    return HTTPRequest(method: "POST", target: target, headers: HTTPHeaders(fields), body: body)
+}
+
+func post(_ target: String, contentType: String?, text: String, headers: [(String, String)] = []) -> HTTPRequest {
+    post(target, contentType: contentType, body: Array(text.utf8), headers: headers)
+}
+
+func get(_ target: String, headers: [(String, String)] = []) -> HTTPRequest {
+    HTTPRequest(method: "GET", target: target, headers: HTTPHeaders(headers))
+}
+
+extension HTTPResponse {
+    var json: JSONValue? { try? JSONValue(parsing: body) }
+    var text: String { String(decoding: body, as: UTF8.self) }
+    var errorCode: String? {
+        if case .string(let code)? = json?["error"]?["code"] { return code }
+        return nil
+    }
+}
+
+extension JSONValue {
+    var stringValue: String? {
+        if case .string(let text) = self { return text }
+        return nil
+    }
+    var integerValue: Int64? {
+        if case .integer(let number) = self { return number }
+        return nil
+    }
+    var boolValue: Bool? {
+        if case .bool(let flag) = self { return flag }
+        return nil
+    }
+    var arrayValue: [JSONValue]? {
+        if case .array(let values) = self { return values }
+        return nil
+    }
+    var keys: [String] {
+        if case .object(let members) = self { return members.map(\.key) }
+        return []
+    }
+}
+
+func base64(_ bytes: [UInt8]) -> String { Data(bytes).base64EncodedString() }
+
+/// A multipart/form-data body as curl -F writes it.
+func multipartBody(boundary: String, parts: [(name: String, filename: String?, content: [UInt8])]) -> [UInt8] {
+    var body: [UInt8] = []
+    for part in parts {
+        body += Array("--\(boundary)\r\n".utf8)
+        var disposition = "Content-Disposition: form-data; name=\"\(part.name)\""
+        if let filename = part.filename { disposition += "; filename=\"\(filename)\"" }
+        body += Array("\(disposition)\r\n".utf8)
+        if part.filename != nil { body += Array("Content-Type: application/octet-stream\r\n".utf8) }
+        body += Array("\r\n".utf8)
+        body += part.content
+        body += Array("\r\n".utf8)
+    }
+    body += Array("--\(boundary)--\r\n".utf8)
+    return body
+}
+
+/// Bytes that are certainly not a receipt but are not base64 text either.
+let junkDER: [UInt8] = [0x30, 0x82, 0x01, 0x00, 0xFF, 0xFE, 0x00, 0x01]
