@@ -76,3 +76,11 @@ private func loadValidator(configPath: String?) throws -> ReceiptValidator {
     }
     return ReceiptValidator(policy: ValidationPolicy())
 }
+
+extension JSONValue {
+    /// The same object with one member put first (`file` in many-file JSON output).
+    func prepending(key: String, _ value: JSONValue) -> JSONValue {
+        guard case .object(let members) = self else { return self }
+        return .object([(key, value)] + members)
+    }
+}
