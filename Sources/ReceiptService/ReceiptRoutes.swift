@@ -84,7 +84,7 @@ public struct ReceiptRoutes: Sendable {
             return HTTPResponse(
                 status: 200, headers: HTTPHeaders([("Content-Type", "text/plain; version=0.0.4; charset=utf-8")]),
                 body: Array(metrics.exposition().utf8))
-        case .supportPage: return html(status: 200, supportPageHTML())
+        case .supportPage: return html(status: 200, SupportPage.html)
         case .verifyReceipt, .sandboxVerifyReceipt, .unmatched: preconditionFailure("answered above")
         }
     }

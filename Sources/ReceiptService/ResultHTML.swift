@@ -7,11 +7,13 @@ public import ReceiptEngine
 public enum ResultHTML {
     public static func page(_ result: ValidationResult) -> String {
         var body = ""
+        // The ids and sentences match the support page's script, so the form reads the same with or without it.
         if let error = result.error {
-            body += "<p class=\"verdict invalid\">Not valid: \(escape(error.message))"
-            body += " <code>\(escape(error.code.rawValue))</code></p>\n"
+            body += "<p id=\"verdict\" data-state=\"invalid\" class=\"verdict invalid\">Not valid</p>\n"
+            body += "<p id=\"error\">\(escape(SupportPage.sentence(for: error.code.rawValue)))<br>"
+            body += "\(escape(error.message)) <code>\(escape(error.code.rawValue))</code></p>\n"
         } else {
-            body += "<p class=\"verdict valid\">Valid receipt</p>\n"
+            body += "<p id=\"verdict\" data-state=\"valid\" class=\"verdict valid\">Valid receipt</p>\n"
         }
         if let environment = result.environment {
             body += "<p>Environment: \(escape(environment.rawValue))</p>\n"
@@ -19,7 +21,7 @@ public enum ResultHTML {
 
         body += "<h2>Checks</h2>\n"
         body += table(
-            header: ["Check", "Outcome"],
+            id: "checks", header: ["Check", "Outcome"],
             rows: [
                 ["Signature", result.checks.signature.rawValue],
                 ["Bundle ID", result.checks.bundleID.rawValue],
@@ -31,7 +33,7 @@ public enum ResultHTML {
         if let receipt = result.receipt {
             body += "<h2>Receipt</h2>\n"
             body += table(
-                header: ["Field", "Value"],
+                id: "receipt", header: ["Field", "Value"],
                 rows: [
                     ["Bundle ID", receipt.bundleID],
                     ["Application version", receipt.applicationVersion],
@@ -47,7 +49,7 @@ public enum ResultHTML {
                 body += "<p>No in-app purchases.</p>\n"
             } else {
                 body += table(
-                    header: ["Product", "Quantity", "Transaction", "Original transaction", "Purchased", "Expires",
+                    id: "purchases", header: ["Product", "Quantity", "Transaction", "Original transaction", "Purchased", "Expires",
                              "Cancelled", "Trial"],
                     rows: receipt.inAppPurchases.map { purchase in
                         [
@@ -63,7 +65,7 @@ public enum ResultHTML {
         if !result.subscriptions.isEmpty {
             body += "<h2>Subscriptions</h2>\n"
             body += table(
-                header: ["Product", "Original transaction", "Latest transaction", "Expires", "Active", "Cancelled"],
+                id: "subscriptions", header: ["Product", "Original transaction", "Latest transaction", "Expires", "Active", "Cancelled"],
                 rows: result.subscriptions.map { status in
                     [
                         status.productID ?? "—", status.originalTransactionID, status.latestTransactionID ?? "—",
@@ -78,8 +80,9 @@ public enum ResultHTML {
     public static func errorPage(status: Int, code: String, message: String) -> String {
         document(
             title: "Request not accepted",
-            body: "<p class=\"verdict invalid\">\(escape(message)) <code>\(escape(code))</code></p>\n"
-                + "<p>HTTP status \(status).</p>\n")
+            body: "<p id=\"verdict\" data-state=\"error\" class=\"verdict invalid\">"
+                + "\(escape(SupportPage.sentence(for: code)))</p>\n"
+                + "<p id=\"error\">\(escape(message)) <code>\(escape(code))</code> (HTTP \(status))</p>\n")
     }
 
     static func escape(_ text: String) -> String {
@@ -98,8 +101,8 @@ public enum ResultHTML {
         return out
     }
 
-    private static func table(header: [String], rows: [[String]]) -> String {
-        var html = "<table>\n<tr>" + header.map { "<th>\(escape($0))</th>" }.joined() + "</tr>\n"
+    private static func table(id: String, header: [String], rows: [[String]]) -> String {
+        var html = "<table id=\"\(id)\">\n<tr>" + header.map { "<th>\(escape($0))</th>" }.joined() + "</tr>\n"
         for row in rows {
             html += "<tr>" + row.map { "<td>\(escape($0))</td>" }.joined() + "</tr>\n"
         }
