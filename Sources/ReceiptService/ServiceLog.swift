@@ -58,7 +58,7 @@ public struct ServiceLog: Sendable {
         let time = ReceiptDate(clock()).rfc3339
         switch format {
         case .text:
-            return ([time, message] + fields.map { "\($0.0)=\(Self.printable($0.1))" }).joined(separator: " ")
+            return ([time, message] + fields.map { "\($0.0)=\(Self.quotedIfNeeded($0.1))" }).joined(separator: " ")
         case .json:
             let members: [(key: String, value: JSONValue)] =
                 [("time", .string(time)), ("event", .string(message))] + fields.map { ($0.0, .string($0.1)) }
@@ -82,6 +82,32 @@ public struct ServiceLog: Sendable {
             }
         }
         return out
+    }
+
+    /// A field value as logfmt writes it: bare when it has no space, quote or control character, else quoted with
+    /// `\"`, `\\` and `\n` escapes, so a value can never start a new field or line.
+    static func quotedIfNeeded(_ text: String) -> String {
+        let needsQuotes =
+            text.isEmpty
+            || text.unicodeScalars.contains { $0.value <= 0x20 || $0 == "\"" || $0 == "=" || $0.value == 0x7F }
+        guard needsQuotes else { return text }
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            default:
+                if scalar.value < 0x20 || scalar.value == 0x7F {
+                    out += "\\u{\(String(scalar.value, radix: 16))}"
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return out + "\""
     }
 
     /// Writes each line with one `write(2)`, so lines from concurrent requests never interleave.

@@ -167,3 +167,16 @@ struct ServeCommandTests {
         #expect(output.all.first?.hasPrefix("usage: receiptd serve") == true)
     }
 }
+
+struct LogfmtQuotingTests {
+    @Test(arguments: [
+        ("plain", "plain"),
+        ("no apps configured: accepts any bundle id", "\"no apps configured: accepts any bundle id\""),
+        ("a\"b\nc", "\"a\\\"b\\nc\""),
+        ("", "\"\""),
+        ("k=v", "\"k=v\""),
+    ])
+    func eventValue_isBareOrQuoted(value: String, expected: String) {
+        #expect(ServiceLog.quotedIfNeeded(value) == expected)
+    }
+}
