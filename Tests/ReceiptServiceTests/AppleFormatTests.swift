@@ -1,3 +1,4 @@
+import Foundation
 import ReceiptEngine
 import Testing
 
@@ -26,6 +27,23 @@ struct AppleDateFormatTests {
         #expect(AppleDateFormat.gmt(instant) == gmt)
         #expect(AppleDateFormat.milliseconds(instant) == milliseconds)
         #expect(AppleDateFormat.pacific(instant) == pacific)
+    }
+
+    @Test(.enabled(if: TimeZone(identifier: "America/Los_Angeles") != nil, "no zoneinfo for America/Los_Angeles"))
+    func pacific_agreesWithZoneinfoFrom2008To2030() throws {
+        let zone = try #require(TimeZone(identifier: "America/Los_Angeles"))
+        // Every 11h 13m: lands on every hour of the day and near every transition over the years.
+        var seconds: Int64 = 1_199_145_600  // 2008-01-01
+        var disagreements: [String] = []
+        while seconds < 1_893_456_000 {  // 2030-01-01
+            let instant = ReceiptDate(millisecondsSince1970: seconds * 1000)
+            let offset = Int64(zone.secondsFromGMT(for: instant.date))
+            let expected = AppleDateFormat.gmt(ReceiptDate(millisecondsSince1970: (seconds + offset) * 1000))
+                .replacingOccurrences(of: "Etc/GMT", with: "America/Los_Angeles")
+            if AppleDateFormat.pacific(instant) != expected { disagreements.append(instant.rfc3339) }
+            seconds += 11 * 3600 + 13 * 60
+        }
+        #expect(disagreements.isEmpty, "\(disagreements.prefix(5))")
     }
 
     @Test func milliseconds_keepsSubsecondPrecisionWhileTextTruncates() {
