@@ -1,0 +1,61 @@
+# Shared by the end-to-end scripts: find the receiptd binary, start it on a free port, stop it cleanly.
+# Source it: `. "$(dirname "$0")/lib.sh"`. Needs bash.
+
+E2E_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+RECEIPTD="${RECEIPTD:-$E2E_ROOT/.build/debug/receiptd}"
+[ -x "$RECEIPTD" ] || { echo "e2e: $RECEIPTD is not built (run swift build first)" >&2; exit 1; }
+
+# start_server CONFIG [extra serve flags…]: starts `receiptd serve` on a free port, waits until /healthz answers,
+# and sets RECEIPTD_PID, PORT, BASE_URL and SERVER_LOG.
+start_server() {
+    local config="$1"
+    shift
+    SERVER_LOG="$(mktemp)"
+    "$RECEIPTD" serve --config "$config" --port 0 "$@" >"$SERVER_LOG" 2>&1 &
+    RECEIPTD_PID=$!
+    PORT=""
+    for _ in $(seq 1 100); do
+        PORT="$(grep -oE 'listening address=http://[^ ]+:[0-9]+' "$SERVER_LOG" | grep -oE '[0-9]+$' | head -n 1 || true)"
+        if [ -n "$PORT" ] && curl -fsS "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1; then break; fi
+        kill -0 "$RECEIPTD_PID" 2>/dev/null || { echo "e2e: receiptd exited:" >&2; cat "$SERVER_LOG" >&2; return 1; }
+        sleep 0.1
+    done
+    [ -n "$PORT" ] || { echo "e2e: receiptd did not start:" >&2; cat "$SERVER_LOG" >&2; return 1; }
+    BASE_URL="http://127.0.0.1:$PORT"
+    export PORT BASE_URL
+}
+
+# stop_server: SIGTERM, and the server must exit 0 within 15 s.
+stop_server() {
+    [ -n "${RECEIPTD_PID:-}" ] || return 0
+    kill -TERM "$RECEIPTD_PID" 2>/dev/null || true
+    local status=0
+    for _ in $(seq 1 150); do
+        kill -0 "$RECEIPTD_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$RECEIPTD_PID" 2>/dev/null; then
+        echo "e2e: receiptd did not stop within 15 s of SIGTERM" >&2
+        kill -KILL "$RECEIPTD_PID"
+        status=1
+    fi
+    wait "$RECEIPTD_PID" || status=$?
+    RECEIPTD_PID=""
+    [ "$status" -eq 0 ] || { echo "e2e: receiptd exited $status after SIGTERM" >&2; cat "$SERVER_LOG" >&2; }
+    return "$status"
+}
+
+# make_test_world DIR: a test PKI in DIR/ca and a config DIR/receiptd.json trusting it, for com.example.app 1.0
+# with shared secret "s3cret", Production and Sandbox accepted.
+make_test_world() {
+    local dir="$1"
+    mkdir -p "$dir"
+    "$RECEIPTD" testing init-ca "$dir/ca" 2>/dev/null
+    cat >"$dir/receiptd.json" <<JSON
+{
+    "trusted_roots": ["ca/root.pem"],
+    "apps": [{"bundle_id": "com.example.app", "versions": ["1.0", "1.1"], "shared_secret": "s3cret"}],
+    "environments": ["Production", "Sandbox"]
+}
+JSON
+}
