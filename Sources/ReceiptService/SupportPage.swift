@@ -1,3 +1,5 @@
+internal import Foundation
+
 /// The page served at `GET /`: a form to check one receipt, for support staff and developers.
 ///
 /// One self-contained HTML document (inline CSS and script, no external assets). With JavaScript it posts the
@@ -43,36 +45,14 @@ public enum SupportPage {
         with: javaScriptObjectLiteral(errorSentences)
     )
 
-    /// Keys sorted so the page is byte-for-byte the same on every run (stable ETags, reproducible tests).
+    /// JSON is a JavaScript literal; keys are sorted so the page is byte-for-byte the same on every run (stable
+    /// ETags, reproducible tests), and `<` is escaped so no value can close the `<script>` element.
     static func javaScriptObjectLiteral(_ table: [String: String]) -> String {
-        let entries = table.keys.sorted().map { key in
-            "\(javaScriptString(key)): \(javaScriptString(table[key]!))"
-        }
-        return "{\n" + entries.map { "    " + $0 }.joined(separator: ",\n") + "\n}"
-    }
-
-    /// A double-quoted script string; `<` is escaped too, so no value can close the `<script>` element.
-    static func javaScriptString(_ value: String) -> String {
-        var quoted = "\""
-        for scalar in value.unicodeScalars {
-            switch scalar {
-            case "\"": quoted += "\\\""
-            case "\\": quoted += "\\\\"
-            case "<": quoted += "\\u003c"
-            case "\n": quoted += "\\n"
-            case "\r": quoted += "\\r"
-            case "\u{2028}": quoted += "\\u2028"
-            case "\u{2029}": quoted += "\\u2029"
-            default:
-                if scalar.value < 0x20 {
-                    let hex = String(scalar.value, radix: 16)
-                    quoted += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                } else {
-                    quoted.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return quoted + "\""
+        let object = JSONValue.object(table.keys.sorted().map { ($0, .string(table[$0]!)) })
+        return String(decoding: object.serialized(pretty: true), as: UTF8.self)
+            .replacingOccurrences(of: "<", with: "\\u003c")
+            .replacingOccurrences(of: "\u{2028}", with: "\\u2028")
+            .replacingOccurrences(of: "\u{2029}", with: "\\u2029")
     }
 
     // A raw string: the script's backslashes and `\(` stay as written.
