@@ -53,6 +53,8 @@ final class HTTPConnection: @unchecked Sendable {
     /// Unsent response bytes beyond which the connection stops reading (a client that sends but never reads).
     private static let maxPendingOutputBytes = 1 << 20
     private static let readChunkBytes = 64 * 1024
+    /// Reused for every read: one allocation per connection rather than one per readable event.
+    private var readBuffer = [UInt8](repeating: 0, count: readChunkBytes)
     /// How long a closing connection keeps draining what the client still sends, so that closing with unread
     /// data (which makes the kernel send RST) does not destroy the final response before the client reads it.
     private static let lingerSeconds = 2.0
@@ -98,25 +100,23 @@ final class HTTPConnection: @unchecked Sendable {
         guard !isClosed else { return }
         var received = 0
         var sawEndOfInput = false
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.readChunkBytes) { chunk in
-            // A few reads per event keep one busy client from starving the others on this queue.
-            for _ in 0..<4 {
-                let result: IOResult<Int>
-                do {
-                    result = try syscall("read", nonBlocking: true) { read(descriptor, chunk.baseAddress, chunk.count) }
-                } catch {
-                    sawEndOfInput = true
-                    return
-                }
-                guard case .processed(let count) = result else { return }
-                guard count > 0 else {
-                    sawEndOfInput = true
-                    return
-                }
-                received += count
-                if !isLingering { decoder.feed(UnsafeBufferPointer(rebasing: chunk[0..<count])) }
-                if count < chunk.count { return }
+        // A few reads per event keep one busy client from starving the others on this queue.
+        for _ in 0..<4 {
+            let result: IOResult<Int>
+            do {
+                result = try Socket.read(descriptor, into: &readBuffer)
+            } catch {
+                sawEndOfInput = true
+                break
             }
+            guard case .processed(let count) = result else { break }
+            guard count > 0 else {
+                sawEndOfInput = true
+                break
+            }
+            received += count
+            if !isLingering { decoder.feed(readBuffer[0..<count]) }
+            if count < readBuffer.count { break }
         }
         if received > 0, headStartedAt == nil, !isLingering { headStartedAt = .now() }
         if sawEndOfInput {
@@ -234,11 +234,7 @@ final class HTTPConnection: @unchecked Sendable {
         while outputOffset < output.count {
             let result: IOResult<Int>
             do {
-                result = try output.withUnsafeBytes { buffer throws(SystemCallError) in
-                    try syscall("send", nonBlocking: true) {
-                        send(descriptor, buffer.baseAddress! + outputOffset, buffer.count - outputOffset, Int32(MSG_NOSIGNAL))
-                    }
-                }
+                result = try Socket.send(descriptor, output, from: outputOffset)
             } catch {
                 close()
                 return

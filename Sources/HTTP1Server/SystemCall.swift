@@ -55,6 +55,26 @@ func closeDescriptor(_ descriptor: Int32) {
 }
 
 enum Socket {
+    /// Reads what is available into `buffer` (from its start); `.processed(0)` is end of input.
+    static func read(_ descriptor: Int32, into buffer: inout [UInt8]) throws(SystemCallError) -> IOResult<Int> {
+        try buffer.withUnsafeMutableBytes { bytes in
+            Result { () throws(SystemCallError) in
+                try syscall("read", nonBlocking: true) { Glibc.read(descriptor, bytes.baseAddress, bytes.count) }
+            }
+        }.get()
+    }
+
+    /// Sends `bytes[offset...]` without raising SIGPIPE on a closed peer; returns how many went out.
+    static func send(_ descriptor: Int32, _ bytes: [UInt8], from offset: Int) throws(SystemCallError) -> IOResult<Int> {
+        try bytes.withUnsafeBytes { buffer in
+            Result { () throws(SystemCallError) in
+                try syscall("send", nonBlocking: true) {
+                    Glibc.send(descriptor, buffer.baseAddress! + offset, buffer.count - offset, Int32(MSG_NOSIGNAL))
+                }
+            }
+        }.get()
+    }
+
     /// A listening, non-blocking TCP socket bound to `host:port`, and the port actually bound.
     static func listen(host: String, port: Int, backlog: Int32) throws -> (descriptor: Int32, port: Int) {
         var hints = addrinfo()
