@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The command line as a user meets it: receiptd testing makes a PKI and receipts, receiptd verify judges them, and
+# every mistake is a usage error (exit 2) that names what is wrong.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+failures=0
+check() { # check DESCRIPTION EXPECTED-EXIT COMMAND...
+    local description="$1" expected="$2"
+    shift 2
+    local status=0
+    "$@" >out.txt 2>err.txt || status=$?
+    if [ "$status" -ne "$expected" ]; then
+        echo "FAIL: $description: exit $status, expected $expected"
+        sed 's/^/    /' err.txt | head -n 5
+        failures=$((failures + 1))
+    fi
+}
+contains() { # contains DESCRIPTION FILE TEXT
+    grep -qF -- "$3" "$2" || { echo "FAIL: $1: '$3' not in $2"; sed 's/^/    /' "$2" | head -n 5; failures=$((failures + 1)); }
+}
+
+R="$RECEIPTD"
+device=6C:40:08:B5:94:5E
+check "init-ca makes a PKI" 0 "$R" testing init-ca ca
+contains "init-ca says how to trust it" err.txt '"trusted_roots"'
+for file in root.pem intermediate.pem signing.pem signing.key.pem README.txt; do
+    [ -s "ca/$file" ] || { echo "FAIL: init-ca did not write $file"; failures=$((failures + 1)); }
+done
+contains "the PKI says it is for tests" ca/README.txt "FOR TESTS ONLY"
+check "init-ca refuses to overwrite" 2 "$R" testing init-ca ca
+echo '{"trusted_roots": ["ca/root.pem"], "apps": [{"bundle_id": "com.example.app", "versions": ["1.0"]}]}' > config.json
+
+check "forge a receipt" 0 "$R" testing receipt --ca ca --bundle-id com.example.app --app-version 1.0 \
+    --original-version 0.9 --device-id "$device" --environment Sandbox --created 2026-01-02T03:04:05Z \
+    --purchase product=pro.monthly,transaction=2,original=1,purchased=2026-01-01T00:00:00Z,expires=2026-02-01T00:00:00Z,trial=true \
+    --purchase product=coins,transaction=3,quantity=5 --out good.der
+check "verify --json a forged receipt" 0 "$R" verify good.der --config config.json --device-id "$device" --json
+jq -e '.valid == true and .environment == "Sandbox" and .receipt.original_application_version == "0.9"
+    and .receipt.creation_date == "2026-01-02T03:04:05Z" and (.receipt.in_app | length) == 2
+    and (.receipt.in_app[] | select(.product_id == "pro.monthly") | .is_trial_period) == true
+    and (.receipt.in_app[] | select(.product_id == "coins") | .quantity) == 5
+    and .checks.device_hash == "passed"' out.txt >/dev/null || { echo "FAIL: verify --json fields"; cat out.txt; failures=$((failures + 1)); }
+
+check "forge base64 to stdout with a random device" 0 "$R" testing receipt --ca ca --bundle-id com.example.app --app-version 1.0 --format base64
+contains "a random device id is printed" err.txt "device id: "
+cp out.txt good.b64
+random_device="$(sed -n 's/^device id: //p' err.txt)"
+check "verify reads base64 and the printed device id matches" 0 "$R" verify good.b64 --config config.json --device-id "$random_device"
+
+check "a receipt forged for another app" 0 "$R" testing receipt --ca ca --bundle-id com.example.other --app-version 1.0 --out other.der
+check "verify says invalid (exit 1)" 1 "$R" verify other.der --config config.json
+contains "verify names the code" out.txt "INVALID (bundle_id_mismatch)"
+check "--bundle-id overrides the configured apps" 0 "$R" verify other.der --config config.json --bundle-id com.example.other
+
+"$R" testing init-ca other-ca 2>/dev/null
+check "a receipt from an untrusted CA" 0 "$R" testing receipt --ca other-ca --bundle-id com.example.app --app-version 1.0 --out untrusted.der
+check "is untrusted" 1 "$R" verify untrusted.der --config config.json
+contains "untrusted code" out.txt "certificate_untrusted"
+cp good.der tampered.der
+printf '\x00' | dd of=tampered.der bs=1 seek=200 conv=notrunc 2>/dev/null
+check "a tampered receipt is invalid" 1 "$R" verify tampered.der --config config.json
+
+check "many files end with a summary" 1 "$R" verify good.der other.der untrusted.der --config config.json
+contains "summary counts valid" out.txt "valid                  1"
+contains "summary counts each code" out.txt "certificate_untrusted  1"
+check "many files as JSON lines name each file" 1 "$R" verify good.der other.der --config config.json --json
+[ "$(jq -r .file out.txt | tr '\n' ' ')" = "good.der other.der " ] || { echo "FAIL: JSON lines"; failures=$((failures + 1)); }
+
+check "bad device id is a usage error" 2 "$R" verify good.der --device-id not-a-device
+contains "it says what a device id is" err.txt "--device-id"
+check "missing file is a usage error" 2 "$R" verify missing.der
+check "unknown option" 2 "$R" verify good.der --frobnicate
+echo '{"aps": []}' > misspelt.json
+check "unknown config key" 2 "$R" verify good.der --config misspelt.json
+contains "the key is named" err.txt "aps"
+check "bad purchase spec" 2 "$R" testing receipt --ca ca --bundle-id b --app-version 1 --purchase product=p,transaction=1,expires=soon
+contains "the field is named" err.txt "expires"
+check "missing --ca" 2 "$R" testing receipt --bundle-id b --app-version 1
+check "bad environment" 2 "$R" testing receipt --ca ca --bundle-id b --app-version 1 --environment Staging
+check "unknown command" 2 "$R" frobnicate
+
+[ "$failures" -eq 0 ] || { echo "test-cli: $failures failures"; exit 1; }
+echo "test-cli: all checks passed"
