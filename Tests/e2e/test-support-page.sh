@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The support page in a real headless browser (Debian's chromium): a forged valid receipt and an invalid one, with
+# and without JavaScript. Screenshots are kept in $SCREENSHOT_DIR (default: a temporary folder) for people to look at.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+work="$(mktemp -d)"
+trap 'stop_server || true; rm -rf "$work"' EXIT
+make_test_world "$work"
+device=3B76A7BD-8F5B-46A4-BCB1-CCE8DBD1B3CD
+"$RECEIPTD" testing receipt --ca "$work/ca" --bundle-id com.example.app --app-version 1.0 --device-id "$device" \
+    --purchase product=pro.monthly,transaction=1001,original=1000,purchased=2026-01-01T00:00:00Z,expires=2099-01-01T00:00:00Z \
+    --purchase product=coins.100,transaction=1002 --out "$work/valid.der"
+"$RECEIPTD" testing init-ca "$work/rogue-ca" 2>/dev/null
+"$RECEIPTD" testing receipt --ca "$work/rogue-ca" --bundle-id com.example.app --app-version 1.0 --out "$work/invalid.der" 2>/dev/null
+start_server "$work/receiptd.json"
+RECEIPTD_DEVICE_ID="$device" "$E2E_ROOT/Tests/support-page/browser-test.sh" "$PORT" "$work/valid.der" "$work/invalid.der" \
+    "${SCREENSHOT_DIR:-$work/screenshots}"
