@@ -1,4 +1,5 @@
-# Shared by end-to-end scripts that need packages from PyPI. Source it after lib.sh. Needs bash and python3 (3.9+).
+# shellcheck shell=bash
+# Shared by end-to-end scripts that need packages from PyPI. Source it after lib.sh. Needs bash and python3 (3.8+).
 #
 # e2e_python_venv DIR PACKAGE…: makes a virtualenv, pip-installs the (pinned) packages into it, sets E2E_PYTHON to
 # its interpreter. DIR is normally inside the script's temp dir, so it is removed with it. To reuse one venv across

@@ -16,7 +16,6 @@ import os
 import unittest
 import warnings
 
-import inapppy
 import itunesiap
 import itunesiap.exceptions
 import itunesiap.request
