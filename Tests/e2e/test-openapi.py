@@ -372,6 +372,14 @@ def check_crowded(base):
     finally:
         for sock in idle:
             sock.close()
+    # Once they are closed the server takes connections again (it notices the closes asynchronously: wait, bounded).
+    for _ in range(50):
+        status, _, _ = raw_exchange(base, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        if status == 200:
+            break
+        time.sleep(0.1)
+    expect_member(json.dumps({"status": status}).encode(), ("status",), 200,
+                  "takes connections again once the idle ones are closed")
 
 
 if __name__ == "__main__":

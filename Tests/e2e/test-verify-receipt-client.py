@@ -13,6 +13,7 @@ Each test checks what the client's own objects and exceptions make of our answer
 import base64
 import datetime
 import os
+import time
 import unittest
 import warnings
 
@@ -45,14 +46,31 @@ def log_lines(variable):
         return file.read().splitlines()
 
 
-def requests_logged(variable, since):
-    """`METHOD PATH STATUS` of the requests a server logged after line `since` (health checks left out)."""
-    found = []
-    for line in log_lines(variable)[since:]:
-        words = line.split()
-        if len(words) >= 4 and words[1] in ("GET", "POST") and words[2] != "/healthz":
-            found.append(" ".join(words[1:4]))
-    return found
+def log_mark(variable):
+    """The log's length once it has settled (a previous request's line may still be on its way; at most 1 s)."""
+    length = len(log_lines(variable))
+    for _ in range(10):
+        time.sleep(0.1)
+        now = len(log_lines(variable))
+        if now == length:
+            break
+        length = now
+    return length
+
+
+def requests_logged(variable, since, expected):
+    """`METHOD PATH STATUS` of the requests a server logged after line `since` (health checks left out). The log line
+    may be written just after the answer is sent: waits (at most 3 s) until there are as many as `expected`."""
+    deadline = time.monotonic() + 3
+    while True:
+        found = []
+        for line in log_lines(variable)[since:]:
+            words = line.split()
+            if len(words) >= 4 and words[1] in ("GET", "POST") and words[2] != "/healthz":
+                found.append(" ".join(words[1:4]))
+        if len(found) >= len(expected) or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
 
 
 def point_itunesiap_at(production_base, sandbox_base):
@@ -110,31 +128,34 @@ class ItunesIAPTests(unittest.TestCase):
     def test_sandbox_receipt_retries_to_the_sandbox_url_on_21007(self):
         # Production refuses sandbox receipts (21007); the sandbox URL is a deployment that accepts them.
         point_itunesiap_at(PRODUCTION_ONLY_URL, BOTH_URL)
-        production_mark, sandbox_mark = len(log_lines("PRODUCTION_ONLY_LOG")), len(log_lines("BOTH_LOG"))
+        production_mark, sandbox_mark = log_mark("PRODUCTION_ONLY_LOG"), log_mark("BOTH_LOG")
         response = itunesiap.verify(receipt("sandbox"), SECRET, env=itunesiap.env.review)
         self.assertEqual(response.status, 0)
         self.assertEqual(response["environment"], "Sandbox")
         self.assertEqual([p.product_id for p in response.receipt.in_app], ["pro.monthly"])
-        self.assertEqual(requests_logged("PRODUCTION_ONLY_LOG", production_mark), ["POST /verifyReceipt 200"])
-        self.assertEqual(requests_logged("BOTH_LOG", sandbox_mark), ["POST /sandbox/verifyReceipt 200"])
+        expected = ["POST /verifyReceipt 200"]
+        self.assertEqual(requests_logged("PRODUCTION_ONLY_LOG", production_mark, expected), expected)
+        expected = ["POST /sandbox/verifyReceipt 200"]
+        self.assertEqual(requests_logged("BOTH_LOG", sandbox_mark, expected), expected)
 
     def test_sandbox_retry_on_one_production_only_server_ends_in_21003(self):
         # One server whose environments leave out Sandbox refuses sandbox receipts on both paths: 21007, then 21003
         # from /sandbox/verifyReceipt (AppleVerifyReceipt.status: `environments` applies to the sandbox path too).
         point_itunesiap_at(PRODUCTION_ONLY_URL, PRODUCTION_ONLY_URL)
-        mark = len(log_lines("PRODUCTION_ONLY_LOG"))
+        mark = log_mark("PRODUCTION_ONLY_LOG")
         with self.assertRaises(itunesiap.exceptions.InvalidReceipt) as caught:
             itunesiap.verify(receipt("sandbox"), SECRET, env=itunesiap.env.review)
         self.assertEqual(caught.exception.status, 21003)
-        self.assertEqual(requests_logged("PRODUCTION_ONLY_LOG", mark),
-                         ["POST /verifyReceipt 200", "POST /sandbox/verifyReceipt 200"])
+        expected = ["POST /verifyReceipt 200", "POST /sandbox/verifyReceipt 200"]
+        self.assertEqual(requests_logged("PRODUCTION_ONLY_LOG", mark, expected), expected)
 
     def test_sandbox_receipt_on_a_server_accepting_sandbox_is_valid_without_a_retry(self):
-        mark = len(log_lines("BOTH_LOG"))
+        mark = log_mark("BOTH_LOG")
         response = itunesiap.verify(receipt("sandbox"), SECRET, env=itunesiap.env.review)
         self.assertEqual(response.status, 0)
         self.assertEqual(response["environment"], "Sandbox")
-        self.assertEqual(requests_logged("BOTH_LOG", mark), ["POST /verifyReceipt 200"])
+        expected = ["POST /verifyReceipt 200"]
+        self.assertEqual(requests_logged("BOTH_LOG", mark, expected), expected)
 
     def test_production_receipt_on_the_sandbox_url_is_21008(self):
         with self.assertRaises(itunesiap.exceptions.InvalidReceipt) as caught:
