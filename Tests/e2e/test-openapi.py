@@ -1,0 +1,386 @@
+"""Hand-written conformance checks of live receiptd answers against docs/openapi.yaml, for what a fuzzer cannot reach:
+genuine (forged) receipts, every status of every endpoint, and the HTTP layer's limits. Run by test-openapi.sh,
+which starts the servers and passes:
+
+    SPEC              docs/openapi.yaml
+    RECEIPTD, CA, UNTRUSTED_CA   the binary and two test PKIs (the servers trust CA only)
+    MAIN_URL          the test world plus small limits (max_body_bytes 65536, max_header_bytes 8192,
+                      header_read_timeout 1)
+    PRODUCTION_ONLY_URL   the same with environments ["Production"]
+    SMALL_URL         the test world with max_connections 2 and max_receipt_bytes 1024
+
+Every answer must have a status the spec lists for its operation (or the spec's NotFound/MethodNotAllowed for
+paths/methods it does not list), a documented Content-Type, the documented headers, and a body valid against the
+schema for that status and media type. Each spec example must be valid against its own schema too.
+"""
+
+import base64
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+
+import yaml
+from jsonschema import Draft202012Validator
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+SPEC_PATH = os.environ["SPEC"]
+RECEIPTD = os.environ["RECEIPTD"]
+DEVICE = "6D1A2B3C-0000-4000-8000-0123456789AB"
+OTHER_DEVICE = "0B5E9C7A-1111-4222-8333-444455556666"
+
+with open(SPEC_PATH) as file:
+    SPEC = yaml.safe_load(file)
+SPEC_URI = "urn:receiptd:openapi"
+REGISTRY = Registry().with_resource(SPEC_URI, Resource.from_contents(SPEC, default_specification=DRAFT202012))
+
+failures = []
+checked = 0
+
+
+def resolve(node):
+    """Follows a `$ref` to a response/parameter object inside the spec (schemas are left to the validator)."""
+    while isinstance(node, dict) and "$ref" in node:
+        target = SPEC
+        for part in node["$ref"].lstrip("#/").split("/"):
+            target = target[part]
+        node = target
+    return node
+
+
+def schema_errors(pointer, instance):
+    """Errors of `instance` against the schema at JSON pointer `pointer` in the spec (so its refs resolve)."""
+    validator = Draft202012Validator({"$ref": SPEC_URI + "#" + pointer}, registry=REGISTRY)
+    return [f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}" for e in validator.iter_errors(instance)]
+
+
+def escape(segment):
+    return segment.replace("~", "~0").replace("/", "~1")
+
+
+def response_object(path, method, status):
+    """(spec response object, JSON pointer to it, where it came from) for an answer, or raises with the reason."""
+    operation = SPEC["paths"].get(path, {}).get(method.lower())
+    if path not in SPEC["paths"]:
+        name = "NotFound"
+    elif operation is None:
+        name = "MethodNotAllowed"
+    else:
+        responses = operation["responses"]
+        if str(status) not in responses:
+            raise LookupError(f"{method} {path}: status {status} is not documented (documented: {sorted(responses)})")
+        entry = responses[str(status)]
+        if "$ref" in entry:
+            return resolve(entry), entry["$ref"].lstrip("#"), entry["$ref"]
+        return entry, f"/paths/{escape(path)}/{method.lower()}/responses/{status}", f"{method} {path} {status}"
+    pointer = f"/components/responses/{name}"
+    expected = {"NotFound": 404, "MethodNotAllowed": 405}[name]
+    if status != expected:
+        raise LookupError(f"{method} {path}: undocumented {'path' if name == 'NotFound' else 'method'} answered "
+                          f"{status}, the spec says {expected} ({name})")
+    return SPEC["components"]["responses"][name], pointer, pointer
+
+
+def check(label, method, path, status, headers, body, *, expect=None, as_operation=None):
+    """Checks one answer against the spec; `expect` is the status this scenario must produce."""
+    global checked
+    checked += 1
+    problems = []
+    if expect is not None and status != expect:
+        problems.append(f"expected HTTP {expect}, got {status}")
+    try:
+        spec_path, spec_method = as_operation or (path.split("?")[0], method)
+        response, pointer, origin = response_object(spec_path, spec_method, status)
+        for name, header in (response.get("headers") or {}).items():
+            if name.lower() not in headers:
+                problems.append(f"documented header {name} missing")
+        content_type = headers.get("content-type", "")
+        essence = content_type.split(";")[0].strip().lower()
+        content = response.get("content") or {}
+        if essence not in content:
+            problems.append(f"Content-Type {content_type!r} not documented for {origin} (documented: {sorted(content)})")
+        elif essence == "application/json":
+            try:
+                document = json.loads(body)
+            except ValueError as error:
+                problems.append(f"body is not JSON: {error}: {body[:200]!r}")
+            else:
+                media_pointer = f"{pointer}/content/{escape(essence)}/schema"
+                for error in schema_errors(media_pointer, document):
+                    problems.append(f"schema ({origin}): {error}")
+    except LookupError as error:
+        problems.append(str(error))
+    if problems:
+        failures.append(f"{label}: " + "; ".join(problems))
+        print(f"FAIL {label}")
+        for problem in problems:
+            print(f"       {problem}")
+        if body:
+            print(f"       body: {body[:600]!r}")
+    else:
+        print(f"ok   {label} ({status})")
+
+
+def request(base, method, path, body=b"", headers=None, label=None, expect=None, as_operation=None, code=None):
+    """Sends one request with exactly the given headers (http.client adds no Content-Type) and checks the answer;
+    `code`: the `error.code` the JSON answer must carry."""
+    url = urllib.parse.urlsplit(base)
+    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
+    try:
+        connection.request(method, path, body=body if body or method != "GET" else None, headers=headers or {})
+        response = connection.getresponse()
+        payload = response.read()
+        answer = (response.status, {k.lower(): v for k, v in response.getheaders()}, payload)
+    finally:
+        connection.close()
+    check(label or f"{method} {path}", method, path, *answer, expect=expect, as_operation=as_operation)
+    if code:
+        expect_member(answer[2], ("error", "code"), code, label or f"{method} {path}")
+    return answer
+
+
+def raw_exchange(base, data, wait_for_close=5.0):
+    """Sends raw bytes on a fresh connection, reads until the server closes it (bounded); returns the parsed answer."""
+    url = urllib.parse.urlsplit(base)
+    with socket.create_connection((url.hostname, url.port), timeout=wait_for_close) as sock:
+        if data:
+            sock.sendall(data)
+        received = b""
+        deadline = time.monotonic() + wait_for_close
+        while time.monotonic() < deadline:
+            try:
+                chunk = sock.recv(65536)
+            except (socket.timeout, ConnectionResetError):
+                break
+            if not chunk:
+                break
+            received += chunk
+    return parse_raw(received)
+
+
+def parse_raw(received):
+    head, _, body = received.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    if not lines or not lines[0].startswith("HTTP/1.1 "):
+        raise AssertionError(f"not an HTTP answer: {received[:200]!r}")
+    status = int(lines[0].split()[1])
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    length = int(headers.get("content-length", len(body)))
+    return status, headers, body[:length]
+
+
+def expect_member(payload, keys, want, label):
+    """A scenario check beyond the schema: the member at `keys` of the JSON answer must equal `want`."""
+    global checked
+    checked += 1
+    try:
+        value = json.loads(payload)
+        for key in keys:
+            value = value[key]
+    except (ValueError, KeyError, TypeError):
+        value = "(absent)"
+    if value != want:
+        failures.append(f"{label}: {'.'.join(keys)} is {value!r}, wanted {want!r}")
+        print(f"FAIL {label}: {'.'.join(keys)} is {value!r}, wanted {want!r}")
+    else:
+        print(f"ok   {label}: {'.'.join(keys)} = {want!r}")
+
+
+def forge(*args, ca=None, environment="Production", bundle="com.example.app", version="1.0", device=DEVICE):
+    command = [RECEIPTD, "testing", "receipt", "--ca", ca or os.environ["CA"], "--bundle-id", bundle,
+               "--app-version", version, "--environment", environment, "--device-id", device]
+    for spec in args:
+        command += ["--purchase", spec]
+    return subprocess.run(command, check=True, capture_output=True, timeout=30).stdout
+
+
+def apple(receipt, password="s3cret", **extra):
+    body = {"receipt-data": base64.b64encode(receipt).decode()}
+    if password is not None:
+        body["password"] = password
+    body.update(extra)
+    return json.dumps(body).encode()
+
+
+def multipart(fields, boundary="e2e-boundary-1f3a"):
+    parts = []
+    for name, (value, filename) in fields.items():
+        disposition = f'form-data; name="{name}"' + (f'; filename="{filename}"' if filename else "")
+        head = f"--{boundary}\r\nContent-Disposition: {disposition}\r\n"
+        if filename:
+            head += "Content-Type: application/octet-stream\r\n"
+        parts.append(head.encode() + b"\r\n" + value + b"\r\n")
+    return b"".join(parts) + f"--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
+
+
+def check_examples():
+    """Every `example` under a media type must satisfy that media type's schema."""
+    global checked
+    for path, item in SPEC["paths"].items():
+        for method, operation in item.items():
+            for status, response in operation.get("responses", {}).items():
+                pointer = f"/paths/{escape(path)}/{method}/responses/{status}"
+                if "$ref" in response:
+                    pointer = response["$ref"].lstrip("#")
+                    response = resolve(response)
+                for media, content in (response.get("content") or {}).items():
+                    if "example" in content and media == "application/json":
+                        checked += 1
+                        errors = schema_errors(f"{pointer}/content/{escape(media)}/schema", content["example"])
+                        label = f"example {method.upper()} {path} {status}"
+                        if errors:
+                            failures.append(f"{label}: {errors}")
+                            print(f"FAIL {label}: {errors}")
+                        else:
+                            print(f"ok   {label}")
+
+
+def main():
+    main_url = os.environ["MAIN_URL"]
+    strict_url = os.environ["PRODUCTION_ONLY_URL"]
+    small_url = os.environ["SMALL_URL"]
+
+    check_examples()
+
+    # Receipts with every optional field set, so nullable fields are seen both ways.
+    full = forge("product=pro.monthly,transaction=1000,purchased=2026-01-01T00:00:00Z,expires=2026-02-01T00:00:00Z,"
+                 "web_order=2000000000000001,trial=true",
+                 "product=pro.monthly,transaction=1001,original=1000,purchased=2026-02-01T00:00:00Z,"
+                 "original_purchased=2026-01-01T00:00:00Z,expires=2099-03-01T00:00:00Z,web_order=2000000000000002,"
+                 "intro=true,offer=WINBACK",
+                 "product=pro.yearly,transaction=3000,purchased=2026-01-10T00:00:00Z,expires=2099-01-10T00:00:00Z,"
+                 "cancelled=2026-01-12T00:00:00Z",
+                 "product=coins.100,transaction=5000,quantity=3")
+    plain = forge("product=coins.100,transaction=6000")
+    sandbox = forge("product=pro.monthly,transaction=7000,expires=2099-01-01T00:00:00Z", environment="Sandbox")
+    untrusted = forge("product=pro.monthly,transaction=9000", ca=os.environ["UNTRUSTED_CA"])
+    other_app = forge(bundle="com.example.other")
+    old_version = forge(version="0.9")
+    garbage = b"\x30\x03\x02\x01\x00 this is not a receipt"
+
+    v = "/v1/validate"
+    der = {"Content-Type": "application/octet-stream"}
+    # 200
+    request(main_url, "POST", v, full, {**der, "X-Device-Id": DEVICE}, label="validate DER, every field", expect=200)
+    request(main_url, "POST", v, full, {"Content-Type": "application/pkcs7-mime"}, label="validate pkcs7-mime, no device", expect=200)
+    request(main_url, "POST", v, base64.b64encode(plain) + b"\n", {"Content-Type": "text/plain"}, label="validate base64 text", expect=200)
+    request(main_url, "POST", v, json.dumps({"receipt": base64.b64encode(plain).decode(), "device_id": DEVICE}).encode(),
+            {"Content-Type": "application/json"}, label="validate JSON", expect=200)
+    body, content_type = multipart({"receipt": (plain, "receipt"), "device_id": (DEVICE.encode(), None)})
+    request(main_url, "POST", v, body, {"Content-Type": content_type}, label="validate multipart", expect=200)
+    request(main_url, "POST", f"{v}?device_id={DEVICE}", plain, der, label="validate ?device_id=", expect=200)
+    request(main_url, "POST", v, plain, {**der, "Accept": "text/html"}, label="validate, HTML wanted", expect=200)
+    request(main_url, "POST", v, sandbox, der, label="validate sandbox receipt", expect=200)
+    # 422
+    request(main_url, "POST", v, full, {**der, "X-Device-Id": OTHER_DEVICE}, label="validate wrong device", expect=422, code="device_hash_mismatch")
+    request(main_url, "POST", v, untrusted, der, label="validate untrusted CA", expect=422, code="certificate_untrusted")
+    request(main_url, "POST", v, garbage, der, label="validate unreadable receipt", expect=422, code="malformed_receipt")
+    request(main_url, "POST", v, other_app, der, label="validate other bundle id", expect=422, code="bundle_id_mismatch")
+    request(main_url, "POST", v, old_version, der, label="validate version not accepted", expect=422, code="version_not_accepted")
+    request(strict_url, "POST", v, sandbox, der, label="validate environment not accepted", expect=422, code="environment_not_accepted")
+    request(main_url, "POST", v, untrusted, {**der, "Accept": "text/html"}, label="validate invalid, HTML wanted", expect=422)
+    # 400
+    request(main_url, "POST", v, b"", der, label="validate empty body", expect=400, code="bad_request")
+    request(main_url, "POST", v, b'{"device_id": null}', {"Content-Type": "application/json"}, label="validate JSON without receipt", expect=400, code="bad_request")
+    request(main_url, "POST", v, b"{not json", {"Content-Type": "application/json"}, label="validate broken JSON", expect=400, code="bad_request")
+    request(main_url, "POST", v, b"***", {"Content-Type": "text/plain"}, label="validate bad base64", expect=400, code="bad_request")
+    request(main_url, "POST", v, plain, {**der, "X-Device-Id": "not-a-device"}, label="validate bad device id", expect=400, code="bad_request")
+    request(main_url, "POST", v, b"x", {"Content-Type": "multipart/form-data"}, label="validate multipart, no boundary", expect=400, code="bad_request")
+    request(main_url, "POST", v, b"", {**der, "Accept": "text/html"}, label="validate empty body, HTML wanted", expect=400)
+    # 413, 415, 431, 408, 503
+    request(main_url, "POST", v, b"\x30" * 70000, der, label="validate body over max_body_bytes", expect=413, code="payload_too_large")
+    request(main_url, "POST", v, plain, {"Content-Type": "image/png"}, label="validate unsupported type", expect=415, code="unsupported_media_type")
+    request(main_url, "POST", v, plain, {"Content-Type": "not a type"}, label="validate unparsable type", expect=415, code="unsupported_media_type")
+    request(main_url, "POST", v, plain, {"Content-Type": "image/png", "Accept": "text/html"},
+            label="validate unsupported type, HTML wanted", expect=415)
+    status, headers, payload = raw_exchange(
+        main_url, f"POST {v} HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Padding: {'a' * 10000}\r\nContent-Length: 0\r\n\r\n".encode())
+    check("validate headers over max_header_bytes", "POST", v, status, headers, payload, expect=431)
+    expect_member(payload, ("error", "code"), "header_too_large", "validate headers over max_header_bytes")
+    status, headers, payload = raw_exchange(main_url, f"POST {v} HTTP/1.1\r\nHost: 127.0.0.1\r\n".encode())
+    check("validate headers too slow", "POST", v, status, headers, payload, expect=408)
+    expect_member(payload, ("error", "code"), "request_timeout", "validate headers too slow")
+    check_crowded(small_url)
+    _, _, payload = request(small_url, "POST", v, plain, der, label="validate receipt over max_receipt_bytes",
+                            expect=422)
+    expect_member(payload, ("error", "code"), "malformed_receipt", "validate receipt over max_receipt_bytes")
+    _, _, payload = request(small_url, "POST", "/verifyReceipt", apple(plain),
+                            label="/verifyReceipt receipt over max_receipt_bytes", expect=200)
+    expect_member(payload, ("status",), 21002, "/verifyReceipt receipt over max_receipt_bytes")
+    # 404, 405
+    request(main_url, "GET", "/no/such/path", label="unknown path", expect=404, code="not_found")
+    request(main_url, "GET", v, label="GET /v1/validate", expect=405, code="method_not_allowed")
+    request(main_url, "POST", "/healthz", b"", der, label="POST /healthz", expect=405, code="method_not_allowed")
+
+    # verifyReceipt: always 200; the status is in the body.
+    for path, base, receipt, extra, want, label in [
+        ("/verifyReceipt", main_url, full, {}, 0, "production receipt"),
+        ("/verifyReceipt", main_url, full, {"exclude-old-transactions": True}, 0, "exclude-old-transactions"),
+        ("/verifyReceipt", main_url, None, {}, 21002, "receipt-data not base64"),
+        ("/verifyReceipt", main_url, garbage, {}, 21002, "unreadable receipt"),
+        ("/verifyReceipt", main_url, untrusted, {}, 21003, "untrusted CA"),
+        ("/verifyReceipt", main_url, full, {"password": "wrong"}, 21004, "wrong password"),
+        ("/verifyReceipt", strict_url, sandbox, {}, 21007, "sandbox receipt, production only"),
+        ("/verifyReceipt", main_url, other_app, {}, 21010, "other app"),
+        ("/sandbox/verifyReceipt", main_url, sandbox, {}, 0, "sandbox receipt"),
+        ("/sandbox/verifyReceipt", main_url, full, {}, 21008, "production receipt"),
+        ("/sandbox/verifyReceipt", main_url, untrusted, {}, 21003, "untrusted CA"),
+    ]:
+        body = apple(receipt, **extra) if receipt is not None else b'{"receipt-data": "@@@", "password": "s3cret"}'
+        _, _, payload = request(base, "POST", path, body, label=f"{path} {label}", expect=200)
+        expect_member(payload, ("status",), want, f"{path} {label}")
+    for body, label in [(b"", "no body"), (b"[1]", "not an object"), (b'{"password": "s3cret"}', "no receipt-data")]:
+        _, _, payload = request(main_url, "POST", "/verifyReceipt", body, {"Content-Type": "application/json"},
+                                label=f"/verifyReceipt {label}", expect=200)
+        expect_member(payload, ("status",), 21000, f"/verifyReceipt {label}")
+    # Apple answered 21000 to any other method with HTTP 200, and so does receiptd: same schema as the POST.
+    _, _, payload = request(main_url, "GET", "/verifyReceipt", label="GET /verifyReceipt", expect=200,
+                            as_operation=("/verifyReceipt", "POST"))
+    expect_member(payload, ("status",), 21000, "GET /verifyReceipt")
+
+    # Operations
+    request(main_url, "GET", "/healthz", expect=200)
+    request(main_url, "GET", "/readyz", expect=200)
+    request(main_url, "GET", "/metrics", expect=200)
+    request(main_url, "GET", "/", expect=200)
+
+    print(f"{checked - len(failures)} of {checked} answers conform to {SPEC_PATH}")
+    return 1 if failures else 0
+
+
+def check_crowded(base):
+    """With max_connections 2 and two idle connections open, a third gets 503 and is closed."""
+    url = urllib.parse.urlsplit(base)
+    idle = [socket.create_connection((url.hostname, url.port), timeout=5) for _ in range(2)]
+    try:
+        for _ in range(50):
+            status, headers, payload = raw_exchange(
+                base, b"POST /v1/validate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n")
+            if status == 503:
+                break
+            time.sleep(0.1)  # the idle connections may not be registered yet
+        check("validate over max_connections", "POST", "/v1/validate", status, headers, payload, expect=503)
+        expect_member(payload, ("error", "code"), "service_unavailable", "validate over max_connections")
+    finally:
+        for sock in idle:
+            sock.close()
+    # Once they are closed the server takes connections again (it notices the closes asynchronously: wait, bounded).
+    for _ in range(50):
+        status, _, _ = raw_exchange(base, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        if status == 200:
+            break
+        time.sleep(0.1)
+    expect_member(json.dumps({"status": status}).encode(), ("status",), 200,
+                  "takes connections again once the idle ones are closed")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,249 @@
+"""Drives receiptd's /verifyReceipt drop-in with two real third-party clients of Apple's endpoint from PyPI:
+itunes-iap (itunesiap) and inapppy. Run by test-verify-receipt-client.sh, which starts the servers, forges the
+receipts and passes everything in the environment:
+
+    RECEIPTS             folder of base64 receipts: production, sandbox, second-app (not configured)
+    BOTH_URL             a receiptd accepting Production and Sandbox (the lib's test world, secret "s3cret")
+    PRODUCTION_ONLY_URL  the same app and CA, environments ["Production"]
+    BOTH_LOG, PRODUCTION_ONLY_LOG   the servers' logs, to see which endpoints a client called
+
+Each test checks what the client's own objects and exceptions make of our answers, not our raw JSON.
+"""
+
+import base64
+import datetime
+import os
+import time
+import unittest
+import warnings
+
+import itunesiap
+import itunesiap.exceptions
+import itunesiap.request
+from inapppy import AppStoreValidator, InAppPyValidationError
+
+RECEIPTS = os.environ["RECEIPTS"]
+BOTH_URL = os.environ["BOTH_URL"]
+PRODUCTION_ONLY_URL = os.environ["PRODUCTION_ONLY_URL"]
+SECRET = "s3cret"
+UTC = datetime.timezone.utc
+
+
+def receipt(name):
+    with open(os.path.join(RECEIPTS, name + ".b64")) as file:
+        return file.read().strip()
+
+
+def tampered(name):
+    """The receipt with one byte of its signed payload changed (the bundle id): the signature no longer verifies."""
+    der = base64.b64decode(receipt(name))
+    assert der.count(b"com.example.app") == 1
+    return base64.b64encode(der.replace(b"com.example.app", b"com.example.hax")).decode()
+
+
+def log_lines(variable):
+    with open(os.environ[variable]) as file:
+        return file.read().splitlines()
+
+
+def log_mark(variable):
+    """The log's length once it has settled (a previous request's line may still be on its way; at most 1 s)."""
+    length = len(log_lines(variable))
+    for _ in range(10):
+        time.sleep(0.1)
+        now = len(log_lines(variable))
+        if now == length:
+            break
+        length = now
+    return length
+
+
+def requests_logged(variable, since, expected):
+    """`METHOD PATH STATUS` of the requests a server logged after line `since` (health checks left out). The log line
+    may be written just after the answer is sent: waits (at most 3 s) until there are as many as `expected`."""
+    deadline = time.monotonic() + 3
+    while True:
+        found = []
+        for line in log_lines(variable)[since:]:
+            words = line.split()
+            if len(words) >= 4 and words[1] in ("GET", "POST") and words[2] != "/healthz":
+                found.append(" ".join(words[1:4]))
+        if len(found) >= len(expected) or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
+
+def point_itunesiap_at(production_base, sandbox_base):
+    """itunes-iap reads its URLs from class attributes; this is how a user would redirect it to receiptd."""
+    itunesiap.request.Request.PRODUCTION_VALIDATION_URL = production_base + "/verifyReceipt"
+    itunesiap.request.Request.SANDBOX_VALIDATION_URL = sandbox_base + "/sandbox/verifyReceipt"
+
+
+class ReceiptdValidator(AppStoreValidator):
+    """inapppy's validator pointed at receiptd: the documented extension point is `_change_url_by_sandbox`."""
+
+    def __init__(self, production_base, sandbox_base, **options):
+        self.production_url = production_base + "/verifyReceipt"
+        self.sandbox_url = sandbox_base + "/sandbox/verifyReceipt"
+        super().__init__(http_timeout=10, **options)
+
+    def _change_url_by_sandbox(self):
+        self.url = self.sandbox_url if self.sandbox else self.production_url
+
+
+class ItunesIAPTests(unittest.TestCase):
+    """itunes-iap 2.6.1: posts the JSON without a Content-Type; raises InvalidReceipt for a non-zero status."""
+
+    def setUp(self):
+        warnings.simplefilter("ignore")  # it warns about every field it has no list entry for
+        self.saved = (itunesiap.request.Request.PRODUCTION_VALIDATION_URL,
+                      itunesiap.request.Request.SANDBOX_VALIDATION_URL)
+        point_itunesiap_at(BOTH_URL, BOTH_URL)
+
+    def tearDown(self):
+        (itunesiap.request.Request.PRODUCTION_VALIDATION_URL,
+         itunesiap.request.Request.SANDBOX_VALIDATION_URL) = self.saved
+
+    def test_valid_production_receipt_reads_through_the_clients_objects(self):
+        response = itunesiap.verify(receipt("production"), SECRET, env=itunesiap.env.production)
+        self.assertEqual(response.status, 0)
+        self.assertEqual(response["environment"], "Production")
+        self.assertEqual(response.receipt.bundle_id, "com.example.app")
+        self.assertEqual(response.receipt.application_version, "1.0")
+        purchases = {purchase.transaction_id: purchase for purchase in response.receipt.in_app}
+        self.assertEqual(set(purchases), {"1000", "1001", "5000"})
+        coins = purchases["5000"]
+        self.assertEqual(coins.product_id, "coins.100")
+        self.assertEqual(coins.quantity, 3)
+        self.assertEqual(coins.purchase_date, datetime.datetime(2026, 1, 5, 12, 30, tzinfo=UTC))
+        renewal = purchases["1001"]
+        self.assertEqual(renewal.product_id, "pro.monthly")
+        self.assertEqual(renewal.original_transaction_id, "1000")
+        self.assertEqual(renewal.expires_date, datetime.datetime(2026, 3, 1, tzinfo=UTC))
+        self.assertEqual(renewal.is_trial_period, False)
+        # latest_receipt_info: the subscription's transactions, newest expiry first.
+        self.assertEqual([p.transaction_id for p in response.latest_receipt_info], ["1001", "1000"])
+        self.assertEqual(response.latest_receipt, receipt("production"))
+
+    def test_sandbox_receipt_retries_to_the_sandbox_url_on_21007(self):
+        # Production refuses sandbox receipts (21007); the sandbox URL is a deployment that accepts them.
+        point_itunesiap_at(PRODUCTION_ONLY_URL, BOTH_URL)
+        production_mark, sandbox_mark = log_mark("PRODUCTION_ONLY_LOG"), log_mark("BOTH_LOG")
+        response = itunesiap.verify(receipt("sandbox"), SECRET, env=itunesiap.env.review)
+        self.assertEqual(response.status, 0)
+        self.assertEqual(response["environment"], "Sandbox")
+        self.assertEqual([p.product_id for p in response.receipt.in_app], ["pro.monthly"])
+        expected = ["POST /verifyReceipt 200"]
+        self.assertEqual(requests_logged("PRODUCTION_ONLY_LOG", production_mark, expected), expected)
+        expected = ["POST /sandbox/verifyReceipt 200"]
+        self.assertEqual(requests_logged("BOTH_LOG", sandbox_mark, expected), expected)
+
+    def test_sandbox_retry_on_one_production_only_server_ends_in_21003(self):
+        # One server whose environments leave out Sandbox refuses sandbox receipts on both paths: 21007, then 21003
+        # from /sandbox/verifyReceipt (AppleVerifyReceipt.status: `environments` applies to the sandbox path too).
+        point_itunesiap_at(PRODUCTION_ONLY_URL, PRODUCTION_ONLY_URL)
+        mark = log_mark("PRODUCTION_ONLY_LOG")
+        with self.assertRaises(itunesiap.exceptions.InvalidReceipt) as caught:
+            itunesiap.verify(receipt("sandbox"), SECRET, env=itunesiap.env.review)
+        self.assertEqual(caught.exception.status, 21003)
+        expected = ["POST /verifyReceipt 200", "POST /sandbox/verifyReceipt 200"]
+        self.assertEqual(requests_logged("PRODUCTION_ONLY_LOG", mark, expected), expected)
+
+    def test_sandbox_receipt_on_a_server_accepting_sandbox_is_valid_without_a_retry(self):
+        mark = log_mark("BOTH_LOG")
+        response = itunesiap.verify(receipt("sandbox"), SECRET, env=itunesiap.env.review)
+        self.assertEqual(response.status, 0)
+        self.assertEqual(response["environment"], "Sandbox")
+        expected = ["POST /verifyReceipt 200"]
+        self.assertEqual(requests_logged("BOTH_LOG", mark, expected), expected)
+
+    def test_production_receipt_on_the_sandbox_url_is_21008(self):
+        with self.assertRaises(itunesiap.exceptions.InvalidReceipt) as caught:
+            itunesiap.verify(receipt("production"), SECRET, env=itunesiap.env.sandbox)
+        self.assertEqual(caught.exception.status, 21008)
+        self.assertIn("production receipt", caught.exception.description)
+
+    def test_wrong_password_is_21004(self):
+        with self.assertRaises(itunesiap.exceptions.InvalidReceipt) as caught:
+            itunesiap.verify(receipt("production"), "not-the-secret", env=itunesiap.env.production)
+        self.assertEqual(caught.exception.status, 21004)
+        self.assertIn("shared secret", caught.exception.description)
+        with self.assertRaises(itunesiap.exceptions.InvalidReceipt) as caught:
+            itunesiap.verify(receipt("production"), env=itunesiap.env.production)  # no password at all
+        self.assertEqual(caught.exception.status, 21004)
+
+    def test_tampered_receipt_is_21003(self):
+        with self.assertRaises(itunesiap.exceptions.InvalidReceipt) as caught:
+            itunesiap.verify(tampered("production"), SECRET, env=itunesiap.env.production)
+        self.assertEqual(caught.exception.status, 21003)
+        self.assertEqual(caught.exception.description, "The receipt could not be authenticated.")
+
+    def test_unreadable_receipt_is_21002(self):
+        half = base64.b64encode(base64.b64decode(receipt("production"))[:1000]).decode()
+        for data in (half, "bm90IGEgcmVjZWlwdA==", "%%% not base64 %%%"):
+            with self.assertRaises(itunesiap.exceptions.InvalidReceipt) as caught:
+                itunesiap.verify(data, SECRET, env=itunesiap.env.production)
+            self.assertEqual(caught.exception.status, 21002, data[:20])
+
+    def test_receipt_of_an_app_not_served_is_21010(self):
+        with self.assertRaises(itunesiap.exceptions.InvalidReceipt) as caught:
+            itunesiap.verify(receipt("second-app"), SECRET, env=itunesiap.env.production)
+        self.assertEqual(caught.exception.status, 21010)
+
+
+class InAppPyTests(unittest.TestCase):
+    """inapppy 2.5.2: posts with requests' json=; maps each status to an InAppPyValidationError."""
+
+    def test_valid_production_receipt(self):
+        answer = ReceiptdValidator(BOTH_URL, BOTH_URL).validate(receipt("production"), SECRET)
+        self.assertEqual(answer["status"], 0)
+        self.assertEqual(answer["receipt"]["bundle_id"], "com.example.app")
+        self.assertEqual(sorted((p["product_id"], p["transaction_id"]) for p in answer["receipt"]["in_app"]),
+                         [("coins.100", "5000"), ("pro.monthly", "1000"), ("pro.monthly", "1001")])
+
+    def test_exclude_old_transactions_keeps_the_latest_renewal(self):
+        answer = ReceiptdValidator(BOTH_URL, BOTH_URL).validate(receipt("production"), SECRET,
+                                                                exclude_old_transactions=True)
+        self.assertEqual([p["transaction_id"] for p in answer["latest_receipt_info"]], ["1001"])
+
+    def test_sandbox_receipt_auto_retries_on_21007(self):
+        validator = ReceiptdValidator(PRODUCTION_ONLY_URL, BOTH_URL, auto_retry_wrong_env_request=True)
+        answer = validator.validate(receipt("sandbox"), SECRET)
+        self.assertEqual(answer["status"], 0)
+        self.assertEqual(answer["environment"], "Sandbox")
+        self.assertTrue(validator.sandbox, "the client should have switched itself to the sandbox")
+
+    def test_production_receipt_auto_retries_on_21008(self):
+        validator = ReceiptdValidator(BOTH_URL, BOTH_URL, sandbox=True, auto_retry_wrong_env_request=True)
+        answer = validator.validate(receipt("production"), SECRET)
+        self.assertEqual(answer["status"], 0)
+        self.assertEqual(answer["environment"], "Production")
+        self.assertFalse(validator.sandbox)
+
+    def test_without_auto_retry_21007_is_an_error(self):
+        with self.assertRaises(InAppPyValidationError) as caught:
+            ReceiptdValidator(PRODUCTION_ONLY_URL, BOTH_URL).validate(receipt("sandbox"), SECRET)
+        self.assertEqual(caught.exception.raw_response["status"], 21007)
+        self.assertEqual(caught.exception.message, "Sandbox receipt was sent to the production env")
+
+    def test_wrong_password_is_shared_secret_mismatch(self):
+        with self.assertRaises(InAppPyValidationError) as caught:
+            ReceiptdValidator(BOTH_URL, BOTH_URL).validate(receipt("production"), "not-the-secret")
+        self.assertEqual(caught.exception.message, "Shared secret mismatch")
+        self.assertEqual(caught.exception.raw_response["status"], 21004)
+
+    def test_tampered_receipt_is_receipt_authentication(self):
+        with self.assertRaises(InAppPyValidationError) as caught:
+            ReceiptdValidator(BOTH_URL, BOTH_URL).validate(tampered("production"), SECRET)
+        self.assertEqual(caught.exception.message, "Receipt authentication")
+        self.assertEqual(caught.exception.raw_response["status"], 21003)
+
+    def test_garbage_is_bad_data(self):
+        with self.assertRaises(InAppPyValidationError) as caught:
+            ReceiptdValidator(BOTH_URL, BOTH_URL).validate("bm90IGEgcmVjZWlwdA==", SECRET)
+        self.assertEqual(caught.exception.message, "Bad data")
+        self.assertEqual(caught.exception.raw_response["status"], 21002)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

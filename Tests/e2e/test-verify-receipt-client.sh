@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# /verifyReceipt through real third-party clients of Apple's endpoint (itunes-iap, inapppy from PyPI, installed into
+# a throwaway venv): valid receipts read through the clients' objects, their sandbox retry paths, and 21002, 21003,
+# 21004, 21008, 21010 surfacing as their error types. The checks are in test-verify-receipt-client.py.
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+. "$HERE/lib.sh"
+. "$HERE/python-env.sh"
+
+WORK="$(mktemp -d)"
+BOTH_PID="" BOTH_LOG="" PRODUCTION_ONLY_PID="" PRODUCTION_ONLY_LOG=""
+cleanup() {
+    local status=$?
+    set +e
+    RECEIPTD_PID="$BOTH_PID" SERVER_LOG="$BOTH_LOG"
+    stop_server || status=1
+    RECEIPTD_PID="$PRODUCTION_ONLY_PID" SERVER_LOG="$PRODUCTION_ONLY_LOG"
+    stop_server || status=1
+    rm -rf "$WORK" "$BOTH_LOG" "$PRODUCTION_ONLY_LOG"
+    exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+e2e_python_venv "$WORK/venv" itunes-iap==2.6.1 inapppy==2.5.2
+
+# Two servers over one test PKI: the lib's world (Production and Sandbox, secret "s3cret"), and the same with
+# Production only, which answers 21007 to sandbox receipts.
+make_test_world "$WORK"
+sed 's/"environments": \["Production", "Sandbox"\]/"environments": ["Production"]/' "$WORK/receiptd.json" \
+    >"$WORK/production-only.json"
+grep -q '"environments": \["Production"\]' "$WORK/production-only.json"
+
+start_server "$WORK/receiptd.json"
+BOTH_PID="$RECEIPTD_PID" BOTH_LOG="$SERVER_LOG" BOTH_URL="$BASE_URL"
+start_server "$WORK/production-only.json"
+PRODUCTION_ONLY_PID="$RECEIPTD_PID" PRODUCTION_ONLY_LOG="$SERVER_LOG" PRODUCTION_ONLY_URL="$BASE_URL"
+
+mkdir "$WORK/receipts"
+forge() {
+    local name="$1"
+    shift
+    "$RECEIPTD" testing receipt --ca "$WORK/ca" --device-id 6D1A2B3C-0000-4000-8000-0123456789AB \
+        --format base64 --out "$WORK/receipts/$name.b64" "$@"
+}
+forge production --bundle-id com.example.app --app-version 1.0 \
+    --purchase product=pro.monthly,transaction=1000,purchased=2026-01-01T00:00:00Z,expires=2026-02-01T00:00:00Z \
+    --purchase product=pro.monthly,transaction=1001,original=1000,purchased=2026-02-01T00:00:00Z,expires=2026-03-01T00:00:00Z \
+    --purchase product=coins.100,transaction=5000,quantity=3,purchased=2026-01-05T12:30:00Z
+forge sandbox --bundle-id com.example.app --app-version 1.1 --environment Sandbox \
+    --purchase product=pro.monthly,transaction=7000,purchased=2026-01-01T00:00:00Z,expires=2026-02-01T00:00:00Z
+forge second-app --bundle-id com.example.other --app-version 1.0 --purchase product=x,transaction=1
+
+RECEIPTS="$WORK/receipts" BOTH_URL="$BOTH_URL" BOTH_LOG="$BOTH_LOG" \
+    PRODUCTION_ONLY_URL="$PRODUCTION_ONLY_URL" PRODUCTION_ONLY_LOG="$PRODUCTION_ONLY_LOG" \
+    timeout 120 "$E2E_PYTHON" "$HERE/test-verify-receipt-client.py"
