@@ -30,6 +30,9 @@ public struct ReceiptRoutes: Sendable {
 
     public let configuration: ServiceConfiguration
     public let validator: ReceiptValidator
+    /// `/sandbox/verifyReceipt` mirrors Apple's sandbox host: it takes Sandbox receipts whatever `environments`
+    /// says, so a client that retries there after 21007 is served, as it was by Apple.
+    private let sandboxValidator: ReceiptValidator
     public let metrics: ServiceMetrics
     public let readiness: ServiceReadiness
     private let clock: @Sendable () -> Date
@@ -41,6 +44,9 @@ public struct ReceiptRoutes: Sendable {
     ) {
         self.configuration = configuration
         self.validator = validator
+        var sandboxPolicy = validator.policy
+        sandboxPolicy.environments = [.sandbox]
+        self.sandboxValidator = ReceiptValidator(policy: sandboxPolicy)
         self.metrics = metrics
         self.readiness = readiness
         self.clock = clock
@@ -144,7 +150,7 @@ public struct ReceiptRoutes: Sendable {
         guard let receipt = Base64Text.decode(Array(parsed.receiptData.utf8)), !receipt.isEmpty else {
             return answer(.malformedReceipt, nil, parsed)
         }
-        let result = validator.validate(receipt, at: now)
+        let result = (endpoint == .sandbox ? sandboxValidator : validator).validate(receipt, at: now)
         metrics.recordValidation(result)
         let status = AppleVerifyReceipt.status(
             for: result, endpoint: endpoint, password: parsed.password, configuration: configuration)

@@ -116,6 +116,16 @@ struct VerifyReceiptFixtureTests {
         #expect(answer["receipt"] == nil)
     }
 
+    @Test func retryAfter21007_isServedBySandboxPath_ofTheSameServer() throws {
+        var configuration = ServiceConfiguration()
+        configuration.environments = [.production]
+        let routes = makeRoutes(configuration)
+        #expect(verify(routes, try request(AppleFixtures.sandboxReceipt))["status"] == .integer(21007))
+        let retried = verify(routes, path: "/sandbox/verifyReceipt", try request(AppleFixtures.sandboxReceipt))
+        #expect(retried["status"] == .integer(0))
+        #expect(retried["environment"] == .string("Sandbox"))
+    }
+
     @Test func productionReceiptToSandboxPath_isStatus21008() throws {
         let answer = verify(makeRoutes(), path: "/sandbox/verifyReceipt", try request(AppleFixtures.productionReceipt))
         #expect(answer["status"] == .integer(21008))

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by the end-to-end scripts: find the receiptd binary, start it on a free port, stop it cleanly.
 # Source it: `. "$(dirname "$0")/lib.sh"`. Needs bash.
 
@@ -16,7 +17,7 @@ start_server() {
     PORT=""
     for _ in $(seq 1 100); do
         PORT="$(grep -oE 'listening address=http://[^ ]+:[0-9]+' "$SERVER_LOG" | grep -oE '[0-9]+$' | head -n 1 || true)"
-        if [ -n "$PORT" ] && curl -fsS "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1; then break; fi
+        if [ -n "$PORT" ] && curl -fsS --max-time 2 "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1; then break; fi
         kill -0 "$RECEIPTD_PID" 2>/dev/null || { echo "e2e: receiptd exited:" >&2; cat "$SERVER_LOG" >&2; return 1; }
         sleep 0.1
     done
@@ -42,6 +43,7 @@ stop_server() {
     wait "$RECEIPTD_PID" || status=$?
     RECEIPTD_PID=""
     [ "$status" -eq 0 ] || { echo "e2e: receiptd exited $status after SIGTERM" >&2; cat "$SERVER_LOG" >&2; }
+    rm -f "$SERVER_LOG"
     return "$status"
 }
 

@@ -138,14 +138,14 @@ class ItunesIAPTests(unittest.TestCase):
         expected = ["POST /sandbox/verifyReceipt 200"]
         self.assertEqual(requests_logged("BOTH_LOG", sandbox_mark, expected), expected)
 
-    def test_sandbox_retry_on_one_production_only_server_ends_in_21003(self):
-        # One server whose environments leave out Sandbox refuses sandbox receipts on both paths: 21007, then 21003
-        # from /sandbox/verifyReceipt (AppleVerifyReceipt.status: `environments` applies to the sandbox path too).
+    def test_sandbox_retry_on_one_production_only_server_is_served_by_its_sandbox_path(self):
+        # One server whose environments leave out Sandbox: /verifyReceipt answers 21007, and its
+        # /sandbox/verifyReceipt, like Apple's sandbox host, takes the sandbox receipt.
         point_itunesiap_at(PRODUCTION_ONLY_URL, PRODUCTION_ONLY_URL)
         mark = log_mark("PRODUCTION_ONLY_LOG")
-        with self.assertRaises(itunesiap.exceptions.InvalidReceipt) as caught:
-            itunesiap.verify(receipt("sandbox"), SECRET, env=itunesiap.env.review)
-        self.assertEqual(caught.exception.status, 21003)
+        response = itunesiap.verify(receipt("sandbox"), SECRET, env=itunesiap.env.review)
+        self.assertEqual(response.status, 0)
+        self.assertEqual(response["environment"], "Sandbox")
         expected = ["POST /verifyReceipt 200", "POST /sandbox/verifyReceipt 200"]
         self.assertEqual(requests_logged("PRODUCTION_ONLY_LOG", mark, expected), expected)
 
