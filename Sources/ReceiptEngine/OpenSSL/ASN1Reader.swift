@@ -135,9 +135,23 @@ struct ASN1Reader {
 
     /// Reads a complete encoding that must be one element with nothing after it.
     func root() throws(ASN1ReadError) -> ASN1Element {
-        let element = try element(at: 0, limit: bytes.count)
-        guard element.end == bytes.count else { throw ASN1ReadError(reason: "bytes after the end") }
+        try root(in: 0..<bytes.count)
+    }
+
+    /// Reads the element that must fill `bounds` exactly: an encoding nested in another's value, read in place.
+    func root(in bounds: Range<Int>) throws(ASN1ReadError) -> ASN1Element {
+        let element = try element(at: bounds.lowerBound, limit: bounds.upperBound)
+        guard element.end == bounds.upperBound else { throw ASN1ReadError(reason: "bytes after the end") }
         return element
+    }
+
+    /// An OCTET STRING's value as a region of a reader: in place when the string is primitive (DER, as Apple
+    /// writes every attribute), else its chunks joined into a reader of their own (BER, as Xcode writes).
+    func octetStringRegion(_ element: ASN1Element) throws(ASN1ReadError) -> (reader: ASN1Reader, bounds: Range<Int>) {
+        guard element.isUniversal(V_ASN1_OCTET_STRING) else { throw ASN1ReadError(reason: "expected an OCTET STRING") }
+        guard element.isConstructed else { return (self, element.contentStart..<element.contentEnd) }
+        let joined = try octetString(element)
+        return (ASN1Reader(joined), 0..<joined.count)
     }
 }
 
