@@ -11,30 +11,39 @@ func nanoseconds() -> UInt64 {
     return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
 }
 
-/// Nanoseconds per call: the median of `samples` runs of about `sampleSeconds` each, after one warm-up run.
-///
-/// `body` returns something derived from its work (a byte count, a flag) so the optimizer cannot drop the work;
-/// the sum is returned beside the time and printed nowhere but must be consumed by the caller.
-func measure(samples: Int = 5, sampleSeconds: Double, _ body: () -> Int) -> (nanoseconds: Double, sink: Int) {
+/// How many calls of `body` take about `seconds`.
+func calibrate(seconds: Double, _ body: () -> Int) -> (calls: Int, sink: Int) {
     var sink = 0
-    // Calibrate: how many calls fill one sample.
     var calls = 1
     while true {
         let start = nanoseconds()
         for _ in 0..<calls { sink &+= body() }
         let elapsed = Double(nanoseconds() - start) / 1e9
-        if elapsed >= sampleSeconds / 4 {
-            calls = max(1, Int(Double(calls) * sampleSeconds / elapsed))
-            break
-        }
+        if elapsed >= seconds / 4 { return (max(1, Int(Double(calls) * seconds / elapsed)), sink) }
         calls *= 2
     }
-    var perCall: [Double] = []
-    for _ in 0..<samples {
-        let start = nanoseconds()
-        for _ in 0..<calls { sink &+= body() }
-        perCall.append(Double(nanoseconds() - start) / Double(calls))
+}
+
+/// Nanoseconds per call of each body: the median of `rounds` samples of about `sampleSeconds` each. The bodies
+/// take turns within every round, so a noisy moment on the machine touches all of them alike and their ratios
+/// hold even when absolute times drift.
+///
+/// Each body returns something derived from its work so the optimizer cannot drop it; the sum is returned.
+func measureInterleaved(rounds: Int = 7, sampleSeconds: Double, _ bodies: [() -> Int]) -> (nanoseconds: [Double], sink: Int) {
+    var sink = 0
+    var calls: [Int] = []
+    for body in bodies {
+        let (count, consumed) = calibrate(seconds: sampleSeconds, body)
+        calls.append(count)
+        sink &+= consumed
     }
-    perCall.sort()
-    return (perCall[perCall.count / 2], sink)
+    var samples = [[Double]](repeating: [], count: bodies.count)
+    for _ in 0..<rounds {
+        for (index, body) in bodies.enumerated() {
+            let start = nanoseconds()
+            for _ in 0..<calls[index] { sink &+= body() }
+            samples[index].append(Double(nanoseconds() - start) / Double(calls[index]))
+        }
+    }
+    return (samples.map { $0.sorted()[$0.count / 2] }, sink)
 }

@@ -95,16 +95,24 @@ final class OpenSSLBaselines {
 
     var hasSignedAttributes: Bool { signedAttributes != nil }
 
-    /// SHA-256 of the content (checked against the signed messageDigest by real code) and one RSA verification.
+    /// SHA-256 over the content and one RSA verification: without signed attributes the verification hashes the
+    /// content itself; with them the content is hashed (and compared with the messageDigest attribute) and the
+    /// verification hashes the attributes.
     func signatureOnly() -> Bool {
-        var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
-        var size: UInt32 = 0
-        guard EVP_Digest(content, content.count, &digest, &size, sha256, nil) == 1 else { return false }
+        if let signedAttributes {
+            var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+            var size: UInt32 = 0
+            guard EVP_Digest(content, content.count, &digest, &size, sha256, nil) == 1, size == 32 else { return false }
+            return verify(signedAttributes)
+        }
+        return verify(content)
+    }
+
+    private func verify(_ signed: [UInt8]) -> Bool {
         guard let context = EVP_MD_CTX_new() else { return false }
         defer { EVP_MD_CTX_free(context) }
         guard EVP_DigestVerifyInit(context, nil, sha256, nil, signerKey) == 1 else { return false }
-        let signed = signedAttributes ?? content
-        return EVP_DigestVerify(context, signature, signature.count, signed, signed.count) == 1 && size == 32
+        return EVP_DigestVerify(context, signature, signature.count, signed, signed.count) == 1
     }
 
     /// Decodes the whole receipt and verifies signature and chain with `PKCS7_verify`, as most guides show.

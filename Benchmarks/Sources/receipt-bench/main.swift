@@ -101,23 +101,26 @@ guard forgedValidator.validate(forged5, at: now).isValid, forgedValidator.valida
 let baselines = try OpenSSLBaselines(receipt: typical, root: appleRoot)
 let seconds = arguments.seconds
 var sink = 0
-@MainActor func timed(_ body: () -> Int) -> Double {
-    let (time, consumed) = measure(sampleSeconds: seconds, body)
+@MainActor func timed(_ bodies: [() -> Int]) -> [Double] {
+    let (times, consumed) = measureInterleaved(sampleSeconds: seconds, bodies)
     sink &+= consumed
-    return time
+    return times
 }
 
-print("receipt-bench: in-process, one thread; median of 5 samples of ~\(seconds) s each")
+print("receipt-bench: in-process, one thread; median of 7 interleaved samples of ~\(seconds) s each")
 print(
     "typical receipt: tpinapp_1.der, \(typical.count) bytes, \(typicalPurchases) purchases, "
         + "signed attributes: \(baselines.hasSignedAttributes ? "yes" : "no")")
 print("")
 
-let floor = timed { baselines.signatureOnly() ? 1 : 0 }
-let naive = timed { baselines.naivePKCS7Verify() ? 1 : 0 }
-let validateOnly = timed { appleValidator.validate(typical, at: now).isValid ? 1 : 0 }
-let full = timed { fullValidation(appleValidator, typical, at: now) }
-let encodeOnly = timed { ResultJSON.encode(typicalResult).count }
+let headline = timed([
+    { baselines.signatureOnly() ? 1 : 0 },
+    { fullValidation(appleValidator, typical, at: now) },
+    { appleValidator.validate(typical, at: now).isValid ? 1 : 0 },
+    { ResultJSON.encode(typicalResult).count },
+])
+let (floor, full, validateOnly, encodeOnly) = (headline[0], headline[1], headline[2], headline[3])
+let naive = timed([{ baselines.naivePKCS7Verify() ? 1 : 0 }])[0]
 
 row("signature-only floor (SHA-256 + RSA verify)", microseconds(floor))
 row("naive d2i_PKCS7 + PKCS7_verify with chain", microseconds(naive), String(format: "%.1fx floor", naive / floor))
@@ -129,9 +132,12 @@ row("ratio naive / full", String(format: "%9.2f", naive / full))
 row("full validations per second, one core", String(format: "%9.0f /s", 1e9 / full))
 print("")
 
-let forged5Time = timed { fullValidation(forgedValidator, forged5, at: now) }
-let largeTime = timed { fullValidation(appleValidator, large, at: now) }
-let forged3000Time = timed { fullValidation(forgedValidator, forged3000, at: now) }
+let scaling = timed([
+    { fullValidation(forgedValidator, forged5, at: now) },
+    { fullValidation(appleValidator, large, at: now) },
+    { fullValidation(forgedValidator, forged3000, at: now) },
+])
+let (forged5Time, largeTime, forged3000Time) = (scaling[0], scaling[1], scaling[2])
 func perPurchase(_ total: Double, _ count: Int) -> String {
     String(format: "%7.2f µs/purchase overall", total / 1000 / Double(count))
 }
