@@ -29,12 +29,6 @@ echo
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== $(swift --version 2>&1 | head -1); $(openssl version)"
 echo
-echo "== in-process"
-inprocess=$("$bench" inprocess --fixtures "$fixtures" | tee /dev/stderr)
-rate=$(sed -n 's/^in_process_rate_per_core=//p' <<<"$inprocess")
-[ -n "${SKIP_HTTP:-}" ] && exit 0
-
-ulimit -n 8192
 work=$(mktemp -d)
 server=""
 cleanup() {
@@ -42,6 +36,13 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+echo "== in-process"
+"$bench" inprocess --fixtures "$fixtures" | tee "$work/inprocess.txt"
+rate=$(sed -n 's/^in_process_rate_per_core=//p' "$work/inprocess.txt")
+[ -n "${SKIP_HTTP:-}" ] && exit 0
+ulimit -n 8192
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 cat >"$work/config.json" <<JSON
@@ -82,7 +83,7 @@ load() {
 for c in 1 64 512; do load "$c" /healthz; done
 best=0
 for c in 1 64 512; do
-    RECEIPT_FILE=$receipt load "$c" /v1/validate -s "$here/wrk_validate.lua"
+    RECEIPT_FILE=$receipt load "$c" /v1/validate -s "$here/scripts/wrk_validate.lua"
     best=$(python3 -c "print(max($best, $last_rps))")
 done
 python3 - "$best" "$rate" "$cores" <<'PY'
@@ -96,10 +97,14 @@ PY
 echo
 echo "== leak check: RSS across 2 x 100,000 validations (wrk -c64 in ${duration}s runs until the count is reached)"
 hundred_thousand() {
-    local start now
+    local start now previous
     start=$(validations)
+    previous=$start
     while now=$(validations); [ $((now - start)) -lt 100000 ]; do
-        RECEIPT_FILE=$receipt wrk -t1 -c64 -d"${duration}s" -s "$here/wrk_validate.lua" "$url/v1/validate" >/dev/null
+        if [ "$now" -eq "$previous" ] && [ "$now" -ne "$start" ]; then echo "no validations counted" >&2; exit 1; fi
+        previous=$now
+        RECEIPT_FILE=$receipt wrk -t1 -c64 -d"${duration}s" -s "$here/scripts/wrk_validate.lua" "$url/v1/validate" >/dev/null
+        if [ "$(validations)" -eq "$start" ]; then echo "wrk made no valid validations" >&2; exit 1; fi
     done
     echo "$((now - start))"
 }

@@ -4,6 +4,7 @@ import ReceiptService
 
 // receipt-bench inprocess --fixtures DIR [--seconds S]   figures on one core, printed
 // receipt-bench profile --fixtures DIR [--count N]       N full validations of tpinapp_1, for callgrind
+// receipt-bench profile-floor --fixtures DIR [--count N] N signature-only checks of tpinapp_1, for callgrind
 
 struct Arguments {
     var mode = "inprocess"
@@ -60,6 +61,13 @@ case "profile":
     var sink = 0
     for _ in 0..<arguments.count { sink &+= fullValidation(appleValidator, typical, at: now) }
     print("\(arguments.count) validations, \(sink) bytes of JSON")
+    exit(0)
+case "profile-floor":
+    // The same count of signature-only checks, to compare instruction counts under callgrind.
+    let baselines = try OpenSSLBaselines(receipt: typical, root: appleRoot)
+    var verified = 0
+    for _ in 0..<arguments.count where baselines.signatureOnly() { verified += 1 }
+    print("\(verified) signature checks")
     exit(0)
 case "inprocess":
     break
