@@ -20,8 +20,27 @@ public struct ReceiptDate: Sendable, Hashable, Comparable, CustomStringConvertib
 
     /// `YYYY-MM-DDTHH:MM:SSZ` in UTC, the one form receiptd prints.
     public var rfc3339: String {
+        var text: [UInt8] = []
+        appendRFC3339(to: &text)
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// Appends `rfc3339`'s UTF-8 to `output` without making a string: JSON answers print many dates.
+    public func appendRFC3339(to output: inout [UInt8]) {
         let c = CivilTime(secondsSince1970: secondsSince1970)
-        return "\(pad(c.year, 4))-\(pad(c.month, 2))-\(pad(c.day, 2))T\(pad(c.hour, 2)):\(pad(c.minute, 2)):\(pad(c.second, 2))Z"
+        output.reserveCapacity(output.count + 20)
+        appendDigits(c.year, width: 4, to: &output)
+        output.append(UInt8(ascii: "-"))
+        appendDigits(c.month, width: 2, to: &output)
+        output.append(UInt8(ascii: "-"))
+        appendDigits(c.day, width: 2, to: &output)
+        output.append(UInt8(ascii: "T"))
+        appendDigits(c.hour, width: 2, to: &output)
+        output.append(UInt8(ascii: ":"))
+        appendDigits(c.minute, width: 2, to: &output)
+        output.append(UInt8(ascii: ":"))
+        appendDigits(c.second, width: 2, to: &output)
+        output.append(UInt8(ascii: "Z"))
     }
 
     /// Whole seconds, rounded toward the past so that negative instants print the second they fall in.
@@ -36,7 +55,12 @@ public struct ReceiptDate: Sendable, Hashable, Comparable, CustomStringConvertib
     /// optional fractional seconds. A leap second (`:60`) counts as the first second of the next minute, as POSIX
     /// time does. Returns nil for anything else.
     public init?(rfc3339 text: String) {
-        var scanner = DateScanner(Array(text.utf8))
+        self.init(rfc3339UTF8: Array(text.utf8)[...])
+    }
+
+    /// `init?(rfc3339:)` on the text's UTF-8, read where it lies (a receipt's attribute bytes).
+    init?(rfc3339UTF8 text: ArraySlice<UInt8>) {
+        var scanner = DateScanner(text)
         guard let year = scanner.digits(4), scanner.take(UInt8(ascii: "-")),
             let month = scanner.digits(2), scanner.take(UInt8(ascii: "-")),
             let day = scanner.digits(2), scanner.take(UInt8(ascii: "T")) || scanner.take(UInt8(ascii: "t")),
@@ -76,27 +100,43 @@ public struct ReceiptDate: Sendable, Hashable, Comparable, CustomStringConvertib
     }
 }
 
-private func pad(_ value: Int, _ width: Int) -> String {
-    let digits = String(value)
-    return digits.count >= width ? digits : String(repeating: "0", count: width - digits.count) + digits
+/// Decimal digits, zero-padded to `width`.
+private func appendDigits(_ value: Int, width: Int, to output: inout [UInt8]) {
+    var limit = 1
+    for _ in 0..<width { limit *= 10 }
+    guard value >= 0, value < limit else {
+        // Years outside 0...9999 never occur in receipts; they print as they always did.
+        let digits = String(value).utf8
+        if digits.count < width { output.append(contentsOf: repeatElement(UInt8(ascii: "0"), count: width - digits.count)) }
+        output.append(contentsOf: digits)
+        return
+    }
+    var divisor = limit / 10
+    while divisor > 0 {
+        output.append(UInt8(ascii: "0") + UInt8(value / divisor % 10))
+        divisor /= 10
+    }
 }
 
 private struct DateScanner {
-    private let bytes: [UInt8]
-    private var index = 0
+    private let bytes: ArraySlice<UInt8>
+    private var index: Int
 
-    init(_ bytes: [UInt8]) { self.bytes = bytes }
+    init(_ bytes: ArraySlice<UInt8>) {
+        self.bytes = bytes
+        index = bytes.startIndex
+    }
 
-    var atEnd: Bool { index == bytes.count }
+    var atEnd: Bool { index == bytes.endIndex }
 
     mutating func take(_ byte: UInt8) -> Bool {
-        guard index < bytes.count, bytes[index] == byte else { return false }
+        guard index < bytes.endIndex, bytes[index] == byte else { return false }
         index += 1
         return true
     }
 
     mutating func digit() -> Int? {
-        guard index < bytes.count, (48...57).contains(bytes[index]) else { return nil }
+        guard index < bytes.endIndex, (48...57).contains(bytes[index]) else { return nil }
         defer { index += 1 }
         return Int(bytes[index] - 48)
     }

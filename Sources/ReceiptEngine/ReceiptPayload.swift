@@ -117,15 +117,19 @@ struct ReceiptPayload {
     private static func purchase(
         _ value: ASN1Element, _ reader: ASN1Reader, budget: AttributeBudget
     ) throws -> InAppPurchase {
-        let inner = ASN1Reader(try reader.octetString(value))
-        let set = try inner.root()
+        let (inner, bounds) = try reader.octetStringRegion(value)
+        let set = try inner.root(in: bounds)
         guard set.isUniversal(ASN1Tag.set), set.isConstructed else {
             throw ASN1ReadError(reason: "an in-app purchase (attribute 17) is not an ASN.1 SET")
         }
         var purchase = InAppPurchase()
-        var seen = Set<Int64>()
+        // The first occurrence of a known type wins; every type read below lies in 1700..<1764.
+        var seen: UInt64 = 0
         try forEachAttribute(in: set, reader: inner, budget: budget) { type, value in
-            guard seen.insert(type).inserted else { return }
+            guard (1700..<1764).contains(type) else { return }
+            let bit: UInt64 = 1 << UInt64(type - 1700)
+            guard seen & bit == 0 else { return }
+            seen |= bit
             switch type {
             case 1701: purchase.quantity = try integer(value, inner)
             case 1702: purchase.productID = try string(value, inner)
@@ -145,30 +149,36 @@ struct ReceiptPayload {
         return purchase
     }
 
-    /// The value's inner DER string (UTF8String, IA5String …); an empty string reads as absent.
-    private static func string(_ value: ASN1Element, _ reader: ASN1Reader) throws -> String? {
-        let inner = ASN1Reader(try reader.octetString(value))
-        guard !inner.bytes.isEmpty else { return nil }
-        let element = try inner.root()
+    /// The content bytes of the value's inner DER string (UTF8String, IA5String …), read in place; nil when the
+    /// value or the string is empty.
+    private static func stringContent(_ value: ASN1Element, _ reader: ASN1Reader) throws -> ArraySlice<UInt8>? {
+        let (inner, bounds) = try reader.octetStringRegion(value)
+        guard !bounds.isEmpty else { return nil }
+        let element = try inner.root(in: bounds)
         guard element.tagClass == 0, !element.isConstructed else {
             throw ASN1ReadError(reason: "a string attribute does not hold a string")
         }
         let content = inner.content(of: element)
-        return content.isEmpty ? nil : String(decoding: content, as: UTF8.self)
+        return content.isEmpty ? nil : content
+    }
+
+    /// The value's inner DER string; an empty string reads as absent.
+    private static func string(_ value: ASN1Element, _ reader: ASN1Reader) throws -> String? {
+        try stringContent(value, reader).map { String(decoding: $0, as: UTF8.self) }
     }
 
     private static func integer(_ value: ASN1Element, _ reader: ASN1Reader) throws -> Int64? {
-        let inner = ASN1Reader(try reader.octetString(value))
-        guard !inner.bytes.isEmpty else { return nil }
-        guard let number = try inner.integer(try inner.root()) else {
+        let (inner, bounds) = try reader.octetStringRegion(value)
+        guard !bounds.isEmpty else { return nil }
+        guard let number = try inner.integer(try inner.root(in: bounds)) else {
             throw ASN1ReadError(reason: "an integer attribute does not fit 64 bits")
         }
         return number
     }
 
     private static func date(_ value: ASN1Element, _ reader: ASN1Reader, field: String) throws -> ReceiptDate? {
-        guard let text = try string(value, reader) else { return nil }
-        guard let date = ReceiptDate(rfc3339: text) else {
+        guard let text = try stringContent(value, reader) else { return nil }
+        guard let date = ReceiptDate(rfc3339UTF8: text) else {
             throw ASN1ReadError(reason: "the \(field) is not an RFC 3339 date")
         }
         return date

@@ -41,14 +41,8 @@ final class TrustEvaluator: Sendable {
     }
 
     func evaluate(_ container: ReceiptContainer) -> TrustDecision {
-        var key: [UInt8] = []
-        key.reserveCapacity(container.certificates.reduce(container.signerIdentifier.count + 16) { $0 + $1.count + 4 })
-        for certificate in container.certificates {
-            appendLengthPrefixed(certificate, to: &key)
-        }
-        appendLengthPrefixed(container.signerIdentifier, to: &key)
-
-        if let cached = cache.withLock({ $0.entries[key] }) { return cached }
+        let key = CertificateSet(certificates: container.certificates, signerIdentifier: container.signerIdentifier)
+        if let cached = cache.withLock({ $0.decision(for: key) }) { return cached }
         let decision = decide(certificates: container.certificates, signerIdentifier: Array(container.signerIdentifier))
         cache.withLock { $0.insert(decision, for: key, capacity: Self.cacheCapacity) }
         return decision
@@ -100,22 +94,57 @@ final class TrustEvaluator: Sendable {
         guard let key = signer.publicKey else { return .untrusted("the signer's public key does not parse") }
         return .trusted(TrustedSigner(key: key, validFrom: validFrom, validUntil: validUntil))
     }
+}
 
-    private func appendLengthPrefixed(_ bytes: ArraySlice<UInt8>, to key: inout [UInt8]) {
-        let count = UInt32(truncatingIfNeeded: bytes.count)
-        key += [UInt8(count >> 24), UInt8(count >> 16 & 0xFF), UInt8(count >> 8 & 0xFF), UInt8(count & 0xFF)]
-        key += bytes
+/// What a chain decision depends on: the exact certificate bytes, in order, and the signer's name.
+///
+/// Looked up by the SHA-256 of those bytes (hashing a few kilobytes element by element with `Hasher` cost more than
+/// the rest of a cached validation), and a hit counts only once every byte compares equal: the digest finds an
+/// entry, the bytes decide it.
+private struct CertificateSet {
+    let digest: [UInt8]
+    let certificates: [ArraySlice<UInt8>]
+    let signerIdentifier: ArraySlice<UInt8>
+
+    init(certificates: [ArraySlice<UInt8>], signerIdentifier: ArraySlice<UInt8>) {
+        digest = Digest.sha256.hash(lengthPrefixed: certificates + [signerIdentifier])
+        self.certificates = certificates
+        self.signerIdentifier = signerIdentifier
+    }
+
+    /// A copy that holds only its own bytes, not the receipt it was read from.
+    func owned() -> CertificateSet {
+        CertificateSet(
+            digest: digest, certificates: certificates.map { ArraySlice(Array($0)) },
+            signerIdentifier: ArraySlice(Array(signerIdentifier)))
+    }
+
+    private init(digest: [UInt8], certificates: [ArraySlice<UInt8>], signerIdentifier: ArraySlice<UInt8>) {
+        self.digest = digest
+        self.certificates = certificates
+        self.signerIdentifier = signerIdentifier
+    }
+
+    func hasSameBytes(as other: CertificateSet) -> Bool {
+        signerIdentifier.hasSameBytes(as: other.signerIdentifier) && certificates.count == other.certificates.count
+            && zip(certificates, other.certificates).allSatisfy { $0.hasSameBytes(as: $1) }
     }
 }
 
-/// Decisions by key, forgetting the oldest once full.
+/// Decisions by certificate set, forgetting the oldest once full.
 private struct DecisionCache: ~Copyable {
-    var entries: [[UInt8]: TrustDecision] = [:]
+    var entries: [[UInt8]: (certificates: CertificateSet, decision: TrustDecision)] = [:]
     var order: [[UInt8]] = []
 
-    mutating func insert(_ decision: TrustDecision, for key: [UInt8], capacity: Int) {
-        guard entries.updateValue(decision, forKey: key) == nil else { return }
-        order.append(key)
+    func decision(for key: CertificateSet) -> TrustDecision? {
+        guard let entry = entries[key.digest], entry.certificates.hasSameBytes(as: key) else { return nil }
+        return entry.decision
+    }
+
+    mutating func insert(_ decision: TrustDecision, for key: CertificateSet, capacity: Int) {
+        let isNew = entries.updateValue((key.owned(), decision), forKey: key.digest) == nil
+        guard isNew else { return }
+        order.append(key.digest)
         if order.count > capacity { entries[order.removeFirst()] = nil }
     }
 }

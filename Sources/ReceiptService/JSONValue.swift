@@ -70,7 +70,7 @@ extension JSONValue {
         switch self {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let value): out.append(contentsOf: (value ? "true" : "false").utf8)
-        case .integer(let value): out.append(contentsOf: String(value).utf8)
+        case .integer(let value): Self.writeInteger(value, into: &out)
         case .number(let value):
             // JSON has no NaN or infinity; null is what JavaScript's JSON.stringify writes for them.
             if value.isFinite {
@@ -111,10 +111,46 @@ extension JSONValue {
 
     private static let hexDigits = Array("0123456789abcdef".utf8)
 
+    /// Decimal digits without making a `String` (answers hold many integers).
+    static func writeInteger(_ value: Int64, into out: inout [UInt8]) {
+        guard value >= 0 else {
+            out.append(contentsOf: String(value).utf8)
+            return
+        }
+        var divisor: Int64 = 1
+        while divisor <= value / 10 { divisor *= 10 }
+        var rest = value
+        while divisor > 0 {
+            out.append(UInt8(ascii: "0") + UInt8(rest / divisor))
+            rest %= divisor
+            divisor /= 10
+        }
+    }
+
+    private static func needsEscape(_ byte: UInt8) -> Bool {
+        switch byte {
+        case 0x00..<0x20, 0x7F, UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "<"), UInt8(ascii: ">"),
+            UInt8(ascii: "&"):
+            true
+        default: false
+        }
+    }
+
     /// RFC 8259 §7: quote, backslash and control characters are escaped. `<`, `>` and `&` are escaped too, so that
     /// a receipt's strings can never close a `<script>` block if an answer is ever embedded in a page.
     static func writeString(_ string: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
+        // Nearly every string in an answer needs no escape: copy it whole (a memcpy), then check the copy, which is
+        // far cheaper than walking the string's UTF-8 view; only a string that needs escapes is redone byte by byte.
+        let start = out.count
+        out.append(contentsOf: string.utf8)
+        var index = start
+        while index < out.count, !needsEscape(out[index]) { index += 1 }
+        if index == out.count {
+            out.append(UInt8(ascii: "\""))
+            return
+        }
+        out.removeSubrange(start...)
         for byte in string.utf8 {
             switch byte {
             case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])

@@ -1,0 +1,22 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// Benchmarks live in their own package so that receiptd itself depends on nothing new: this one reaches the main
+// package by path and links OpenSSL directly only to measure the floor and the naive PKCS7_verify beside receiptd.
+let package = Package(
+    name: "receiptd-benchmarks",
+    platforms: [.macOS(.v15)],
+    dependencies: [.package(name: "receiptd", path: "..")],
+    targets: [
+        .systemLibrary(name: "CBenchOpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        .executableTarget(
+            name: "receipt-bench",
+            dependencies: [
+                "CBenchOpenSSL",
+                .product(name: "ReceiptEngine", package: "receiptd"),
+                .product(name: "ReceiptService", package: "receiptd"),
+            ]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,162 @@
+import Foundation
+import ReceiptEngine
+import ReceiptService
+
+// receipt-bench inprocess --fixtures DIR [--seconds S]   figures on one core, printed
+// receipt-bench profile --fixtures DIR [--count N]       N full validations of tpinapp_1, for callgrind
+// receipt-bench profile-floor --fixtures DIR [--count N] N signature-only checks of tpinapp_1, for callgrind
+
+struct Arguments {
+    var mode = "inprocess"
+    var fixtures = "../../shared/fixtures/apple"
+    var seconds = 0.4
+    var count = 2_000
+
+    init(_ arguments: [String]) {
+        var rest = arguments[...]
+        if let first = rest.first, !first.hasPrefix("--") { mode = rest.removeFirst() }
+        while let flag = rest.popFirst() {
+            let value = rest.popFirst() ?? ""
+            switch flag {
+            case "--fixtures": fixtures = value
+            case "--seconds": seconds = Double(value) ?? seconds
+            case "--count": count = Int(value) ?? count
+            default:
+                FileHandle.standardError.write(Data("unknown argument \(flag)\n".utf8))
+                exit(2)
+            }
+        }
+    }
+}
+
+func read(_ path: String) -> [UInt8] {
+    guard let data = FileManager.default.contents(atPath: path) else {
+        FileHandle.standardError.write(Data("cannot read \(path)\n".utf8))
+        exit(1)
+    }
+    return Array(data)
+}
+
+/// Validation plus the JSON answer, as `POST /v1/validate` does once the body is read.
+func fullValidation(_ validator: ReceiptValidator, _ receipt: [UInt8], at time: Date) -> Int {
+    let result = validator.validate(receipt, at: time)
+    return ResultJSON.encode(result).count + (result.isValid ? 1 : 0)
+}
+
+func microseconds(_ nanoseconds: Double) -> String { String(format: "%9.2f µs", nanoseconds / 1000) }
+
+func row(_ label: String, _ value: String, _ note: String = "") {
+    print(label.padding(toLength: 46, withPad: " ", startingAt: 0) + value + (note.isEmpty ? "" : "   " + note))
+}
+
+let arguments = Arguments(Array(CommandLine.arguments.dropFirst()))
+let typical = read(arguments.fixtures + "/receipts/tpinapp_1.der")
+let large = read(arguments.fixtures + "/receipts/tpinapp_3.der")
+let appleRoot = read(arguments.fixtures + "/certs/AppleIncRootCertificate.cer")
+let now = Date()
+let appleValidator = ReceiptValidator(policy: ValidationPolicy())
+
+switch arguments.mode {
+case "profile":
+    var sink = 0
+    for _ in 0..<arguments.count { sink &+= fullValidation(appleValidator, typical, at: now) }
+    print("\(arguments.count) validations, \(sink) bytes of JSON")
+    exit(0)
+case "profile-floor":
+    // The same count of signature-only checks, to compare instruction counts under callgrind.
+    let baselines = try OpenSSLBaselines(receipt: typical, root: appleRoot)
+    var verified = 0
+    for _ in 0..<arguments.count where baselines.signatureOnly() { verified += 1 }
+    print("\(verified) signature checks")
+    exit(0)
+case "inprocess":
+    break
+default:
+    FileHandle.standardError.write(Data("unknown mode \(arguments.mode)\n".utf8))
+    exit(2)
+}
+
+// Check every input gives the verdict it should before timing anything.
+let typicalResult = appleValidator.validate(typical, at: now)
+let largeResult = appleValidator.validate(large, at: now)
+guard typicalResult.isValid, largeResult.isValid else {
+    print("fixture receipts do not validate: \(typicalResult.error?.description ?? "-") / \(largeResult.error?.description ?? "-")")
+    exit(1)
+}
+let typicalPurchases = typicalResult.receipt!.inAppPurchases.count
+let largePurchases = largeResult.receipt!.inAppPurchases.count
+
+// A forged PKI and receipts of 5 and 3,000 purchases, signed like Apple's (SHA-256, root included).
+let authority = try TestCertificateAuthority.generate()
+let forgedValidator = ReceiptValidator(policy: ValidationPolicy(additionalTrustAnchors: [authority.rootAnchor]))
+func forged(purchases: Int) throws -> [UInt8] {
+    let created = ReceiptDate(now.addingTimeInterval(-3600))
+    var blueprint = ReceiptBlueprint(bundleID: "com.example.bench", applicationVersion: "1.0", creationDate: created)
+    blueprint.purchases = (0..<purchases).map { index in
+        PurchaseBlueprint(
+            productID: "com.example.bench.product\(index % 7)", transactionID: String(100_000_000_000 + index),
+            purchaseDate: created)
+    }
+    return try blueprint.forge(with: authority)
+}
+let forged5 = try forged(purchases: 5)
+let forged3000 = try forged(purchases: 3000)
+guard forgedValidator.validate(forged5, at: now).isValid, forgedValidator.validate(forged3000, at: now).isValid else {
+    print("forged receipts do not validate")
+    exit(1)
+}
+
+let baselines = try OpenSSLBaselines(receipt: typical, root: appleRoot)
+let seconds = arguments.seconds
+var sink = 0
+@MainActor func timed(_ bodies: [() -> Int]) -> [Double] {
+    let (times, consumed) = measureInterleaved(sampleSeconds: seconds, bodies)
+    sink &+= consumed
+    return times
+}
+
+print("receipt-bench: in-process, one thread; median of 7 interleaved samples of ~\(seconds) s each")
+print(
+    "typical receipt: tpinapp_1.der, \(typical.count) bytes, \(typicalPurchases) purchases, "
+        + "signed attributes: \(baselines.hasSignedAttributes ? "yes" : "no")")
+print("")
+
+let headline = timed([
+    { baselines.signatureOnly() ? 1 : 0 },
+    { fullValidation(appleValidator, typical, at: now) },
+    { appleValidator.validate(typical, at: now).isValid ? 1 : 0 },
+    { ResultJSON.encode(typicalResult).count },
+])
+let (floor, full, validateOnly, encodeOnly) = (headline[0], headline[1], headline[2], headline[3])
+let naive = timed([{ baselines.naivePKCS7Verify() ? 1 : 0 }])[0]
+
+row("signature-only floor (SHA-256 + RSA verify)", microseconds(floor))
+row("naive d2i_PKCS7 + PKCS7_verify with chain", microseconds(naive), String(format: "%.1fx floor", naive / floor))
+row("receiptd validate()", microseconds(validateOnly), String(format: "%.2fx floor", validateOnly / floor))
+row("  of which ResultJSON.encode alone", microseconds(encodeOnly))
+row("receiptd full validation (validate + JSON)", microseconds(full), String(format: "%.2fx floor", full / floor))
+row("ratio full / floor", String(format: "%9.2f", full / floor), full / floor <= 2 ? "(goal <= 2.00: met)" : "(goal <= 2.00: NOT met)")
+row("ratio naive / full", String(format: "%9.2f", naive / full))
+row("full validations per second, one core", String(format: "%9.0f /s", 1e9 / full))
+print("")
+
+let scaling = timed([
+    { fullValidation(forgedValidator, forged5, at: now) },
+    { fullValidation(appleValidator, large, at: now) },
+    { fullValidation(forgedValidator, forged3000, at: now) },
+])
+let (forged5Time, largeTime, forged3000Time) = (scaling[0], scaling[1], scaling[2])
+func perPurchase(_ total: Double, _ count: Int) -> String {
+    String(format: "%7.2f µs/purchase overall", total / 1000 / Double(count))
+}
+row("forged, 5 purchases (\(forged5.count) bytes)", microseconds(forged5Time), perPurchase(forged5Time, 5))
+row("tpinapp_3, \(largePurchases) purchases (\(large.count) bytes)", microseconds(largeTime), perPurchase(largeTime, largePurchases))
+row("forged, 3000 purchases (\(forged3000.count) bytes)", microseconds(forged3000Time), perPurchase(forged3000Time, 3000))
+let marginalLarge = (largeTime - full) / Double(largePurchases - typicalPurchases) / 1000
+let marginalForged = (forged3000Time - forged5Time) / 2995 / 1000
+row("  marginal per purchase, tpinapp_3 vs _1", String(format: "%9.2f µs", marginalLarge))
+row("  marginal per purchase, forged 3000 vs 5", String(format: "%9.2f µs", marginalForged))
+print("")
+// For run.sh: the HTTP goal is 60% of this rate times the cores in use.
+print("in_process_rate_per_core=\(Int(1e9 / full))")
+if sink == 42 { print("") }

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Builds release and prints every figure in BENCHMARKS.md: in-process (floor, naive PKCS7_verify, full validation,
+# ratios, per-purchase times) and over HTTP on loopback (wrk at 1/64/512 connections, RSS, leak check, 1,000 idle
+# connections, cold start). Load goes to 127.0.0.1 only and every run is bounded in time.
+#
+#   Benchmarks/run.sh                 everything (about 5 minutes)
+#   DURATION=3 Benchmarks/run.sh      shorter wrk runs (seconds each)
+#   SKIP_HTTP=1 Benchmarks/run.sh     in-process figures only
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+fixtures=${FIXTURES:-$root/../shared/fixtures/apple}
+duration=${DURATION:-5}
+receipt=$fixtures/receipts/tpinapp_1.der
+cores=$(nproc)
+
+if ! command -v wrk >/dev/null && [ -z "${SKIP_HTTP:-}" ]; then
+    apt-get install -y wrk >/dev/null
+fi
+
+echo "== build (release)"
+(cd "$here" && swift build -c release 2>&1 | tail -1)
+(cd "$root" && swift build -c release --product receiptd 2>&1 | tail -1)
+bench=$here/.build/release/receipt-bench
+receiptd=$root/.build/release/receiptd
+
+echo
+echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== $(swift --version 2>&1 | head -1); $(openssl version)"
+echo
+work=$(mktemp -d)
+server=""
+cleanup() {
+    if [ -n "$server" ] && kill -0 "$server" 2>/dev/null; then kill -TERM "$server"; wait "$server" || true; fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+echo "== in-process"
+"$bench" inprocess --fixtures "$fixtures" | tee "$work/inprocess.txt"
+rate=$(sed -n 's/^in_process_rate_per_core=//p' "$work/inprocess.txt")
+[ -n "${SKIP_HTTP:-}" ] && exit 0
+ulimit -n 8192
+
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+cat >"$work/config.json" <<JSON
+{"host": "127.0.0.1", "port": $port, "max_connections": 2048}
+JSON
+url=http://127.0.0.1:$port
+
+rss() { awk '/^VmRSS:/ {print $2}' "/proc/$server/status"; }
+peak() { awk '/^VmHWM:/ {print $2}' "/proc/$server/status"; }
+validations() { curl -s "$url/metrics" | awk '/^receiptd_validations_total\{result="valid"\}/ {print $2}'; }
+
+echo
+echo "== cold start: exec to first /healthz 200"
+python3 "$here/scripts/cold_start.py" --binary "$receiptd" --config "$work/config.json" --runs 5
+
+echo
+echo "== HTTP on loopback, keep-alive, wrk -t1 for ${duration}s per run (server and wrk share $cores cores)"
+"$receiptd" serve --config "$work/config.json" >/dev/null 2>"$work/server.log" &
+server=$!
+for _ in $(seq 200); do curl -sf "$url/healthz" >/dev/null && break; sleep 0.05; done
+echo "rss idle: $(rss) KiB"
+
+# Requests/s, p50, p99 and errors from one wrk run.
+load() {
+    local connections=$1 target=$2
+    shift 2
+    local output
+    output=$(wrk -t1 -c"$connections" -d"${duration}s" --latency "$@" "$url$target")
+    local rps p50 p99 errors
+    rps=$(awk '/^Requests\/sec:/ {print $2}' <<<"$output")
+    p50=$(awk '$1 == "50%" {print $2}' <<<"$output")
+    p99=$(awk '$1 == "99%" {print $2}' <<<"$output")
+    errors=$(awk '/Non-2xx|Socket errors/ {printf "%s ", $0}' <<<"$output")
+    printf '%-14s c=%-4s %10s req/s   p50 %-9s p99 %-9s rss %6s KiB  peak %6s KiB  %s\n' \
+        "$target" "$connections" "$rps" "$p50" "$p99" "$(rss)" "$(peak)" "${errors:-no errors}"
+    last_rps=$rps
+}
+for c in 1 64 512; do load "$c" /healthz; done
+best=0
+for c in 1 64 512; do
+    RECEIPT_FILE=$receipt load "$c" /v1/validate -s "$here/scripts/wrk_validate.lua"
+    best=$(python3 -c "print(max($best, $last_rps))")
+done
+python3 - "$best" "$rate" "$cores" <<'PY'
+import sys
+best, rate, cores = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+goal = 0.6 * rate * cores
+print(f"best /v1/validate rate {best:.0f}/s vs in-process {rate:.0f}/s x {cores} cores = {rate * cores:.0f}/s: "
+      f"{best / (rate * cores) * 100:.0f}% (goal >= 60%: {'met' if best >= goal else 'NOT met'})")
+PY
+
+echo
+echo "== leak check: RSS across 2 x 100,000 validations (wrk -c64 in ${duration}s runs until the count is reached)"
+hundred_thousand() {
+    local start now previous
+    start=$(validations)
+    previous=$start
+    while now=$(validations); [ $((now - start)) -lt 100000 ]; do
+        if [ "$now" -eq "$previous" ] && [ "$now" -ne "$start" ]; then echo "no validations counted" >&2; exit 1; fi
+        previous=$now
+        RECEIPT_FILE=$receipt wrk -t1 -c64 -d"${duration}s" -s "$here/scripts/wrk_validate.lua" "$url/v1/validate" >/dev/null
+        if [ "$(validations)" -eq "$start" ]; then echo "wrk made no valid validations" >&2; exit 1; fi
+    done
+    echo "$((now - start))"
+}
+before=$(rss)
+n1=$(hundred_thousand); after1=$(rss)
+n2=$(hundred_thousand); after2=$(rss)
+echo "rss before: $before KiB; after $n1 more validations: $after1 KiB; after $n2 more: $after2 KiB;" \
+    "growth over the second batch: $((after2 - after1)) KiB"
+
+echo
+echo "== 1,000 idle keep-alive connections"
+python3 "$here/scripts/idle_connections.py" --port "$port" --pid "$server" --count 1000
+sleep 1
+echo "rss after closing them: $(rss) KiB; peak over the whole run: $(peak) KiB"
