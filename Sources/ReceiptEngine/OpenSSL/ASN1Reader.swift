@@ -40,11 +40,25 @@ struct ASN1Reader {
         guard offset >= 0, offset < limit, limit <= bytes.count else {
             throw ASN1ReadError(reason: "element expected at offset \(offset)")
         }
-        guard let header = Self.header(bytes, at: offset, limit: limit) else {
+        var length = 0
+        var tag: Int32 = 0
+        var tagClass: Int32 = 0
+        var headerLength = 0
+        let flags: Int32 = bytes.withUnsafeBufferPointer { buffer in
+            guard let base = buffer.baseAddress else { return 0x80 }
+            var cursor: UnsafePointer<UInt8>? = base + offset
+            let start = base + offset
+            let result = ASN1_get_object(&cursor, &length, &tag, &tagClass, limit - offset)
+            if let cursor { headerLength = cursor - start }
+            return result
+        }
+        if flags & 0x80 != 0 {
+            ERR_clear_error()
             throw ASN1ReadError(reason: "bad ASN.1 header at offset \(offset)")
         }
-        let (tag, tagClass, isConstructed, isIndefinite, length, headerLength) = header
         let contentStart = offset + headerLength
+        let isConstructed = flags & V_ASN1_CONSTRUCTED != 0
+        let isIndefinite = flags & 0x01 != 0
         if isIndefinite {
             // Children run until the end-of-contents octets (00 00).
             var cursor = contentStart
@@ -61,83 +75,6 @@ struct ASN1Reader {
         return ASN1Element(
             tag: tag, tagClass: tagClass, isConstructed: isConstructed, isIndefinite: false, headerStart: offset,
             contentStart: contentStart, contentEnd: contentStart + length, end: contentStart + length)
-    }
-
-    /// One identifier and length, read the way OpenSSL's `ASN1_get_object` reads them (same limits, same
-    /// refusals), without a call through C for every element: a payload holds hundreds.
-    ///
-    /// nil when the header is cut short, a tag number passes `Int32.max`, a length takes more than 8 bytes or passes
-    /// `Int.max`, an indefinite length is given to a primitive element, or the content runs past `limit`.
-    static func header(
-        _ bytes: [UInt8], at offset: Int, limit: Int
-    ) -> (tag: Int32, tagClass: Int32, isConstructed: Bool, isIndefinite: Bool, length: Int, headerLength: Int)? {
-        var index = offset
-        guard index < limit else { return nil }
-        let first = bytes[index]
-        index += 1
-        let tagClass = Int32(first & 0xC0)
-        let isConstructed = first & 0x20 != 0
-        var tag = Int32(first & 0x1F)
-        if tag == 0x1F {
-            // High tag number form (X.690 §8.1.2.4): base-128 digits, the last without its top bit.
-            tag = 0
-            while true {
-                guard index < limit, tag <= Int32.max >> 7 else { return nil }
-                let byte = bytes[index]
-                index += 1
-                tag = tag << 7 | Int32(byte & 0x7F)
-                if byte & 0x80 == 0 { break }
-            }
-        }
-        guard index < limit else { return nil }
-        let lengthByte = bytes[index]
-        index += 1
-        var length = 0
-        var isIndefinite = false
-        if lengthByte == 0x80 {
-            isIndefinite = true
-        } else if lengthByte & 0x80 != 0 {
-            var count = Int(lengthByte & 0x7F)
-            // As in OpenSSL's asn1_get_length: the length octets must be followed by at least one more byte.
-            guard limit - index > count else { return nil }
-            // Leading zero octets are BER, and do not count toward the 8 bytes that fit.
-            while count > 0, bytes[index] == 0 {
-                index += 1
-                count -= 1
-            }
-            guard count <= MemoryLayout<Int>.size else { return nil }
-            for _ in 0..<count {
-                guard length <= Int.max >> 8 else { return nil }
-                length = length << 8 | Int(bytes[index])
-                index += 1
-            }
-        } else {
-            length = Int(lengthByte)
-        }
-        guard !isIndefinite || isConstructed, length <= limit - index else { return nil }
-        return (tag, tagClass, isConstructed, isIndefinite, length, index - offset)
-    }
-
-    /// `header(_:at:limit:)` through OpenSSL's `ASN1_get_object`: the reference the tests hold it to.
-    static func openSSLHeader(
-        _ bytes: [UInt8], at offset: Int, limit: Int
-    ) -> (tag: Int32, tagClass: Int32, isConstructed: Bool, isIndefinite: Bool, length: Int, headerLength: Int)? {
-        var length = 0
-        var tag: Int32 = 0
-        var tagClass: Int32 = 0
-        var headerLength = 0
-        let flags: Int32 = bytes.withUnsafeBufferPointer { buffer in
-            guard let base = buffer.baseAddress else { return 0x80 }
-            var cursor: UnsafePointer<UInt8>? = base + offset
-            let result = ASN1_get_object(&cursor, &length, &tag, &tagClass, limit - offset)
-            if let cursor { headerLength = cursor - (base + offset) }
-            return result
-        }
-        guard flags & 0x80 == 0 else {
-            ERR_clear_error()
-            return nil
-        }
-        return (tag, tagClass, flags & V_ASN1_CONSTRUCTED != 0, flags & 0x01 != 0, length, headerLength)
     }
 
     /// The children of a constructed element, in order.
