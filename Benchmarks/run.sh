@@ -21,7 +21,7 @@ fi
 
 echo "== build (release)"
 (cd "$here" && swift build -c release 2>&1 | tail -1)
-(cd "$root" && swift build -c release --product receiptd 2>&1 | tail -1)
+(cd "$root" && swift build -c release --static-swift-stdlib --product receiptd 2>&1 | tail -1)
 bench=$here/.build/release/receipt-bench
 receiptd=$root/.build/release/receiptd
 

@@ -29,7 +29,7 @@ final class TrustEvaluator: Sendable {
     static let receiptSigningMarker = "1.2.840.113635.100.6.11.1"
     /// Apple Worldwide Developer Relations intermediate marker.
     static let intermediateMarker = "1.2.840.113635.100.6.2.1"
-    /// Bounds memory when receipts arrive with ever new certificate sets (attackers can make them freely).
+    /// Bounds memory; only chains that reached an anchor are kept, so receipts an attacker makes cannot evict them.
     static let cacheCapacity = 128
 
     private let configuredAnchors: [X509Certificate]
@@ -42,9 +42,13 @@ final class TrustEvaluator: Sendable {
 
     func evaluate(_ container: ReceiptContainer) -> TrustDecision {
         let key = CertificateSet(certificates: container.certificates, signerIdentifier: container.signerIdentifier)
-        if let cached = cache.withLock({ $0.decision(for: key) }) { return cached }
+        if let cached = cache.withLock({ $0.signer(for: key) }) { return .trusted(cached) }
         let decision = decide(certificates: container.certificates, signerIdentifier: Array(container.signerIdentifier))
-        cache.withLock { $0.insert(decision, for: key, capacity: Self.cacheCapacity) }
+        // Untrusted sets are decided afresh each time: caching them would let made-up certificates push out the
+        // genuine chains.
+        if case .trusted(let signer) = decision {
+            cache.withLock { $0.insert(signer, for: key, capacity: Self.cacheCapacity) }
+        }
         return decision
     }
 
@@ -98,31 +102,17 @@ final class TrustEvaluator: Sendable {
 
 /// What a chain decision depends on: the exact certificate bytes, in order, and the signer's name.
 ///
-/// Looked up by the SHA-256 of those bytes (hashing a few kilobytes element by element with `Hasher` cost more than
-/// the rest of a cached validation), and a hit counts only once every byte compares equal: the digest finds an
-/// entry, the bytes decide it.
+/// Found by the signer's name (issuer and serial number, a hundred bytes: hashing the kilobytes of certificates on
+/// every request cost more than the rest of a cached validation), and a hit counts only once every byte compares
+/// equal. Only trusted sets are stored, so the handful of genuine chains per signer is all a lookup walks.
 private struct CertificateSet {
-    let digest: [UInt8]
     let certificates: [ArraySlice<UInt8>]
     let signerIdentifier: ArraySlice<UInt8>
-
-    init(certificates: [ArraySlice<UInt8>], signerIdentifier: ArraySlice<UInt8>) {
-        digest = Digest.sha256.hash(lengthPrefixed: certificates + [signerIdentifier])
-        self.certificates = certificates
-        self.signerIdentifier = signerIdentifier
-    }
 
     /// A copy that holds only its own bytes, not the receipt it was read from.
     func owned() -> CertificateSet {
         CertificateSet(
-            digest: digest, certificates: certificates.map { ArraySlice(Array($0)) },
-            signerIdentifier: ArraySlice(Array(signerIdentifier)))
-    }
-
-    private init(digest: [UInt8], certificates: [ArraySlice<UInt8>], signerIdentifier: ArraySlice<UInt8>) {
-        self.digest = digest
-        self.certificates = certificates
-        self.signerIdentifier = signerIdentifier
+            certificates: certificates.map { ArraySlice(Array($0)) }, signerIdentifier: ArraySlice(Array(signerIdentifier)))
     }
 
     func hasSameBytes(as other: CertificateSet) -> Bool {
@@ -131,20 +121,24 @@ private struct CertificateSet {
     }
 }
 
-/// Decisions by certificate set, forgetting the oldest once full.
+/// Trusted signers by certificate set, forgetting the oldest once full.
 private struct DecisionCache: ~Copyable {
-    var entries: [[UInt8]: (certificates: CertificateSet, decision: TrustDecision)] = [:]
+    var entries: [[UInt8]: [(certificates: CertificateSet, signer: TrustedSigner)]] = [:]
     var order: [[UInt8]] = []
 
-    func decision(for key: CertificateSet) -> TrustDecision? {
-        guard let entry = entries[key.digest], entry.certificates.hasSameBytes(as: key) else { return nil }
-        return entry.decision
+    func signer(for key: CertificateSet) -> TrustedSigner? {
+        entries[Array(key.signerIdentifier)]?.first { $0.certificates.hasSameBytes(as: key) }?.signer
     }
 
-    mutating func insert(_ decision: TrustDecision, for key: CertificateSet, capacity: Int) {
-        let isNew = entries.updateValue((key.owned(), decision), forKey: key.digest) == nil
-        guard isNew else { return }
-        order.append(key.digest)
-        if order.count > capacity { entries[order.removeFirst()] = nil }
+    mutating func insert(_ signer: TrustedSigner, for key: CertificateSet, capacity: Int) {
+        let name = Array(key.signerIdentifier)
+        guard self.signer(for: key) == nil else { return }
+        entries[name, default: []].append((key.owned(), signer))
+        order.append(name)
+        if order.count > capacity {
+            let oldest = order.removeFirst()
+            entries[oldest]?.removeFirst()
+            if entries[oldest]?.isEmpty == true { entries[oldest] = nil }
+        }
     }
 }

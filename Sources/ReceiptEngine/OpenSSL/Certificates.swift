@@ -35,24 +35,6 @@ enum Digest {
         precondition(ok == 1, "EVP_Digest cannot fail for SHA-1 or SHA-256 on memory")
         return Array(output.prefix(Int(size)))
     }
-
-    /// The hash of the parts, each preceded by its length as 4 big-endian bytes, so that no two lists of parts
-    /// hash the same bytes.
-    func hash(lengthPrefixed parts: [ArraySlice<UInt8>]) -> [UInt8] {
-        guard let context = EVP_MD_CTX_new() else { preconditionFailure("EVP_MD_CTX_new: out of memory") }
-        defer { EVP_MD_CTX_free(context) }
-        var ok = EVP_DigestInit_ex(context, algorithm, nil) == 1
-        for part in parts {
-            let count = UInt32(truncatingIfNeeded: part.count).bigEndian
-            ok = ok && withUnsafeBytes(of: count) { EVP_DigestUpdate(context, $0.baseAddress, $0.count) } == 1
-            ok = ok && part.withUnsafeBufferPointer { EVP_DigestUpdate(context, $0.baseAddress, $0.count) } == 1
-        }
-        var output = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
-        var size: UInt32 = 0
-        ok = ok && EVP_DigestFinal_ex(context, &output, &size) == 1
-        precondition(ok, "SHA-1 and SHA-256 cannot fail on memory")
-        return Array(output.prefix(Int(size)))
-    }
 }
 
 /// Owns one fetched `EVP_MD` for the life of the process; OpenSSL 3 allows its concurrent use.
