@@ -111,3 +111,23 @@ private let smugglingAccepts: [DecoderCase] = [
                        maxBodyBytes: testCase.maxBodyBytes) == testCase.expected)
     }
 }
+
+/// A declared body length is a promise, not bytes: the decoder must not allocate it before the bytes arrive.
+/// It did (`reserveCapacity(length)`), so 450 connections declaring 8 MB bodies, one byte sent each, aborted a
+/// receiptd limited to 4 GB of address space ("failed to allocate 8000032 bytes"); and with a body limit near
+/// `Int.max` one request did. These feed such heads to a decoder whose limit allows them.
+@Suite struct DeclaredBodyLengthTests {
+    @Test(arguments: FeedMode.allCases)
+    func hugeContentLength_withinTheLimit_isAwaitedWithoutAllocatingIt(_ mode: FeedMode) {
+        let head = "POST /v HTTP/1.1\r\nHost: a\r\nContent-Length: 999999999999999999\r\n\r\nabc"
+        #expect(decode(head, mode: mode, maxBodyBytes: .max)
+            == [.bodyExpected(.contentLength(999_999_999_999_999_999), expectsContinue: false)])
+    }
+
+    @Test(arguments: FeedMode.allCases)
+    func hugeChunkSize_withinTheLimit_isAwaitedWithoutAllocatingIt(_ mode: FeedMode) {
+        let head = "POST /v HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nfffffffffffffff\r\nabc"
+        #expect(decode(head, mode: mode, maxBodyBytes: .max) == [.bodyExpected(.chunked, expectsContinue: false)])
+    }
+
+}
