@@ -37,7 +37,11 @@ JSON
 
 # Starts the server in the background (log in $ATTACK_WORK/server.log) and waits until /healthz answers.
 attack_start_server() {
-    "$RECEIPTD" serve --config "$ATTACK_WORK/receiptd.json" >>"$ATTACK_WORK/server.log" 2>&1 &
+    # SERVER_ADDRESS_SPACE_KIB, when set, caps the server's address space (ulimit -v), as a container might.
+    (
+        [ -z "${SERVER_ADDRESS_SPACE_KIB:-}" ] || ulimit -v "$SERVER_ADDRESS_SPACE_KIB"
+        exec "$RECEIPTD" serve --config "$ATTACK_WORK/receiptd.json" >>"$ATTACK_WORK/server.log" 2>&1
+    ) &
     SERVER_PID=$!
     for _ in $(seq 1 100); do
         curl -fsS -o /dev/null "http://127.0.0.1:$ATTACK_PORT/healthz" 2>/dev/null && return 0

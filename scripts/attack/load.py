@@ -7,6 +7,9 @@
   load.py flood PORT CONNECTIONS [--hold SECONDS]
       Opens CONNECTIONS sockets at once, sends GET /healthz on each, and records per socket what came back within
       5 s: a status line, a close/reset without a response, or nothing (hung). Then holds for --hold seconds.
+  load.py declare PORT CONNECTIONS LENGTH SECONDS
+      Opens CONNECTIONS connections that each send a POST head declaring Content-Length LENGTH and one body byte,
+      holds them SECONDS, then reports how many the server still held open (a greedy client that promises much).
   load.py signal PORT RECEIPT PID SIG [--clients N] [--after SECONDS]
       Runs the validate load, sends SIG (TERM or KILL) to PID after --after seconds, and sorts the requests:
       those fully sent before the signal must all have a 200 (for TERM); those after may be refused.
@@ -189,6 +192,9 @@ def main():
     f = sub.add_parser("flood")
     f.add_argument("port", type=int); f.add_argument("connections", type=int)
     f.add_argument("--hold", type=float, default=0)
+    d = sub.add_parser("declare")
+    d.add_argument("port", type=int); d.add_argument("connections", type=int); d.add_argument("length", type=int)
+    d.add_argument("seconds", type=float)
     g = sub.add_parser("signal")
     g.add_argument("port", type=int); g.add_argument("receipt"); g.add_argument("pid", type=int)
     g.add_argument("sig", choices=["TERM", "KILL"])
@@ -198,6 +204,29 @@ def main():
     if args.command == "validate":
         receipt = open(args.receipt, "rb").read()
         print(json.dumps(summarize(run_validate(args.port, receipt, args.seconds, args.clients))))
+    elif args.command == "declare":
+        sockets, refused = [], 0
+        head = b"POST /v1/validate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\nx" % args.length
+        for _ in range(args.connections):
+            try:
+                s = socket.create_connection((HOST, args.port), timeout=5)
+                s.sendall(head)
+                sockets.append(s)
+            except OSError:
+                refused += 1
+        time.sleep(args.seconds)
+        still_open = 0
+        for s in sockets:
+            s.setblocking(False)
+            try:
+                s.recv(1)  # data (an answer) or b"" (closed): the server let go of this connection
+            except BlockingIOError:
+                still_open += 1
+            except OSError:
+                pass
+            s.close()
+        print(json.dumps({"connections": args.connections, "declared_bytes_each": args.length, "refused": refused,
+                          "held_open_by_server_after_s": args.seconds, "still_open": still_open}))
     elif args.command == "flood":
         print(json.dumps(flood(args.port, args.connections, args.hold)))
     else:
