@@ -3,7 +3,7 @@
 //
 // Besides crashes, it checks the decoder's contract: the same bytes fed whole, one byte at a time, and in pieces
 // whose sizes come from the input must produce the same events. The first input byte picks the limits, so that
-// the header and body limits are hit often.
+// the header and body limits are hit often, or are absent.
 
 import HTTP1Server
 
@@ -13,7 +13,8 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let settings = data[0]
     let bytes = Array(UnsafeBufferPointer(start: data + 1, count: size - 1))
     let maxHeaderBytes = settings & 1 == 0 ? 16 * 1024 : 64 + Int(settings >> 2)
-    let maxBodyBytes = settings & 2 == 0 ? 4 * 1024 * 1024 : Int(settings >> 2)
+    // Bit 2 lifts the body limit entirely: a declared length must never be allocated before its bytes arrive.
+    let maxBodyBytes = settings & 2 == 0 ? 4 * 1024 * 1024 : settings & 4 == 0 ? Int(settings >> 3) : .max
 
     func decode(pieces: [ArraySlice<UInt8>]) -> [HTTPRequestDecoder.Event] {
         var decoder = HTTPRequestDecoder(maxHeaderBytes: maxHeaderBytes, maxBodyBytes: maxBodyBytes)
