@@ -38,7 +38,9 @@ private let validator = ReceiptValidator(
         apps: [AppPolicy(bundleID: bundleID, acceptedVersions: ["1.0", "2.0"])]))
 
 @_cdecl("LLVMFuzzerInitialize")
-public func initialize(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>) -> CInt {
+public func initialize(
+    _ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>
+) -> CInt {
     _ = validator
     if let directory = ProcessInfo.processInfo.environment["RECEIPT_FUZZ_WRITE_SEEDS"] {
         do {
