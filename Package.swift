@@ -30,6 +30,9 @@ let package = Package(
         // Routes, configuration and JSON: joins the engine to the HTTP server.
         .target(name: "ReceiptService", dependencies: ["ReceiptEngine", "HTTP1Server"], swiftSettings: strictSettings),
         .executableTarget(name: "receiptd", dependencies: ["ReceiptService", "ReceiptEngine"], swiftSettings: strictSettings),
+        // libFuzzer targets (see scripts/fuzz-smoke); a plain build links them as programs that do nothing.
+        .executableTarget(name: "FuzzReceipt", dependencies: ["ReceiptEngine"], path: "Fuzz/FuzzReceipt", swiftSettings: strictSettings),
+        .executableTarget(name: "FuzzHTTPRequest", dependencies: ["HTTP1Server"], path: "Fuzz/FuzzHTTPRequest", swiftSettings: strictSettings),
         .testTarget(name: "ReceiptEngineTests", dependencies: ["ReceiptEngine"], swiftSettings: strictSettings),
         .testTarget(name: "HTTP1ServerTests", dependencies: ["HTTP1Server"], swiftSettings: strictSettings),
         .testTarget(

@@ -46,6 +46,9 @@ public struct HTTPRequestDecoder: Sendable {
 
     // Longest chunk-size line (with extensions) accepted; real clients send a few bytes.
     private static let maxChunkLineBytes = 4096
+    // A declared length is a promise, not bytes: reserving all of it up front let idle clients that declare large
+    // bodies exhaust address space and abort the process. Beyond this, the body grows as bytes arrive.
+    private static let maxBodyReservation = 64 * 1024
 
     private enum State: Sendable {
         case requestLine
@@ -182,7 +185,7 @@ public struct HTTPRequestDecoder: Sendable {
                         state = .trailerLines
                     case .success(let size):
                         guard size <= maxBodyBytes - body.count else { return fail(.payloadTooLarge()) }
-                        body.reserveCapacity(body.count + size)
+                        body.reserveCapacity(body.count + min(size, Self.maxBodyReservation))
                         state = .chunkData(remaining: size)
                     }
                 }
@@ -347,7 +350,7 @@ public struct HTTPRequestDecoder: Sendable {
         case .contentLength(0):
             return completeRequest()
         case .contentLength(let length):
-            body.reserveCapacity(length)
+            body.reserveCapacity(min(length, Self.maxBodyReservation))
             state = .body(remaining: length)
         case .chunked:
             state = .chunkSizeLine
