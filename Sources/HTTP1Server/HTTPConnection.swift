@@ -53,8 +53,6 @@ final class HTTPConnection: @unchecked Sendable {
     /// Unsent response bytes beyond which the connection stops reading (a client that sends but never reads).
     private static let maxPendingOutputBytes = 1 << 20
     private static let readChunkBytes = 64 * 1024
-    /// Reused for every read: one allocation per connection rather than one per readable event.
-    private var readBuffer = [UInt8](repeating: 0, count: readChunkBytes)
     /// How long a closing connection keeps draining what the client still sends, so that closing with unread
     /// data (which makes the kernel send RST) does not destroy the final response before the client reads it.
     private static let lingerSeconds = 2.0
@@ -102,21 +100,22 @@ final class HTTPConnection: @unchecked Sendable {
         var sawEndOfInput = false
         // A few reads per event keep one busy client from starving the others on this queue.
         for _ in 0..<4 {
-            let result: IOResult<Int>
+            // Allocated per read, not per connection: idle connections then hold no buffer at all.
+            let result: IOResult<[UInt8]>
             do {
-                result = try Socket.read(descriptor, into: &readBuffer)
+                result = try Socket.read(descriptor, maximum: Self.readChunkBytes)
             } catch {
                 sawEndOfInput = true
                 break
             }
-            guard case .processed(let count) = result else { break }
-            guard count > 0 else {
+            guard case .processed(let chunk) = result else { break }
+            guard !chunk.isEmpty else {
                 sawEndOfInput = true
                 break
             }
-            received += count
-            if !isLingering { decoder.feed(readBuffer[0..<count]) }
-            if count < readBuffer.count { break }
+            received += chunk.count
+            if !isLingering { decoder.feed(chunk) }
+            if chunk.count < Self.readChunkBytes { break }
         }
         if received > 0, headStartedAt == nil, !isLingering { headStartedAt = .now() }
         if sawEndOfInput {

@@ -55,13 +55,19 @@ func closeDescriptor(_ descriptor: Int32) {
 }
 
 enum Socket {
-    /// Reads what is available into `buffer` (from its start); `.processed(0)` is end of input.
-    static func read(_ descriptor: Int32, into buffer: inout [UInt8]) throws(SystemCallError) -> IOResult<Int> {
-        try buffer.withUnsafeMutableBytes { bytes in
-            Result { () throws(SystemCallError) in
-                try syscall("read", nonBlocking: true) { Glibc.read(descriptor, bytes.baseAddress, bytes.count) }
+    /// Reads up to `maximum` bytes that are available; an empty array is end of input.
+    static func read(_ descriptor: Int32, maximum: Int) throws(SystemCallError) -> IOResult<[UInt8]> {
+        var outcome: Result<IOResult<Int>, SystemCallError> = .success(.wouldBlock)
+        let bytes = [UInt8](unsafeUninitializedCapacity: maximum) { buffer, initialized in
+            outcome = Result { () throws(SystemCallError) in
+                try syscall("read", nonBlocking: true) { Glibc.read(descriptor, buffer.baseAddress, buffer.count) }
             }
-        }.get()
+            if case .success(.processed(let count)) = outcome { initialized = count } else { initialized = 0 }
+        }
+        switch try outcome.get() {
+        case .processed: return .processed(bytes)
+        case .wouldBlock: return .wouldBlock
+        }
     }
 
     /// Sends `bytes[offset...]` without raising SIGPIPE on a closed peer; returns how many went out.
