@@ -16,18 +16,16 @@ public struct HTTPHeaders: Sendable, Hashable, Sequence {
     }
 
     public mutating func remove(name: String) {
-        fields.removeAll { $0.name.lowercased() == name.lowercased() }
+        fields.removeAll { $0.name.equalsIgnoringASCIICase(name) }
     }
 
     /// The first value of that name.
     public subscript(name: String) -> String? {
-        let lowered = name.lowercased()
-        return fields.first { $0.name.lowercased() == lowered }?.value
+        fields.first { $0.name.equalsIgnoringASCIICase(name) }?.value
     }
 
     public func values(for name: String) -> [String] {
-        let lowered = name.lowercased()
-        return fields.filter { $0.name.lowercased() == lowered }.map(\.value)
+        fields.filter { $0.name.equalsIgnoringASCIICase(name) }.map(\.value)
     }
 
     public func makeIterator() -> IndexingIterator<[(name: String, value: String)]> { fields.makeIterator() }
@@ -134,5 +132,25 @@ public struct HTTPResponse: Sendable, Hashable {
         self.status = status
         self.headers = headers
         self.body = body
+    }
+}
+
+extension String {
+    /// Header names are ASCII tokens; comparing their bytes folded to lower case avoids allocating lowercased copies
+    /// on every lookup (which showed at the top of the server's profile).
+    func equalsIgnoringASCIICase(_ other: String) -> Bool {
+        var mine = utf8.makeIterator()
+        var theirs = other.utf8.makeIterator()
+        while true {
+            switch (mine.next(), theirs.next()) {
+            case (nil, nil): return true
+            case let (a?, b?):
+                if a == b { continue }
+                let lowerA = a >= 0x41 && a <= 0x5A ? a | 0x20 : a
+                let lowerB = b >= 0x41 && b <= 0x5A ? b | 0x20 : b
+                if lowerA != lowerB { return false }
+            default: return false
+            }
+        }
     }
 }

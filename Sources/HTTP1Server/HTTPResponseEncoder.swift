@@ -20,29 +20,41 @@ public enum HTTPResponseEncoder {
         let status = (100...999).contains(response.status) ? response.status : 500
         // RFC 9110 §6.4.1: these never carry content, nor (1xx, 204) a Content-Length.
         let forbidsContent = status < 200 || status == 204 || status == 304
-        var head = "HTTP/1.1 \(status) \(reasonPhrase(status))\r\n"
+        // Built as bytes, not by string interpolation: this runs once per response.
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(128 + response.headers.fields.count * 48 + (headOnly ? 0 : response.body.count))
+        func append(_ text: String) { bytes.append(contentsOf: text.utf8) }
+        append("HTTP/1.1 ")
+        append(String(status))
+        bytes.append(UInt8(ascii: " "))
+        append(reasonPhrase(status))
+        append("\r\n")
         for (name, value) in response.headers {
-            switch name.lowercased() {
-            case "content-length", "transfer-encoding", "connection": continue
-            default: break
+            if name.equalsIgnoringASCIICase("content-length") || name.equalsIgnoringASCIICase("transfer-encoding")
+                || name.equalsIgnoringASCIICase("connection")
+            {
+                continue
             }
             guard !name.isEmpty, name.utf8.allSatisfy(\.isTokenCharacter),
                 value.utf8.allSatisfy({ $0 == .tab || ($0 >= 0x20 && $0 != 0x7F) })
             else { continue }
-            head += "\(name): \(value)\r\n"
+            append(name)
+            append(": ")
+            append(value)
+            append("\r\n")
         }
         if status >= 200, status != 204 {
-            head += "Content-Length: \(forbidsContent ? 0 : response.body.count)\r\n"
+            append("Content-Length: ")
+            append(String(forbidsContent ? 0 : response.body.count))
+            append("\r\n")
         }
         switch persistence {
         case .keepAlive: break
-        case .keepAliveEchoed: head += "Connection: keep-alive\r\n"
-        case .close: head += "Connection: close\r\n"
+        case .keepAliveEchoed: append("Connection: keep-alive\r\n")
+        case .close: append("Connection: close\r\n")
         }
-        head += "\r\n"
-        var bytes = Array(head.utf8)
+        append("\r\n")
         if !headOnly, !forbidsContent {
-            bytes.reserveCapacity(bytes.count + response.body.count)
             bytes.append(contentsOf: response.body)
         }
         return bytes

@@ -73,6 +73,8 @@ public struct ServiceLog: Sendable {
 
     /// Text lines split on spaces and end at newlines, so a hostile path must not forge fields or lines.
     static func printable(_ text: String) -> String {
+        let isPlain = text.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "%") }
+        if isPlain { return text }  // nearly every method, path and id: no copy
         var out = ""
         for byte in text.utf8 {
             if byte <= 0x20 || byte == 0x7F || byte >= 0x80 || byte == UInt8(ascii: "%") {
