@@ -139,6 +139,7 @@ extension String {
     /// Header names are ASCII tokens; comparing their bytes folded to lower case avoids allocating lowercased copies
     /// on every lookup (which showed at the top of the server's profile).
     func equalsIgnoringASCIICase(_ other: String) -> Bool {
+        guard utf8.count == other.utf8.count else { return false }
         var mine = utf8.makeIterator()
         var theirs = other.utf8.makeIterator()
         while true {
