@@ -161,14 +161,9 @@ public struct HTTPRequestDecoder: Sendable {
                 }
 
             case .body(let remaining):
-                let available = min(remaining, buffer.count - readIndex)
-                if available > 0 {
-                    body.append(contentsOf: buffer[readIndex..<readIndex + available])
-                    readIndex += available
-                    scanIndex = readIndex
-                }
-                if available < remaining {
-                    state = .body(remaining: remaining - available)
+                let left = takeBodyBytes(remaining)
+                if left > 0 {
+                    state = .body(remaining: left)
                     return .needMoreData
                 }
                 return completeRequest()
@@ -191,14 +186,9 @@ public struct HTTPRequestDecoder: Sendable {
                 }
 
             case .chunkData(let remaining):
-                let available = min(remaining, buffer.count - readIndex)
-                if available > 0 {
-                    body.append(contentsOf: buffer[readIndex..<readIndex + available])
-                    readIndex += available
-                    scanIndex = readIndex
-                }
-                if available < remaining {
-                    state = .chunkData(remaining: remaining - available)
+                let left = takeBodyBytes(remaining)
+                if left > 0 {
+                    state = .chunkData(remaining: left)
                     return .needMoreData
                 }
                 state = .chunkDataEnd
@@ -392,6 +382,17 @@ public struct HTTPRequestDecoder: Sendable {
     }
 
     // MARK: - Outcomes
+
+    /// Moves up to `remaining` buffered bytes into the body; returns how many are still to come.
+    private mutating func takeBodyBytes(_ remaining: Int) -> Int {
+        let available = min(remaining, buffer.count - readIndex)
+        if available > 0 {
+            body.append(contentsOf: buffer[readIndex..<readIndex + available])
+            readIndex += available
+            scanIndex = readIndex
+        }
+        return remaining - available
+    }
 
     private mutating func completeRequest() -> Event {
         let request = HTTPRequest(method: method, target: target, version: version, headers: headers, body: body)
