@@ -27,26 +27,32 @@ public struct TrustAnchor: Sendable, Hashable {
         }
     }
 
-    /// Reads PEM (every `CERTIFICATE` block) or a single DER certificate.
+    /// Reads PEM (every `CERTIFICATE` block) or a single DER certificate. A block that does not decode is an error,
+    /// not skipped: a trusted root silently missing would show up only as receipts refused.
     public static func parse(_ bytes: [UInt8]) throws -> [TrustAnchor] {
         guard String(decoding: bytes.prefix(4096), as: UTF8.self).contains("-----BEGIN") else {
             return [try TrustAnchor(derEncoded: bytes)]
         }
         let blocks = pemBlocks(bytes, label: "CERTIFICATE")
         guard !blocks.isEmpty else { throw TrustAnchorError(message: "no CERTIFICATE block in the PEM file") }
-        return try blocks.map { try TrustAnchor(derEncoded: $0) }
+        return try blocks.enumerated().map { index, block in
+            guard let der = block else {
+                throw TrustAnchorError(message: "certificate block \(index + 1) is not valid base64")
+            }
+            return try TrustAnchor(derEncoded: der)
+        }
     }
 
-    /// The decoded bodies of every `-----BEGIN label-----` block; a block whose base64 is broken is skipped.
-    static func pemBlocks(_ bytes: [UInt8], label: String) -> [[UInt8]] {
-        var blocks: [[UInt8]] = []
+    /// The decoded bodies of every `-----BEGIN label-----` block, nil where the base64 is broken.
+    static func pemBlocks(_ bytes: [UInt8], label: String) -> [[UInt8]?] {
+        var blocks: [[UInt8]?] = []
         var body: String?
         for line in String(decoding: bytes, as: UTF8.self).split(whereSeparator: \.isNewline) {
             let trimmed = line.trimmingCharacters(in: .whitespaces)
             if trimmed == "-----BEGIN \(label)-----" {
                 body = ""
             } else if trimmed == "-----END \(label)-----", let encoded = body {
-                if let der = Data(base64Encoded: encoded) { blocks.append(Array(der)) }
+                blocks.append(Data(base64Encoded: encoded).map { Array($0) })
                 body = nil
             } else if body != nil {
                 body! += trimmed

@@ -151,7 +151,7 @@ enum CertificateIssuer {
 extension X509Certificate {
     /// Reads a PEM certificate (the first block).
     convenience init(pem: [UInt8]) throws(OpenSSLError) {
-        guard let der = TrustAnchor.pemBlocks(pem, label: "CERTIFICATE").first else {
+        guard let block = TrustAnchor.pemBlocks(pem, label: "CERTIFICATE").first, let der = block else {
             throw OpenSSLError("no CERTIFICATE block")
         }
         try self.init(derEncoded: der)
