@@ -13,6 +13,25 @@ struct SignatureAndContainerTests {
         #expect(result.receipt?.bundleID == "com.example.app")
     }
 
+    @Test(arguments: SignatureDigest.allCases)
+    func signedAttributes_asOpenSSLToolsWrite_areValid(_ digest: SignatureDigest) throws {
+        let payload = TestPKI.blueprint().payload
+        let receipt = try TestPKI.standard.sign(payload: payload, digest: digest, signedAttributes: true)
+        let result = TestPKI.validator().validate(receipt)
+        #expect(result.error == nil)
+        #expect(result.checks.signature == .passed)
+    }
+
+    @Test func signedAttributes_overOtherContent_isSignatureInvalid() throws {
+        let blueprint = TestPKI.blueprint()
+        var receipt = try TestPKI.standard.sign(payload: blueprint.payload, signedAttributes: true)
+        let at = try #require(receipt.firstRange(of: Array(blueprint.bundleID.utf8))).lowerBound
+        receipt[at] ^= 0x01
+        let result = TestPKI.validator().validate(receipt)
+        #expect(result.error?.code == .signatureInvalid)
+        #expect(result.error?.message.contains("digest") == true)
+    }
+
     @Test func berIndefiniteLengthsAndChunkedContent_areValid() throws {
         var blueprint = TestPKI.blueprint()
         blueprint.purchases = (0..<20).map {

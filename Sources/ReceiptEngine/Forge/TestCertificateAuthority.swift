@@ -89,11 +89,17 @@ public struct TestCertificateAuthority: Sendable {
     public var rootCertificateDER: [UInt8] { root.derEncoded }
 
     /// Signs `payload` (any bytes: tests sign broken payloads on purpose) as Apple does.
-    /// - Parameter includeRoot: Apple's receipts carry their root; the test root is trusted from config either way.
-    public func sign(payload: [UInt8], digest: SignatureDigest = .sha256, includeRoot: Bool = true) throws -> [UInt8] {
+    /// - Parameters:
+    ///   - includeRoot: Apple's receipts carry their root; the test root is trusted from config either way.
+    ///   - signedAttributes: sign attributes holding the content's digest, as `openssl cms -sign` does, instead of
+    ///     the content itself as Apple does.
+    public func sign(
+        payload: [UInt8], digest: SignatureDigest = .sha256, includeRoot: Bool = true, signedAttributes: Bool = false
+    ) throws -> [UInt8] {
         try CertificateIssuer.signPKCS7(
             content: payload, signer: leaf, key: leafKey,
-            certificates: [leaf, intermediate] + (includeRoot ? [root] : []), digest: digest.digest)
+            certificates: [leaf, intermediate] + (includeRoot ? [root] : []), digest: digest.digest,
+            signedAttributes: signedAttributes)
     }
 
     // MARK: Files

@@ -122,10 +122,14 @@ enum CertificateIssuer {
 
     /// Signs `content` as Apple does: PKCS#7 signedData with the content embedded, no signed attributes, the given
     /// certificates included.
+    /// - Parameter signedAttributes: add content type, signing time and message digest as S/MIME tools do, rather
+    ///   than signing the content directly as Apple does.
     static func signPKCS7(
-        content: [UInt8], signer: X509Certificate, key: PrivateKey, certificates: [X509Certificate], digest: Digest
+        content: [UInt8], signer: X509Certificate, key: PrivateKey, certificates: [X509Certificate], digest: Digest,
+        signedAttributes: Bool = false
     ) throws(OpenSSLError) -> [UInt8] {
-        let flags = Int32(PKCS7_BINARY | PKCS7_NOATTR | PKCS7_PARTIAL | PKCS7_NOSMIMECAP | PKCS7_NOCERTS)
+        let flags = Int32(PKCS7_BINARY | PKCS7_PARTIAL | PKCS7_NOSMIMECAP | PKCS7_NOCERTS)
+            | (signedAttributes ? 0 : Int32(PKCS7_NOATTR))
         guard let pkcs7 = PKCS7_sign(nil, nil, nil, nil, flags) else { throw OpenSSLError("PKCS7_sign") }
         defer { PKCS7_free(pkcs7) }
         guard PKCS7_sign_add_signer(pkcs7, signer.pointer, key.pointer, digest.algorithm, flags) != nil else {
