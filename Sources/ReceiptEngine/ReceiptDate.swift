@@ -25,21 +25,37 @@ public struct ReceiptDate: Sendable, Hashable, Comparable, CustomStringConvertib
         return String(decoding: text, as: UTF8.self)
     }
 
-    /// Appends `rfc3339`'s UTF-8 to `output` without making a string: JSON answers print many dates.
+    /// Appends `rfc3339`'s UTF-8 to `output` without making a string: JSON answers print many dates, so the digits
+    /// are written with constant divisors (multiplications) rather than a general number formatter.
     public func appendRFC3339(to output: inout [UInt8]) {
         let c = CivilTime(secondsSince1970: secondsSince1970)
+        guard (0...9999).contains(c.year) else {
+            // Years outside 0...9999 never occur in receipts; they print as the number they are.
+            let year = String(c.year).utf8
+            output.append(contentsOf: repeatElement(UInt8(ascii: "0"), count: max(0, 4 - year.count)))
+            output.append(contentsOf: year)
+            return appendMonthToSecond(c, to: &output)
+        }
+        let zero = UInt8(ascii: "0")
         output.reserveCapacity(output.count + 20)
-        appendDigits(c.year, width: 4, to: &output)
-        output.append(UInt8(ascii: "-"))
-        appendDigits(c.month, width: 2, to: &output)
-        output.append(UInt8(ascii: "-"))
-        appendDigits(c.day, width: 2, to: &output)
-        output.append(UInt8(ascii: "T"))
-        appendDigits(c.hour, width: 2, to: &output)
-        output.append(UInt8(ascii: ":"))
-        appendDigits(c.minute, width: 2, to: &output)
-        output.append(UInt8(ascii: ":"))
-        appendDigits(c.second, width: 2, to: &output)
+        output.append(zero + UInt8(c.year / 1000))
+        output.append(zero + UInt8(c.year / 100 % 10))
+        output.append(zero + UInt8(c.year / 10 % 10))
+        output.append(zero + UInt8(c.year % 10))
+        appendMonthToSecond(c, to: &output)
+    }
+
+    private func appendMonthToSecond(_ c: CivilTime, to output: inout [UInt8]) {
+        func twoDigits(_ value: Int, after separator: UInt8) {
+            output.append(separator)
+            output.append(UInt8(ascii: "0") + UInt8(value / 10))
+            output.append(UInt8(ascii: "0") + UInt8(value % 10))
+        }
+        twoDigits(c.month, after: UInt8(ascii: "-"))
+        twoDigits(c.day, after: UInt8(ascii: "-"))
+        twoDigits(c.hour, after: UInt8(ascii: "T"))
+        twoDigits(c.minute, after: UInt8(ascii: ":"))
+        twoDigits(c.second, after: UInt8(ascii: ":"))
         output.append(UInt8(ascii: "Z"))
     }
 
@@ -97,24 +113,6 @@ public struct ReceiptDate: Sendable, Hashable, Comparable, CustomStringConvertib
         let days = CivilTime.daysSince1970(year: year, month: month, day: day)
         let seconds = Int64(days) * 86_400 + Int64(hour * 3600 + minute * 60 + second) - Int64(offsetSeconds)
         self.millisecondsSince1970 = seconds * 1000 + milliseconds
-    }
-}
-
-/// Decimal digits, zero-padded to `width`.
-private func appendDigits(_ value: Int, width: Int, to output: inout [UInt8]) {
-    var limit = 1
-    for _ in 0..<width { limit *= 10 }
-    guard value >= 0, value < limit else {
-        // Years outside 0...9999 never occur in receipts; they print as they always did.
-        let digits = String(value).utf8
-        if digits.count < width { output.append(contentsOf: repeatElement(UInt8(ascii: "0"), count: width - digits.count)) }
-        output.append(contentsOf: digits)
-        return
-    }
-    var divisor = limit / 10
-    while divisor > 0 {
-        output.append(UInt8(ascii: "0") + UInt8(value / divisor % 10))
-        divisor /= 10
     }
 }
 
