@@ -1,4 +1,5 @@
 import Dispatch
+import Synchronization
 
 internal import Glibc
 
@@ -131,7 +132,7 @@ final class HTTPConnection: @unchecked Sendable {
 
     /// Turns buffered bytes into requests while the connection may take more.
     private func process() {
-        while isAcceptingRequests, slots.count < Self.maxPipelinedRequests {
+        while isAcceptingRequests, !isClosed, slots.count < Self.maxPipelinedRequests {
             switch decoder.next() {
             case .needMoreData:
                 if isInputClosed {
@@ -168,13 +169,12 @@ final class HTTPConnection: @unchecked Sendable {
         let server = self.server
         let peer = self.peer
         let started = DispatchTime.now()
-        server.handlerQueue.async {
+        let respond: @Sendable () -> (bytes: [UInt8], closes: Bool) = {
             var response = server.handler(request)
             let requestID = response.headers["x-request-id"] ?? makeRequestID()
             response.headers.replaceOrAdd(name: "X-Request-Id", value: requestID)
             let closes =
-                !request.wantsKeepAlive || server.isStopping
-                || response.headers.values(for: "connection").contains { $0.lowercased().contains("close") }
+                !request.wantsKeepAlive || server.isStopping || response.headers.contains(name: "connection", token: "close")
             let persistence: HTTPResponseEncoder.Persistence =
                 closes ? .close : request.version == .http1_0 ? .keepAliveEchoed : .keepAlive
             let bytes = HTTPResponseEncoder.encode(response, headOnly: request.method == "HEAD", persistence: persistence)
@@ -182,7 +182,17 @@ final class HTTPConnection: @unchecked Sendable {
                 method: request.method, target: request.target, status: response.status, bytes: bytes.count,
                 started: started, requestID: requestID, peer: peer
             )
-            self.queue.async { self.responseReady(sequence: sequence, bytes: bytes, closeAfter: closes) }
+            return (bytes, closes)
+        }
+        if let limit = server.configuration.inlineHandlingMaxBodyBytes, request.body.count <= limit {
+            let (bytes, closes) = respond()
+            slots[sequence - firstSlotSequence] = .ready(bytes, closeAfter: closes)
+            flush()  // the caller, `process()`, goes on with any request pipelined behind this one
+        } else {
+            server.handlerQueue.async {
+                let (bytes, closes) = respond()
+                self.queue.async { self.responseReady(sequence: sequence, bytes: bytes, closeAfter: closes) }
+            }
         }
     }
 
@@ -417,16 +427,24 @@ final class HTTPConnection: @unchecked Sendable {
 extension HTTPRequest {
     /// RFC 9112 §9.3: HTTP/1.1 persists unless `close`; HTTP/1.0 only with `keep-alive`.
     var wantsKeepAlive: Bool {
-        let tokens = headers.values(for: "connection")
-            .flatMap { $0.split(separator: ",") }
-            .map { $0.trimmingSpacesAndTabs().lowercased() }
-        if tokens.contains("close") { return false }
-        return version == .http1_1 || tokens.contains("keep-alive")
+        if headers.contains(name: "connection", token: "close") { return false }
+        return version == .http1_1 || headers.contains(name: "connection", token: "keep-alive")
     }
 }
 
-/// 16 hex digits from the system's random source.
+/// 16 hex digits, unique within the process and unguessable across processes: a counter mixed with a per-process
+/// random key by a bijection (SplitMix64's finalizer), so requests do not each pay for a `getrandom` system call.
 func makeRequestID() -> String {
-    let text = String(UInt64.random(in: .min ... .max), radix: 16)
-    return String(repeating: "0", count: 16 - text.count) + text
+    var value = requestIDKey &+ requestIDCounter.add(1, ordering: .relaxed).newValue &* 0x9E37_79B9_7F4A_7C15
+    value = (value ^ (value >> 30)) &* 0xBF58_476D_1CE4_E5B9
+    value = (value ^ (value >> 27)) &* 0x94D0_49BB_1331_11EB
+    value ^= value >> 31
+    let hexDigits = Array("0123456789abcdef".utf8)
+    var text: [UInt8] = []
+    text.reserveCapacity(16)
+    for shift in stride(from: 60, through: 0, by: -4) { text.append(hexDigits[Int(value >> UInt64(shift) & 0xF)]) }
+    return String(decoding: text, as: UTF8.self)
 }
+
+private let requestIDKey = UInt64.random(in: .min ... .max)
+private let requestIDCounter = Atomic<UInt64>(0)

@@ -252,23 +252,30 @@ public struct HTTPRequestDecoder: Sendable {
     // MARK: - Head
 
     private mutating func parseRequestLine(_ line: ArraySlice<UInt8>) -> HTTPRequestDecodingError? {
-        let parts = line.split(separator: .space, maxSplits: 3, omittingEmptySubsequences: false)
-        guard parts.count == 3, parts.allSatisfy({ !$0.isEmpty }) else {
+        // Exactly two single spaces, three non-empty parts (RFC 9112 §3).
+        guard let firstSpace = line.firstIndex(of: .space),
+            let secondSpace = line[(firstSpace + 1)...].firstIndex(of: .space),
+            !line[(secondSpace + 1)...].contains(.space)
+        else {
             return .badRequest("malformed request line")
         }
-        let methodBytes = parts[0], targetBytes = parts[1], versionBytes = parts[2]
+        let methodBytes = line[..<firstSpace], targetBytes = line[(firstSpace + 1)..<secondSpace]
+        let versionBytes = line[(secondSpace + 1)...]
+        guard !methodBytes.isEmpty, !targetBytes.isEmpty, !versionBytes.isEmpty else {
+            return .badRequest("malformed request line")
+        }
         guard methodBytes.allSatisfy(\.isTokenCharacter) else { return .badRequest("invalid method") }
         // Only origin-form: this server is nobody's proxy, and `*` (OPTIONS) has nothing to describe here.
         guard targetBytes.first == UInt8(ascii: "/"), targetBytes.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
             return .badRequest("invalid request target")
         }
-        let versionText = Array(versionBytes)
-        guard versionText.count == 8, versionText.starts(with: Array("HTTP/".utf8)), versionText[6] == UInt8(ascii: "."),
-            versionText[5].isDigit, versionText[7].isDigit
+        let v = versionBytes.startIndex
+        guard versionBytes.count == 8, versionBytes.starts(with: "HTTP/".utf8), versionBytes[v + 6] == UInt8(ascii: "."),
+            versionBytes[v + 5].isDigit, versionBytes[v + 7].isDigit
         else {
             return .badRequest("malformed HTTP version")
         }
-        let parsed = HTTPVersion(major: Int(versionText[5] - 48), minor: Int(versionText[7] - 48))
+        let parsed = HTTPVersion(major: Int(versionBytes[v + 5] - 48), minor: Int(versionBytes[v + 7] - 48))
         guard parsed == .http1_1 || parsed == .http1_0 else {
             return HTTPRequestDecodingError(status: 505, message: "only HTTP/1.0 and HTTP/1.1 are supported")
         }
@@ -301,12 +308,24 @@ public struct HTTPRequestDecoder: Sendable {
 
     /// Decides the body framing once the head is complete (RFC 9112 §6). Returns the event to report, if any.
     private mutating func headComplete() -> Event? {
-        let hosts = headers.values(for: "host")
-        if hosts.count > 1 || (version == .http1_1 && hosts.isEmpty) {
-            return fail(.badRequest(hosts.isEmpty ? "missing Host header" : "repeated Host header"))
+        // One pass over the fields: most requests carry none of the framing headers, and this runs per request.
+        var hostCount = 0
+        var transferEncodings: [String] = []
+        var contentLengths: [String] = []
+        var expectsContinue = false
+        for (name, value) in headers {
+            switch name.utf8.count {
+            case 4 where name.equalsIgnoringASCIICase("host"): hostCount += 1
+            case 6 where name.equalsIgnoringASCIICase("expect"):
+                expectsContinue = expectsContinue || value.equalsIgnoringASCIICase("100-continue")
+            case 14 where name.equalsIgnoringASCIICase("content-length"): contentLengths.append(value)
+            case 17 where name.equalsIgnoringASCIICase("transfer-encoding"): transferEncodings.append(value)
+            default: break
+            }
         }
-        let transferEncodings = headers.values(for: "transfer-encoding")
-        let contentLengths = headers.values(for: "content-length")
+        if hostCount > 1 || (version == .http1_1 && hostCount == 0) {
+            return fail(.badRequest(hostCount == 0 ? "missing Host header" : "repeated Host header"))
+        }
         let framing: HTTPBodyFraming
         if !transferEncodings.isEmpty {
             if !contentLengths.isEmpty {
@@ -334,8 +353,7 @@ public struct HTTPRequestDecoder: Sendable {
             framing = .contentLength(0)
         }
 
-        let expectsContinue =
-            version == .http1_1 && headers.values(for: "expect").contains { $0.lowercased() == "100-continue" }
+        expectsContinue = expectsContinue && version == .http1_1
         switch framing {
         case .contentLength(0):
             return completeRequest()

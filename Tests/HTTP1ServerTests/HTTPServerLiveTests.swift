@@ -114,6 +114,24 @@ struct HTTPServerLiveTests {
         #expect(client.isClosedByServer())
     }
 
+    @Test func pipelinedRequests_handledInlineAndOnTheHandlerQueue_areAnsweredInOrder() throws {
+        // Bodies of at most 4 bytes are handled where they were read; the slow first request is not.
+        let live = try LiveServer { $0.inlineHandlingMaxBodyBytes = 4 }
+        let client = try RawClient(port: live.port)
+        try client.send(
+            "POST /slow?ms=150 HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n0123456789"
+                + "GET /fast HTTP/1.1\r\nHost: a\r\n\r\n"
+                + "POST /small HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabc"
+                + "GET /last HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        let responses = try (0..<4).map { _ in try client.readResponse() }
+        #expect(responses.map { $0.header("X-Path") } == ["/slow", "/fast", "/small", "/last"])
+        #expect(responses[0].bodyText == "0123456789")
+        #expect(responses[2].bodyText == "abc")
+        #expect(responses[3].header("Connection") == "close")
+        #expect(client.isClosedByServer())
+        #expect(Set(responses.compactMap { $0.header("X-Request-Id") }).count == 4)
+    }
+
     @Test func http10KeepAlive_isEchoedAndHonoured() throws {
         let live = try LiveServer()
         let client = try RawClient(port: live.port)

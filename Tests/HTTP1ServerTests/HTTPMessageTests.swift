@@ -1,0 +1,44 @@
+import Testing
+
+@testable import HTTP1Server
+
+struct HTTPMessageTests {
+    @Test(arguments: [
+        ("keep-alive, Close", true),
+        ("CLOSE", true),
+        (" close ", true),
+        ("upgrade,close", true),
+        ("closed", false),
+        ("keep-alive", false),
+        ("", false),
+    ])
+    func connectionTokens_matchWholeElementsIgnoringCase(value: String, listsClose: Bool) {
+        let headers = HTTPHeaders([("Host", "a"), ("connection", value)])
+        #expect(headers.contains(name: "Connection", token: "close") == listsClose)
+        #expect(!headers.contains(name: "Upgrade", token: "close"))
+    }
+
+    @Test func keepAlive_followsVersionAndConnectionTokens() {
+        func request(_ version: HTTPVersion, _ connection: String?) -> HTTPRequest {
+            HTTPRequest(method: "GET", target: "/", version: version, headers: HTTPHeaders(connection.map { [("Connection", $0)] } ?? []))
+        }
+        #expect(request(.http1_1, nil).wantsKeepAlive)
+        #expect(!request(.http1_1, "Keep-Alive, close").wantsKeepAlive)
+        #expect(!request(.http1_0, nil).wantsKeepAlive)
+        #expect(request(.http1_0, "Keep-Alive").wantsKeepAlive)
+    }
+
+    @Test func pathAndQuery_splitAtTheFirstQuestionMark() {
+        let request = HTTPRequest(method: "GET", target: "/v1/validate?device_id=a%3Fb&x=?")
+        #expect(request.path == "/v1/validate")
+        #expect(request.query == "device_id=a%3Fb&x=?")
+        #expect(request.queryValue("device_id") == "a?b")
+        #expect(HTTPRequest(method: "GET", target: "/healthz").query == nil)
+    }
+
+    @Test func requestIDs_areSixteenHexDigits_andDoNotRepeat() {
+        let ids = (0..<10_000).map { _ in makeRequestID() }
+        #expect(Set(ids).count == ids.count)
+        #expect(ids.allSatisfy { $0.utf8.count == 16 && $0.utf8.allSatisfy { $0.hexValue != nil && !(65...70).contains($0) } })
+    }
+}
