@@ -25,8 +25,10 @@ let package = Package(
         ),
         // Decode, verify and check App Store receipts; the only importer of COpenSSL. Knows nothing of HTTP.
         .target(name: "ReceiptEngine", dependencies: ["COpenSSL"], swiftSettings: strictSettings),
-        // A small HTTP/1.1 server on POSIX sockets and Dispatch. Knows nothing of receipts.
-        .target(name: "HTTP1Server", swiftSettings: strictSettings),
+        // epoll and eventfd, which Swift's Glibc module leaves out; only HTTP1Server imports it.
+        .systemLibrary(name: "CEpoll"),
+        // A small HTTP/1.1 server on POSIX sockets, epoll and Dispatch. Knows nothing of receipts.
+        .target(name: "HTTP1Server", dependencies: ["CEpoll"], swiftSettings: strictSettings),
         // Routes, configuration and JSON: joins the engine to the HTTP server.
         .target(name: "ReceiptService", dependencies: ["ReceiptEngine", "HTTP1Server"], swiftSettings: strictSettings),
         .executableTarget(name: "receiptd", dependencies: ["ReceiptService", "ReceiptEngine"], swiftSettings: strictSettings),

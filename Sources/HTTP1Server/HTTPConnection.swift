@@ -5,24 +5,22 @@ internal import Glibc
 
 /// One client connection: moves bytes between the socket, the decoder and the handler, nothing else.
 ///
-/// Every stored property is confined to `queue` (a serial I/O queue shared by several connections), which is what
-/// makes the `@unchecked Sendable` sound: closures that leave the queue (the handler) only capture values and
-/// come back with `queue.async`.
+/// Every stored property is confined to `loop`'s thread (an event loop shared by several connections), which is
+/// what makes the `@unchecked Sendable` sound: closures that leave the loop (the handler) only capture values and
+/// come back with `loop.execute`.
 final class HTTPConnection: @unchecked Sendable {
     let descriptor: Int32
     let peer: String
-    let queue: DispatchQueue
+    let loop: EventLoop
     /// Accepted over `maxConnections`: answers 503 and closes, and does not count as open.
     let isRejected: Bool
 
     private let server: HTTPServer
     private var decoder: HTTPRequestDecoder
-    private var readSource: (any DispatchSourceRead)?
-    private var writeSource: (any DispatchSourceWrite)?
-    private let timer: any DispatchSourceTimer
-    private var isReadSuspended = false
-    private var isWriteSourceRunning = false
-    private var pendingCancellations = 0
+    /// What the loop watches the socket for right now.
+    private var isRegistered = false
+    private var watchesReadable = false
+    private var watchesWritable = false
 
     /// Responses in request order: a pipelined request's response waits for every earlier one.
     private var slots: [Slot] = []
@@ -42,7 +40,6 @@ final class HTTPConnection: @unchecked Sendable {
     private var idleSince = DispatchTime.now()
     private var lastWriteProgress = DispatchTime.now()
     private var lingerDeadline = DispatchTime.now()
-    private var scheduledDeadline: DispatchTime?
 
     private enum Slot {
         case waiting
@@ -58,39 +55,50 @@ final class HTTPConnection: @unchecked Sendable {
     /// data (which makes the kernel send RST) does not destroy the final response before the client reads it.
     private static let lingerSeconds = 2.0
 
-    init(descriptor: Int32, peer: String, queue: DispatchQueue, server: HTTPServer, isRejected: Bool) {
+    init(descriptor: Int32, peer: String, loop: EventLoop, server: HTTPServer, isRejected: Bool) {
         self.descriptor = descriptor
         self.peer = peer
-        self.queue = queue
+        self.loop = loop
         self.server = server
         self.isRejected = isRejected
         self.decoder = HTTPRequestDecoder(
             maxHeaderBytes: server.configuration.maxHeaderBytes,
             maxBodyBytes: server.configuration.maxBodyBytes
         )
-        self.timer = DispatchSource.makeTimerSource(queue: queue)
     }
 
     /// Starts reading; call once, on any thread.
     func start() {
-        queue.async { self.startOnQueue() }
+        loop.execute { self.startOnLoop() }
     }
 
-    private func startOnQueue() {
-        let readSource = DispatchSource.makeReadSource(fileDescriptor: descriptor, queue: queue)
-        readSource.setEventHandler { [unowned self] in self.readable() }
-        readSource.setCancelHandler { [self] in self.sourceCancelled() }
-        self.readSource = readSource
-        pendingCancellations += 1
-        timer.setEventHandler { [unowned self] in self.timerFired() }
-        timer.setCancelHandler { [self] in self.sourceCancelled() }
-        pendingCancellations += 1
-        timer.activate()
-        readSource.activate()
+    private func startOnLoop() {
+        do {
+            try loop.register(self)
+        } catch {
+            isClosed = true
+            closeDescriptor(descriptor)
+            server.connectionClosed(self)
+            return
+        }
+        isRegistered = true
+        watchesReadable = true
         if isRejected {
             refuse(.serverError(status: 503, message: "too many connections"), method: nil, target: nil)
         }
         update()
+    }
+
+    /// What the loop saw on the socket.
+    func handle(_ event: PollEvent) {
+        // Hang-up or error: the peer reset or both directions are shut, so nothing more can be delivered; and a
+        // level-triggered hang-up would be reported again on every wait.
+        if event.isFailed {
+            close()
+            return
+        }
+        if event.isReadable { readable() }
+        if event.isWritable, !isClosed { write() }
     }
 
     // MARK: - Reading
@@ -99,7 +107,7 @@ final class HTTPConnection: @unchecked Sendable {
         guard !isClosed else { return }
         var received = 0
         var sawEndOfInput = false
-        // A few reads per event keep one busy client from starving the others on this queue.
+        // A few reads per event keep one busy client from starving the others on this loop.
         for _ in 0..<4 {
             // Allocated per read, not per connection: idle connections then hold no buffer at all.
             let result: IOResult<[UInt8]>
@@ -191,7 +199,7 @@ final class HTTPConnection: @unchecked Sendable {
         } else {
             server.handlerQueue.async {
                 let (bytes, closes) = respond()
-                self.queue.async { self.responseReady(sequence: sequence, bytes: bytes, closeAfter: closes) }
+                self.loop.execute { self.responseReady(sequence: sequence, bytes: bytes, closeAfter: closes) }
             }
         }
     }
@@ -253,14 +261,12 @@ final class HTTPConnection: @unchecked Sendable {
                 outputOffset += count
                 lastWriteProgress = .now()
             case .wouldBlock:
-                resumeWriteSource()
                 update()
                 return
             }
         }
         output.removeAll(keepingCapacity: output.count <= Self.readChunkBytes)
         outputOffset = 0
-        suspendWriteSource()
         if isLingering {
             beginLinger()
         } else if slots.isEmpty, isShuttingDown || (isInputClosed && !isAcceptingRequests) {
@@ -268,28 +274,6 @@ final class HTTPConnection: @unchecked Sendable {
         } else {
             if slots.isEmpty { idleSince = .now() }
             update()
-        }
-    }
-
-    private func resumeWriteSource() {
-        if writeSource == nil {
-            let source = DispatchSource.makeWriteSource(fileDescriptor: descriptor, queue: queue)
-            source.setEventHandler { [unowned self] in self.write() }
-            source.setCancelHandler { [self] in self.sourceCancelled() }
-            pendingCancellations += 1
-            writeSource = source
-            isWriteSourceRunning = true
-            source.activate()
-        } else if !isWriteSourceRunning {
-            isWriteSourceRunning = true
-            writeSource?.resume()
-        }
-    }
-
-    private func suspendWriteSource() {
-        if isWriteSourceRunning, let writeSource {
-            isWriteSourceRunning = false
-            writeSource.suspend()
         }
     }
 
@@ -306,34 +290,24 @@ final class HTTPConnection: @unchecked Sendable {
 
     // MARK: - Timeouts and read interest
 
-    /// Brings read interest and the timer in line with the current state.
+    /// Brings what the loop watches for in line with the current state (deadlines are checked by the loop's sweep).
     private func update() {
-        guard !isClosed else { return }
+        guard !isClosed, isRegistered else { return }
         let pendingOutput = output.count - outputOffset
+        // Not after end of input either: a level-triggered end of input would be reported on every wait.
         let wantsInput =
             !isInputClosed
             && (isLingering
                 || (isAcceptingRequests && slots.count < Self.maxPipelinedRequests
                     && pendingOutput < Self.maxPendingOutputBytes))
-        if wantsInput, isReadSuspended {
-            isReadSuspended = false
-            readSource?.resume()
-        } else if !wantsInput, !isReadSuspended, !isInputClosed {
-            isReadSuspended = true
-            readSource?.suspend()
-        }
-        if isInputClosed, let readSource, !readSource.isCancelled {
-            // At EOF a level-triggered read source would fire forever.
-            if isReadSuspended {
-                isReadSuspended = false
-                readSource.resume()
-            }
-            readSource.cancel()
-        }
-        let deadline = currentDeadline()
-        if deadline != scheduledDeadline {
-            scheduledDeadline = deadline
-            timer.schedule(deadline: deadline ?? .distantFuture, leeway: .milliseconds(10))
+        let wantsOutput = pendingOutput > 0
+        guard wantsInput != watchesReadable || wantsOutput != watchesWritable else { return }
+        do {
+            try loop.setInterest(self, readable: wantsInput, writable: wantsOutput)
+            watchesReadable = wantsInput
+            watchesWritable = wantsOutput
+        } catch {
+            close()
         }
     }
 
@@ -364,7 +338,8 @@ final class HTTPConnection: @unchecked Sendable {
         }
     }
 
-    private func timerFired() {
+    /// Called by the loop a few times a second.
+    func checkDeadline() {
         guard !isClosed, let deadline = currentDeadline(), deadline <= .now() else { return }
         switch phase {
         case .readingHead, .readingBody:
@@ -379,7 +354,7 @@ final class HTTPConnection: @unchecked Sendable {
 
     /// Server shutdown: idle connections close now; in-flight requests finish and their responses go out first.
     func beginShutdown() {
-        queue.async {
+        loop.execute {
             guard !self.isClosed else { return }
             self.isShuttingDown = true
             self.isAcceptingRequests = false
@@ -393,33 +368,16 @@ final class HTTPConnection: @unchecked Sendable {
 
     /// The grace period is over.
     func forceClose() {
-        queue.async { self.close() }
+        loop.execute { self.close() }
     }
 
     private func close() {
         guard !isClosed else { return }
         isClosed = true
-        timer.cancel()
-        if let readSource, !readSource.isCancelled {
-            // A suspended source never runs its cancel handler, and releasing one traps.
-            if isReadSuspended { readSource.resume() }
-            readSource.cancel()
-        }
-        if let writeSource {
-            if !isWriteSourceRunning { writeSource.resume() }
-            writeSource.cancel()
-        }
+        if isRegistered { loop.deregister(self) }
+        closeDescriptor(descriptor)
         slots.removeAll()
         output = []
-    }
-
-    /// The descriptor may only be closed once no source watches it any more.
-    private func sourceCancelled() {
-        pendingCancellations -= 1
-        guard pendingCancellations == 0, isClosed else { return }
-        readSource = nil
-        writeSource = nil
-        closeDescriptor(descriptor)
         server.connectionClosed(self)
     }
 }

@@ -18,10 +18,10 @@ public struct HTTPServerConfiguration: Sendable {
     public var idleTimeout: Double = 60
     /// Seconds `shutdown` waits for in-flight requests.
     public var shutdownGracePeriod: Double = 10
-    /// Requests whose body is at most this many bytes run the handler on the connection's I/O queue rather than
-    /// the handler queue, which saves two thread hand-offs (about a third of a small request's cost on a loaded
-    /// server). Only for handlers that are CPU-bound and quick on small requests: while one runs, the other
-    /// connections sharing its I/O queue wait. nil, the default, sends every request to the handler queue.
+    /// Requests whose body is at most this many bytes run the handler on the connection's event loop rather than
+    /// the handler queue, which saves two thread hand-offs per request. Only for handlers that are CPU-bound and
+    /// quick on small requests: while one runs, the other connections sharing its loop wait. nil, the default, sends
+    /// every request to the handler queue.
     public var inlineHandlingMaxBodyBytes: Int?
 
     public init() {}
@@ -56,17 +56,16 @@ public struct HTTPServerError: Error, Sendable, CustomStringConvertible {
 
 /// An HTTP/1.1 server on POSIX sockets and Dispatch.
 ///
-/// Connections are spread over a few serial I/O queues (one per core) that move bytes; the handler runs on a
-/// concurrent queue, so CPU-bound handlers use every core and never stall socket handling, except requests small
-/// enough for `inlineHandlingMaxBodyBytes`, handled where they were read. Responses on a connection go out in
-/// request order.
+/// Connections are spread over a few event loops (one thread and epoll set per core) that move bytes; the handler
+/// runs on a concurrent Dispatch queue, so CPU-bound handlers use every core and never stall socket handling, except
+/// requests small enough for `inlineHandlingMaxBodyBytes`, handled where they were read. Responses on a connection
+/// go out in request order.
 public final class HTTPServer: Sendable {
     let configuration: HTTPServerConfiguration
     let handler: @Sendable (HTTPRequest) -> HTTPResponse
     private let accessLog: (@Sendable (HTTPAccessRecord) -> Void)?
     let handlerQueue = DispatchQueue(label: "HTTP1Server.handler", qos: .userInitiated, attributes: .concurrent)
     private let acceptQueue = DispatchQueue(label: "HTTP1Server.accept", qos: .userInitiated)
-    private let ioQueues: [DispatchQueue]
     private let state = LockedState(State())
     private let stopped = DispatchGroup()
 
@@ -85,17 +84,21 @@ public final class HTTPServer: Sendable {
         var connections: [ObjectIdentifier: HTTPConnection] = [:]
         var servedCount = 0
         var rejectedCount = 0
-        var nextQueue = 0
+        var loops: [EventLoop] = []
+        var nextLoop = 0
 
         mutating func finishStoppingIfDone() -> Bool {
             guard phase == .stopping, isListenerClosed, connections.isEmpty else { return false }
             phase = .stopped
+            for loop in loops { loop.stop() }
+            loops = []
             return true
         }
     }
 
     /// - Parameters:
-    ///   - handler: called for every complete request, on a concurrent queue; may block (the connection waits).
+    ///   - handler: called for every complete request, on a concurrent queue; may block (the connection waits),
+    ///     unless it runs inline on an event loop (`inlineHandlingMaxBodyBytes`).
     ///   - accessLog: called once per response, with no header, body or query string in it.
     public init(
         configuration: HTTPServerConfiguration,
@@ -105,8 +108,6 @@ public final class HTTPServer: Sendable {
         self.configuration = configuration
         self.handler = handler
         self.accessLog = accessLog
-        let cores = max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
-        self.ioQueues = (0..<cores).map { DispatchQueue(label: "HTTP1Server.io.\($0)", qos: .userInitiated) }
     }
 
     /// Binds, listens and starts serving in the background; returns the bound port.
@@ -116,7 +117,20 @@ public final class HTTPServer: Sendable {
         signal(SIGPIPE, SIG_IGN)
         return try state.withLock { state in
             guard state.phase == .idle else { throw HTTPServerError("server already started") }
-            let listener = try Socket.listen(host: configuration.host, port: configuration.port, backlog: 1024)
+            let cores = max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+            let loops: [EventLoop]
+            do {
+                loops = try (0..<cores).map { _ throws(SystemCallError) in try EventLoop() }
+            } catch {
+                throw HTTPServerError("event loop: \(error)")
+            }
+            let listener: (descriptor: Int32, port: Int)
+            do {
+                listener = try Socket.listen(host: configuration.host, port: configuration.port, backlog: 1024)
+            } catch {
+                for loop in loops { loop.stop() }
+                throw error
+            }
             let source = DispatchSource.makeReadSource(fileDescriptor: listener.descriptor, queue: acceptQueue)
             source.setEventHandler { [self] in self.acceptConnections(listener.descriptor) }
             source.setCancelHandler { [self] in
@@ -124,6 +138,7 @@ public final class HTTPServer: Sendable {
                 self.listenerClosed()
             }
             state.phase = .running
+            state.loops = loops
             state.listener = source
             state.isListenerClosed = false
             stopped.enter()
@@ -201,10 +216,10 @@ public final class HTTPServer: Sendable {
                 } else {
                     state.servedCount += 1
                 }
-                let queue = ioQueues[state.nextQueue % ioQueues.count]
-                state.nextQueue &+= 1
+                let loop = state.loops[state.nextLoop % state.loops.count]
+                state.nextLoop &+= 1
                 let connection = HTTPConnection(
-                    descriptor: accepted.descriptor, peer: accepted.peer, queue: queue, server: self,
+                    descriptor: accepted.descriptor, peer: accepted.peer, loop: loop, server: self,
                     isRejected: isRejected
                 )
                 state.connections[ObjectIdentifier(connection)] = connection

@@ -1,4 +1,5 @@
-// Linux only for now: SOCK_CLOEXEC, MSG_NOSIGNAL and the socket constants are spelled the Glibc way.
+// Linux only: epoll, eventfd, accept4, and the socket constants spelled the Glibc way.
+internal import CEpoll
 internal import Glibc
 
 /// A failed system call: its name and `errno`.
@@ -135,20 +136,14 @@ enum Socket {
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let result = try withUnsafeMutablePointer(to: &address) { pointer throws(SystemCallError) in
             try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress throws(SystemCallError) in
-                try syscall("accept", nonBlocking: true) { Glibc.accept(listener, socketAddress, &length) }
+                try syscall("accept4", nonBlocking: true) {
+                    accept4(listener, socketAddress, &length, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
+                }
             }
         }
         switch result {
         case .wouldBlock: return .wouldBlock
         case .processed(let descriptor):
-            // Glibc does not export accept4 to Swift, hence two more calls.
-            do {
-                try setNonBlocking(descriptor)
-                try syscall("fcntl(F_SETFD)") { fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
-            } catch {
-                closeDescriptor(descriptor)
-                throw error
-            }
             // Responses go out in one write each; no Nagle delay between a response and the next.
             var one: Int32 = 1
             _ = setsockopt(descriptor, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
@@ -184,4 +179,115 @@ enum Socket {
             }
         }
     }
+}
+
+/// What an epoll set reported for one descriptor.
+struct PollEvent {
+    var descriptor: Int32
+    var isReadable: Bool
+    var isWritable: Bool
+    /// Hang-up or error: the peer is gone or reset, and nothing more can be sent.
+    var isFailed: Bool
+}
+
+/// An epoll set (level-triggered) and an eventfd through which other threads wake the thread that waits on it.
+/// Owns both descriptors; only the waiting thread calls anything but `wake()`.
+final class Poller: @unchecked Sendable {
+    private let epoll: Int32
+    private let wakeDescriptor: Int32
+    private var ready = [epoll_event](repeating: epoll_event(), count: 64)
+
+    init() throws(SystemCallError) {
+        epoll = try syscall("epoll_create1") { epoll_create1(Int32(EPOLL_CLOEXEC)) }
+        do {
+            wakeDescriptor = try syscall("eventfd") { eventfd(0, Int32(EFD_NONBLOCK) | Int32(EFD_CLOEXEC)) }
+        } catch {
+            closeDescriptor(epoll)
+            throw error
+        }
+        do {
+            try control(EPOLL_CTL_ADD, wakeDescriptor, readable: true, writable: false)
+        } catch {
+            closeDescriptor(wakeDescriptor)
+            closeDescriptor(epoll)
+            throw error
+        }
+    }
+
+    deinit {
+        closeDescriptor(wakeDescriptor)
+        closeDescriptor(epoll)
+    }
+
+    func add(_ descriptor: Int32, readable: Bool, writable: Bool) throws(SystemCallError) {
+        try control(EPOLL_CTL_ADD, descriptor, readable: readable, writable: writable)
+    }
+
+    func modify(_ descriptor: Int32, readable: Bool, writable: Bool) throws(SystemCallError) {
+        try control(EPOLL_CTL_MOD, descriptor, readable: readable, writable: writable)
+    }
+
+    /// Before closing the descriptor, so that a number the kernel reuses never inherits its registration.
+    func remove(_ descriptor: Int32) {
+        var unused = epoll_event()
+        _ = epoll_ctl(epoll, EPOLL_CTL_DEL, descriptor, &unused)
+    }
+
+    private func control(_ operation: Int32, _ descriptor: Int32, readable: Bool, writable: Bool) throws(SystemCallError) {
+        var event = epoll_event()
+        event.events = (readable ? EPOLLIN.rawValue : 0) | (writable ? EPOLLOUT.rawValue : 0)
+        event.data.fd = descriptor
+        try syscall("epoll_ctl") { epoll_ctl(epoll, operation, descriptor, &event) }
+    }
+
+    /// Waits up to `milliseconds` (-1: no limit) and reports each ready descriptor; wake-ups are consumed here.
+    func wait(milliseconds: Int32, _ body: (PollEvent) -> Void) {
+        let count = ready.withUnsafeMutableBufferPointer { buffer in
+            epoll_wait(epoll, buffer.baseAddress, Int32(buffer.count), milliseconds)
+        }
+        guard count > 0 else { return }  // timeout or EINTR: the caller's loop comes straight back
+        for index in 0..<Int(count) {
+            let event = ready[index]
+            let descriptor = event.data.fd
+            if descriptor == wakeDescriptor {
+                var counter: UInt64 = 0
+                _ = read(wakeDescriptor, &counter, MemoryLayout<UInt64>.size)
+                continue
+            }
+            let flags = event.events
+            body(
+                PollEvent(
+                    descriptor: descriptor,
+                    isReadable: flags & EPOLLIN.rawValue != 0,
+                    isWritable: flags & EPOLLOUT.rawValue != 0,
+                    isFailed: flags & (EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0))
+        }
+    }
+
+    /// Any thread: makes a current or the next `wait` return.
+    func wake() {
+        var one: UInt64 = 1
+        _ = write(wakeDescriptor, &one, MemoryLayout<UInt64>.size)
+    }
+}
+
+/// Runs `body` on a new detached thread (an event loop lives for the server's lifetime; Dispatch's pool threads are
+/// not meant to block in `epoll_wait` forever).
+func startThread(_ body: @escaping @Sendable () -> Void) throws(SystemCallError) {
+    final class Body {
+        let run: @Sendable () -> Void
+        init(_ run: @escaping @Sendable () -> Void) { self.run = run }
+    }
+    let box = Unmanaged.passRetained(Body(body)).toOpaque()
+    var thread = pthread_t()
+    let status = pthread_create(&thread, nil, { argument in
+        guard let argument else { return nil }
+        Unmanaged<Body>.fromOpaque(argument).takeRetainedValue().run()
+        return nil
+    }, box)
+    guard status == 0 else {
+        Unmanaged<Body>.fromOpaque(box).release()
+        throw SystemCallError(call: "pthread_create", errno: status)
+    }
+    pthread_detach(thread)
 }
