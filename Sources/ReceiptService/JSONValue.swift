@@ -111,20 +111,21 @@ extension JSONValue {
 
     private static let hexDigits = Array("0123456789abcdef".utf8)
 
-    /// Decimal digits without making a `String` (answers hold many integers).
+    /// Decimal digits without making a `String` (answers hold many integers): written least significant first,
+    /// by the constant divisor 10 (a multiplication, where a divisor that changes per digit is a hardware divide),
+    /// then put in order where they lie.
     static func writeInteger(_ value: Int64, into out: inout [UInt8]) {
         guard value >= 0 else {
             out.append(contentsOf: String(value).utf8)
             return
         }
-        var divisor: Int64 = 1
-        while divisor <= value / 10 { divisor *= 10 }
+        let start = out.count
         var rest = value
-        while divisor > 0 {
-            out.append(UInt8(ascii: "0") + UInt8(rest / divisor))
-            rest %= divisor
-            divisor /= 10
-        }
+        repeat {
+            out.append(UInt8(ascii: "0") + UInt8(rest % 10))
+            rest /= 10
+        } while rest > 0
+        out[start...].reverse()
     }
 
     private static func needsEscape(_ byte: UInt8) -> Bool {
@@ -144,9 +145,10 @@ extension JSONValue {
         // far cheaper than walking the string's UTF-8 view; only a string that needs escapes is redone byte by byte.
         let start = out.count
         out.append(contentsOf: string.utf8)
+        let end = out.count
         var index = start
-        while index < out.count, !needsEscape(out[index]) { index += 1 }
-        if index == out.count {
+        while index < end, !needsEscape(out[index]) { index += 1 }
+        if index == end {
             out.append(UInt8(ascii: "\""))
             return
         }
