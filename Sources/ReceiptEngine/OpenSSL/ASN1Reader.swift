@@ -115,6 +115,9 @@ struct ASN1Reader {
     func children(of parent: ASN1Element, depth: Int = 0) throws(ASN1ReadError) -> [ASN1Element] {
         guard parent.isConstructed else { throw ASN1ReadError(reason: "expected a constructed element") }
         var result: [ASN1Element] = []
+        // A container's constructed parts have at most six children; growing the array from empty reallocated it
+        // up to four times per call.
+        result.reserveCapacity(8)
         var cursor = parent.contentStart
         while cursor < parent.contentEnd {
             let child = try element(at: cursor, limit: parent.contentEnd, depth: depth + 1)
