@@ -169,19 +169,35 @@ struct ReceiptPayload {
         return purchase
     }
 
+    /// Calls `body` with the one element an attribute's OCTET STRING wraps and the reader it lies in; nil for an
+    /// empty value. DER values (every one Apple writes) are read in place with no reader copied; BER chunks (as
+    /// Xcode writes) are joined into a reader of their own first.
+    @inline(__always)
+    private static func wrapped<Result>(
+        _ value: ASN1Element, _ reader: ASN1Reader,
+        _ body: (ASN1Reader, ASN1Element) throws(ASN1ReadError) -> Result?
+    ) throws(ASN1ReadError) -> Result? {
+        guard !value.isConstructed else {
+            let (inner, bounds) = try reader.octetStringRegion(value)
+            guard !bounds.isEmpty else { return nil }
+            return try body(inner, try inner.root(in: bounds))
+        }
+        guard value.contentStart < value.contentEnd else { return nil }
+        return try body(reader, try reader.root(in: value.contentStart..<value.contentEnd))
+    }
+
     /// The content bytes of the value's inner DER string (UTF8String, IA5String …), read in place; nil when the
     /// value or the string is empty.
     private static func stringContent(
         _ value: ASN1Element, _ reader: ASN1Reader
     ) throws(ASN1ReadError) -> ArraySlice<UInt8>? {
-        let (inner, bounds) = try reader.octetStringRegion(value)
-        guard !bounds.isEmpty else { return nil }
-        let element = try inner.root(in: bounds)
-        guard element.tagClass == 0, !element.isConstructed else {
-            throw ASN1ReadError(reason: "a string attribute does not hold a string")
+        try wrapped(value, reader) { inner, element throws(ASN1ReadError) in
+            guard element.tagClass == 0, !element.isConstructed else {
+                throw ASN1ReadError(reason: "a string attribute does not hold a string")
+            }
+            let content = inner.content(of: element)
+            return content.isEmpty ? nil : content
         }
-        let content = inner.content(of: element)
-        return content.isEmpty ? nil : content
     }
 
     /// The value's inner DER string; an empty string reads as absent.
@@ -190,12 +206,12 @@ struct ReceiptPayload {
     }
 
     private static func integer(_ value: ASN1Element, _ reader: ASN1Reader) throws(ASN1ReadError) -> Int64? {
-        let (inner, bounds) = try reader.octetStringRegion(value)
-        guard !bounds.isEmpty else { return nil }
-        guard let number = try inner.integer(try inner.root(in: bounds)) else {
-            throw ASN1ReadError(reason: "an integer attribute does not fit 64 bits")
+        try wrapped(value, reader) { inner, element throws(ASN1ReadError) in
+            guard let number = try inner.integer(element) else {
+                throw ASN1ReadError(reason: "an integer attribute does not fit 64 bits")
+            }
+            return number
         }
-        return number
     }
 
     private static func date(

@@ -62,25 +62,26 @@ struct ASN1Reader {
         var length = 0
         var tag: Int32 = 0
         var tagClass: Int32 = 0
-        // offset < limit <= bytes.count, so the array is not empty and has a base address.
+        // offset < limit <= bytes.count, so the array is not empty and has a base address; ASN1_get_object only
+        // ever moves the cursor forward, by at most `limit - offset`, so the arithmetic below cannot overflow.
         let (flags, headerLength) = bytes.withUnsafeBufferPointer { buffer -> (Int32, Int) in
             let start = buffer.baseAddress.unsafelyUnwrapped + offset
             var cursor: UnsafePointer<UInt8>? = start
             let flags = ASN1_get_object(&cursor, &length, &tag, &tagClass, limit - offset)
-            return (flags, cursor.map { $0 - start } ?? 0)
+            return (flags, cursor.unsafelyUnwrapped - start)
         }
         if flags & 0x80 != 0 { throw Self.headerError(offset: offset) }
-        let contentStart = offset + headerLength
+        let contentStart = offset &+ headerLength
         let isConstructed = flags & V_ASN1_CONSTRUCTED != 0
         if flags & 0x01 != 0 {
             return try indefinite(
                 tag: tag, tagClass: tagClass, isConstructed: isConstructed, headerStart: offset,
                 contentStart: contentStart, limit: limit, depth: depth)
         }
-        guard length >= 0, length <= limit - contentStart else { throw ASN1ReadError(reason: "length past the end") }
+        guard length >= 0, length <= limit &- contentStart else { throw ASN1ReadError(reason: "length past the end") }
         return ASN1Element(
             tag: tag, tagClass: tagClass, isConstructed: isConstructed, isIndefinite: false, headerStart: offset,
-            contentStart: contentStart, contentEnd: contentStart + length)
+            contentStart: contentStart, contentEnd: contentStart &+ length)
     }
 
     @inline(never)
@@ -187,6 +188,7 @@ struct ASN1Reader {
     }
 
     /// Reads the element that must fill `bounds` exactly: an encoding nested in another's value, read in place.
+    @inline(__always)
     func root(in bounds: Range<Int>) throws(ASN1ReadError) -> ASN1Element {
         let element = try element(at: bounds.lowerBound, limit: bounds.upperBound)
         guard element.end == bounds.upperBound else { throw ASN1ReadError(reason: "bytes after the end") }
