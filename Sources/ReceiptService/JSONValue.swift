@@ -111,21 +111,33 @@ extension JSONValue {
 
     private static let hexDigits = Array("0123456789abcdef".utf8)
 
-    /// Decimal digits without making a `String` (answers hold many integers): written least significant first,
-    /// by the constant divisor 10 (a multiplication, where a divisor that changes per digit is a hardware divide),
-    /// then put in order where they lie.
+    /// Decimal digits without making a `String` (answers hold many integers): the digits are counted, room is made,
+    /// and they are filled in from the last, by the constant divisor 10 (a multiplication, where a divisor that
+    /// changes per digit is a hardware divide).
     static func writeInteger(_ value: Int64, into out: inout [UInt8]) {
         guard value >= 0 else {
             out.append(contentsOf: String(value).utf8)
             return
         }
-        let start = out.count
-        var rest = value
+        var rest = UInt64(value)
+        guard rest >= 10 else {
+            out.append(UInt8(ascii: "0") + UInt8(rest))
+            return
+        }
+        var digits = 2
+        var bound: UInt64 = 100
+        // Int64.max has 19 digits; 10^19 still fits a UInt64.
+        while digits < 19, rest >= bound {
+            digits += 1
+            bound &*= 10
+        }
+        var index = out.count + digits
+        out.append(contentsOf: repeatElement(UInt8(ascii: "0"), count: digits))
         repeat {
-            out.append(UInt8(ascii: "0") + UInt8(rest % 10))
+            index -= 1
+            out[index] = UInt8(ascii: "0") + UInt8(rest % 10)
             rest /= 10
         } while rest > 0
-        out[start...].reverse()
     }
 
     private static func needsEscape(_ byte: UInt8) -> Bool {

@@ -133,23 +133,23 @@ public enum ResultJSON {
             literal(Literals.environment)
             string(result.checks.environment.rawValue)
             byte(UInt8(ascii: "}"))
-            if let receipt = result.receipt {
+            if result.receipt != nil {
                 literal(Literals.receiptType)
-                write(receipt)
+                write(result.receipt!)
             }
             literal(Literals.subscriptions)
-            var first = true
-            for status in result.subscriptions {
-                if !first { byte(UInt8(ascii: ",")) }
-                first = false
-                write(status)
+            // By index, so that each element is borrowed where it lies rather than copied out (a retain and release
+            // per string it holds).
+            for index in result.subscriptions.indices {
+                if index > 0 { byte(UInt8(ascii: ",")) }
+                write(result.subscriptions[index])
             }
             byte(UInt8(ascii: "]"))
             byte(UInt8(ascii: "}"))
         }
 
         /// From the value of `receipt_type` on: its `{"receipt_type":` is written with the key before it.
-        private mutating func write(_ receipt: Receipt) {
+        private mutating func write(_ receipt: borrowing Receipt) {
             string(receipt.receiptType)
             literal(Literals.appItemID)
             integer(receipt.appItemID)
@@ -166,17 +166,15 @@ public enum ResultJSON {
             literal(Literals.originalPurchaseDate)
             date(receipt.originalPurchaseDate)
             literal(Literals.inApp)
-            var first = true
-            for purchase in receipt.inAppPurchases {
-                if !first { byte(UInt8(ascii: ",")) }
-                first = false
-                write(purchase)
+            for index in receipt.inAppPurchases.indices {
+                if index > 0 { byte(UInt8(ascii: ",")) }
+                write(receipt.inAppPurchases[index])
             }
             byte(UInt8(ascii: "]"))
             byte(UInt8(ascii: "}"))
         }
 
-        private mutating func write(_ purchase: InAppPurchase) {
+        private mutating func write(_ purchase: borrowing InAppPurchase) {
             literal(Literals.quantity)
             integer(purchase.quantity)
             literal(Literals.productID)
@@ -202,7 +200,7 @@ public enum ResultJSON {
             byte(UInt8(ascii: "}"))
         }
 
-        private mutating func write(_ status: SubscriptionStatus) {
+        private mutating func write(_ status: borrowing SubscriptionStatus) {
             literal(Literals.firstProductID)
             string(status.productID)
             literal(Literals.originalTransactionID)
