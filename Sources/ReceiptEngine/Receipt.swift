@@ -109,23 +109,35 @@ public struct SubscriptionStatus: Sendable, Hashable {
     /// One entry per original transaction that has expiry dates, from the renewal that expires last; ordered by
     /// original transaction id so the output is stable.
     public static func summarize(_ purchases: [InAppPurchase], at now: ReceiptDate) -> [SubscriptionStatus] {
-        var latest: [String: InAppPurchase] = [:]
-        for purchase in purchases {
-            guard let expires = purchase.expiresDate else { continue }
-            let key = purchase.originalTransactionID ?? purchase.transactionID ?? ""
-            if let current = latest[key], let currentExpiry = current.expiresDate, currentExpiry >= expires {
-                continue
-            }
-            latest[key] = purchase
+        // Sorting (key, position) pairs groups each subscription's renewals in key order, earliest first; it replaced
+        // a dictionary of purchase copies that hashed every key and copied every purchase on each validation.
+        var renewals: [(key: String, index: Int)] = []
+        renewals.reserveCapacity(purchases.count)
+        for (index, purchase) in purchases.enumerated() where purchase.expiresDate != nil {
+            renewals.append((purchase.originalTransactionID ?? purchase.transactionID ?? "", index))
         }
-        return latest.keys.sorted().map { key in
-            let purchase = latest[key]!
+        renewals.sort { $0.key < $1.key || ($0.key == $1.key && $0.index < $1.index) }
+        var statuses: [SubscriptionStatus] = []
+        var position = 0
+        while position < renewals.count {
+            let key = renewals[position].key
+            // The renewal that expires last; of several that expire together, the first listed.
+            var latest = renewals[position].index
+            position += 1
+            while position < renewals.count, renewals[position].key == key {
+                if purchases[renewals[position].index].expiresDate! > purchases[latest].expiresDate! {
+                    latest = renewals[position].index
+                }
+                position += 1
+            }
+            let purchase = purchases[latest]
             let expires = purchase.expiresDate!
             let cancelled = purchase.cancellationDate != nil
-            return SubscriptionStatus(
+            statuses.append(SubscriptionStatus(
                 productID: purchase.productID, originalTransactionID: key,
                 latestTransactionID: purchase.transactionID, expiresDate: expires,
-                isActive: expires > now && !cancelled, isCancelled: cancelled)
+                isActive: expires > now && !cancelled, isCancelled: cancelled))
         }
+        return statuses
     }
 }

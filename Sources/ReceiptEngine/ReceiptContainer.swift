@@ -4,10 +4,12 @@ enum SignerDigest: Sendable {
     case sha1, sha256
 
     init?(oid: ArraySlice<UInt8>) {
-        switch Array(oid) {
-        case ObjectIdentifiers.sha1: self = .sha1
-        case ObjectIdentifiers.sha256: self = .sha256
-        default: return nil
+        if oid.hasSameBytes(as: ObjectIdentifiers.sha1[...]) {
+            self = .sha1
+        } else if oid.hasSameBytes(as: ObjectIdentifiers.sha256[...]) {
+            self = .sha256
+        } else {
+            return nil
         }
     }
 }
@@ -53,7 +55,7 @@ struct ReceiptContainer {
         let contentInfoParts = try reader.children(of: contentInfo)
         guard contentInfo.isUniversal(ASN1Tag.sequence), contentInfoParts.count >= 2,
             contentInfoParts[0].isUniversal(ASN1Tag.objectIdentifier),
-            Array(reader.content(of: contentInfoParts[0])) == ObjectIdentifiers.signedData,
+            reader.content(of: contentInfoParts[0]).hasSameBytes(as: ObjectIdentifiers.signedData[...]),
             contentInfoParts[1].isContext(0)
         else { throw ASN1ReadError(reason: "not a PKCS#7 signedData container") }
 
@@ -71,18 +73,19 @@ struct ReceiptContainer {
         guard digestAlgorithms.isUniversal(ASN1Tag.set) else {
             throw ASN1ReadError(reason: "signedData lacks its digest algorithms")
         }
-        var declaredDigests: [[UInt8]] = []
+        var declaredDigests: [ArraySlice<UInt8>] = []
         for algorithm in try reader.children(of: digestAlgorithms) {
             guard let oid = try Self.algorithmIdentifier(algorithm, reader).first, oid.isUniversal(ASN1Tag.objectIdentifier)
             else { throw ASN1ReadError(reason: "a digest algorithm is not an AlgorithmIdentifier") }
-            declaredDigests.append(Array(reader.content(of: oid)))
+            declaredDigests.append(reader.content(of: oid))
         }
 
         let encapsulatedInfo = fields.removeFirst()
         guard encapsulatedInfo.isUniversal(ASN1Tag.sequence) else { throw ASN1ReadError(reason: "content info is not a SEQUENCE") }
         let encapsulated = try reader.children(of: encapsulatedInfo)
         guard encapsulated.count == 2, encapsulated[0].isUniversal(ASN1Tag.objectIdentifier),
-            Array(reader.content(of: encapsulated[0])) == ObjectIdentifiers.data, encapsulated[1].isContext(0)
+            reader.content(of: encapsulated[0]).hasSameBytes(as: ObjectIdentifiers.data[...]),
+            encapsulated[1].isContext(0)
         else { throw ASN1ReadError(reason: "signedData carries no data content") }
         let explicitContent = try reader.children(of: encapsulated[1])
         guard explicitContent.count == 1 else { throw ASN1ReadError(reason: "content is not one OCTET STRING") }
@@ -115,7 +118,7 @@ struct ReceiptContainer {
         guard let digestOID = digestAlgorithm.first, digestOID.isUniversal(ASN1Tag.objectIdentifier),
             let digest = SignerDigest(oid: reader.content(of: digestOID))
         else { throw ASN1ReadError(reason: "signer digest is neither SHA-1 nor SHA-256") }
-        guard declaredDigests.contains(Array(reader.content(of: digestOID))) else {
+        guard declaredDigests.contains(where: { $0.hasSameBytes(as: reader.content(of: digestOID)) }) else {
             throw ASN1ReadError(reason: "the signer's digest is not among signedData's digest algorithms")
         }
         self.digest = digest
@@ -135,7 +138,9 @@ struct ReceiptContainer {
         // The signer's key decides how the signature verifies; the algorithm must still be one that fits Apple's.
         let signatureAlgorithm = try Self.algorithmIdentifier(signer.removeFirst(), reader)
         guard let signatureOID = signatureAlgorithm.first, signatureOID.isUniversal(ASN1Tag.objectIdentifier),
-            ObjectIdentifiers.signatureAlgorithms.contains(Array(reader.content(of: signatureOID)))
+            ObjectIdentifiers.signatureAlgorithms.contains(where: {
+                $0[...].hasSameBytes(as: reader.content(of: signatureOID))
+            })
         else { throw ASN1ReadError(reason: "the signature algorithm is not RSA or ECDSA") }
         let signatureElement = signer.removeFirst()
         signature = try reader.octetString(signatureElement)

@@ -21,41 +21,43 @@ public struct ReceiptDate: Sendable, Hashable, Comparable, CustomStringConvertib
     /// `YYYY-MM-DDTHH:MM:SSZ` in UTC, the one form receiptd prints.
     public var rfc3339: String {
         var text: [UInt8] = []
+        text.reserveCapacity(20)
         appendRFC3339(to: &text)
         return String(decoding: text, as: UTF8.self)
     }
 
     /// Appends `rfc3339`'s UTF-8 to `output` without making a string: JSON answers print many dates, so the digits
-    /// are written with constant divisors (multiplications) rather than a general number formatter.
+    /// are written with constant divisors (multiplications) rather than a general number formatter, one byte append
+    /// after another with no helper call between them.
     public func appendRFC3339(to output: inout [UInt8]) {
         let c = CivilTime(secondsSince1970: secondsSince1970)
-        guard (0...9999).contains(c.year) else {
+        let zero = UInt8(ascii: "0")
+        if (0...9999).contains(c.year) {
+            output.append(zero + UInt8(c.year / 1000))
+            output.append(zero + UInt8(c.year / 100 % 10))
+            output.append(zero + UInt8(c.year / 10 % 10))
+            output.append(zero + UInt8(c.year % 10))
+        } else {
             // Years outside 0...9999 never occur in receipts; they print as the number they are.
             let year = String(c.year).utf8
-            output.append(contentsOf: repeatElement(UInt8(ascii: "0"), count: max(0, 4 - year.count)))
+            output.append(contentsOf: repeatElement(zero, count: max(0, 4 - year.count)))
             output.append(contentsOf: year)
-            return appendMonthToSecond(c, to: &output)
         }
-        let zero = UInt8(ascii: "0")
-        output.reserveCapacity(output.count + 20)
-        output.append(zero + UInt8(c.year / 1000))
-        output.append(zero + UInt8(c.year / 100 % 10))
-        output.append(zero + UInt8(c.year / 10 % 10))
-        output.append(zero + UInt8(c.year % 10))
-        appendMonthToSecond(c, to: &output)
-    }
-
-    private func appendMonthToSecond(_ c: CivilTime, to output: inout [UInt8]) {
-        func twoDigits(_ value: Int, after separator: UInt8) {
-            output.append(separator)
-            output.append(UInt8(ascii: "0") + UInt8(value / 10))
-            output.append(UInt8(ascii: "0") + UInt8(value % 10))
-        }
-        twoDigits(c.month, after: UInt8(ascii: "-"))
-        twoDigits(c.day, after: UInt8(ascii: "-"))
-        twoDigits(c.hour, after: UInt8(ascii: "T"))
-        twoDigits(c.minute, after: UInt8(ascii: ":"))
-        twoDigits(c.second, after: UInt8(ascii: ":"))
+        output.append(UInt8(ascii: "-"))
+        output.append(zero + UInt8(c.month / 10))
+        output.append(zero + UInt8(c.month % 10))
+        output.append(UInt8(ascii: "-"))
+        output.append(zero + UInt8(c.day / 10))
+        output.append(zero + UInt8(c.day % 10))
+        output.append(UInt8(ascii: "T"))
+        output.append(zero + UInt8(c.hour / 10))
+        output.append(zero + UInt8(c.hour % 10))
+        output.append(UInt8(ascii: ":"))
+        output.append(zero + UInt8(c.minute / 10))
+        output.append(zero + UInt8(c.minute % 10))
+        output.append(UInt8(ascii: ":"))
+        output.append(zero + UInt8(c.second / 10))
+        output.append(zero + UInt8(c.second % 10))
         output.append(UInt8(ascii: "Z"))
     }
 

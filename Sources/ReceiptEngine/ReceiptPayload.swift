@@ -17,29 +17,45 @@ struct ReceiptPayload {
         guard root.isUniversal(ASN1Tag.set), root.isConstructed else {
             throw ASN1ReadError(reason: "the payload is not an ASN.1 SET")
         }
-        let budget = AttributeBudget()
+        var attributeCount = 0
         var fields = AttributeFields()
         var purchases: [InAppPurchase] = []
-        try Self.forEachAttribute(in: root, reader: reader, budget: budget) { type, value in
-            switch type {
-            case 0: fields.receiptType = try fields.receiptType ?? Self.string(value, reader)
-            case 1: fields.appItemID = try fields.appItemID ?? Self.integer(value, reader)
+        var cursor = try reader.childCursor(of: root)
+        while let attribute = try Self.nextAttribute(&cursor, reader, count: &attributeCount) {
+            let value = attribute.value
+            switch attribute.type {
+            case 0: if fields.receiptType == nil { fields.receiptType = try Self.string(value, reader) }
+            case 1: if fields.appItemID == nil { fields.appItemID = try Self.integer(value, reader) }
             case 2:
                 if fields.bundleIDEncoding == nil {
                     fields.bundleID = try Self.string(value, reader)
                     fields.bundleIDEncoding = try reader.octetString(value)
                 }
-            case 3: fields.applicationVersion = try fields.applicationVersion ?? Self.string(value, reader)
-            case 4: fields.opaqueValue = try fields.opaqueValue ?? reader.octetString(value)
-            case 5: fields.deviceHash = try fields.deviceHash ?? reader.octetString(value)
-            case 12: fields.creationDate = try fields.creationDate ?? Self.date(value, reader, field: "creation date")
-            case 16: fields.versionExternalIdentifier = try fields.versionExternalIdentifier ?? Self.integer(value, reader)
+            case 3: if fields.applicationVersion == nil { fields.applicationVersion = try Self.string(value, reader) }
+            case 4: if fields.opaqueValue == nil { fields.opaqueValue = try reader.octetString(value) }
+            case 5: if fields.deviceHash == nil { fields.deviceHash = try reader.octetString(value) }
+            case 12:
+                if fields.creationDate == nil {
+                    fields.creationDate = try Self.date(value, reader, field: "creation date")
+                }
+            case 16:
+                if fields.versionExternalIdentifier == nil {
+                    fields.versionExternalIdentifier = try Self.integer(value, reader)
+                }
             case 17:
-                purchases.append(try Self.purchase(value, reader, budget: budget))
+                purchases.append(try Self.purchase(value, reader, attributeCount: &attributeCount))
             case 18:
-                fields.originalPurchaseDate = try fields.originalPurchaseDate ?? Self.date(value, reader, field: "original purchase date")
-            case 19: fields.originalApplicationVersion = try fields.originalApplicationVersion ?? Self.string(value, reader)
-            case 21: fields.expirationDate = try fields.expirationDate ?? Self.date(value, reader, field: "expiration date")
+                if fields.originalPurchaseDate == nil {
+                    fields.originalPurchaseDate = try Self.date(value, reader, field: "original purchase date")
+                }
+            case 19:
+                if fields.originalApplicationVersion == nil {
+                    fields.originalApplicationVersion = try Self.string(value, reader)
+                }
+            case 21:
+                if fields.expirationDate == nil {
+                    fields.expirationDate = try Self.date(value, reader, field: "expiration date")
+                }
             default: break
             }
         }
@@ -69,9 +85,10 @@ struct ReceiptPayload {
         deviceHash = hash
     }
 
-    /// Counts attributes across the payload and every in-app set, which nest.
-    private final class AttributeBudget {
-        var used = 0
+    /// One attribute whose structure has been checked: its type and its value, an OCTET STRING.
+    private struct Attribute {
+        var type: Int64
+        var value: ASN1Element
     }
 
     private struct AttributeFields {
@@ -89,34 +106,34 @@ struct ReceiptPayload {
         var expirationDate: ReceiptDate?
     }
 
-    private static func forEachAttribute(
-        in set: ASN1Element, reader: ASN1Reader, budget: AttributeBudget,
-        _ body: (Int64, ASN1Element) throws -> Void
-    ) throws {
-        try reader.forEachChild(of: set) { attribute in
-            budget.used += 1
-            guard budget.used <= maximumAttributes else {
-                throw ASN1ReadError(reason: "more than \(maximumAttributes) attributes")
-            }
-            guard attribute.isUniversal(ASN1Tag.sequence), attribute.isConstructed else {
-                throw ASN1ReadError(reason: "an attribute is not a SEQUENCE")
-            }
-            let type = try reader.element(at: attribute.contentStart, limit: attribute.contentEnd)
-            let version = try reader.element(at: type.end, limit: attribute.contentEnd)
-            let value = try reader.element(at: version.end, limit: attribute.contentEnd)
-            guard value.end == attribute.contentEnd, let typeNumber = try reader.integer(type),
-                version.isUniversal(ASN1Tag.integer)
-            else { throw ASN1ReadError(reason: "an attribute is not (type, version, value)") }
-            guard value.isUniversal(ASN1Tag.octetString) else {
-                throw ASN1ReadError(reason: "attribute \(typeNumber)'s value is not an OCTET STRING")
-            }
-            try body(typeNumber, value)
+    /// The next attribute of a SET, every header of it read and checked. `count` runs across the payload and every
+    /// in-app set, which nest, and bounds the work one payload can cause.
+    private static func nextAttribute(
+        _ cursor: inout ASN1Reader.ChildCursor, _ reader: ASN1Reader, count: inout Int
+    ) throws(ASN1ReadError) -> Attribute? {
+        guard let attribute = try reader.next(&cursor) else { return nil }
+        count += 1
+        guard count <= maximumAttributes else {
+            throw ASN1ReadError(reason: "more than \(maximumAttributes) attributes")
         }
+        guard attribute.isUniversal(ASN1Tag.sequence), attribute.isConstructed else {
+            throw ASN1ReadError(reason: "an attribute is not a SEQUENCE")
+        }
+        let type = try reader.element(at: attribute.contentStart, limit: attribute.contentEnd)
+        let version = try reader.element(at: type.end, limit: attribute.contentEnd)
+        let value = try reader.element(at: version.end, limit: attribute.contentEnd)
+        guard value.end == attribute.contentEnd, let typeNumber = try reader.integer(type),
+            version.isUniversal(ASN1Tag.integer)
+        else { throw ASN1ReadError(reason: "an attribute is not (type, version, value)") }
+        guard value.isUniversal(ASN1Tag.octetString) else {
+            throw ASN1ReadError(reason: "attribute \(typeNumber)'s value is not an OCTET STRING")
+        }
+        return Attribute(type: typeNumber, value: value)
     }
 
     private static func purchase(
-        _ value: ASN1Element, _ reader: ASN1Reader, budget: AttributeBudget
-    ) throws -> InAppPurchase {
+        _ value: ASN1Element, _ reader: ASN1Reader, attributeCount: inout Int
+    ) throws(ASN1ReadError) -> InAppPurchase {
         let (inner, bounds) = try reader.octetStringRegion(value)
         let set = try inner.root(in: bounds)
         guard set.isUniversal(ASN1Tag.set), set.isConstructed else {
@@ -125,11 +142,14 @@ struct ReceiptPayload {
         var purchase = InAppPurchase()
         // The first occurrence of a known type wins; every type read below lies in 1700..<1764.
         var seen: UInt64 = 0
-        try forEachAttribute(in: set, reader: inner, budget: budget) { type, value in
-            guard (1700..<1764).contains(type) else { return }
+        var cursor = try inner.childCursor(of: set)
+        while let attribute = try nextAttribute(&cursor, inner, count: &attributeCount) {
+            let type = attribute.type
+            guard (1700..<1764).contains(type) else { continue }
             let bit: UInt64 = 1 << UInt64(type - 1700)
-            guard seen & bit == 0 else { return }
+            guard seen & bit == 0 else { continue }
             seen |= bit
+            let value = attribute.value
             switch type {
             case 1701: purchase.quantity = try integer(value, inner)
             case 1702: purchase.productID = try string(value, inner)
@@ -149,34 +169,54 @@ struct ReceiptPayload {
         return purchase
     }
 
+    /// Calls `body` with the one element an attribute's OCTET STRING wraps and the reader it lies in; nil for an
+    /// empty value. DER values (every one Apple writes) are read in place with no reader copied; BER chunks (as
+    /// Xcode writes) are joined into a reader of their own first.
+    @inline(__always)
+    private static func wrapped<Result>(
+        _ value: ASN1Element, _ reader: ASN1Reader,
+        _ body: (ASN1Reader, ASN1Element) throws(ASN1ReadError) -> Result?
+    ) throws(ASN1ReadError) -> Result? {
+        guard !value.isConstructed else {
+            let (inner, bounds) = try reader.octetStringRegion(value)
+            guard !bounds.isEmpty else { return nil }
+            return try body(inner, try inner.root(in: bounds))
+        }
+        guard value.contentStart < value.contentEnd else { return nil }
+        return try body(reader, try reader.root(in: value.contentStart..<value.contentEnd))
+    }
+
     /// The content bytes of the value's inner DER string (UTF8String, IA5String …), read in place; nil when the
     /// value or the string is empty.
-    private static func stringContent(_ value: ASN1Element, _ reader: ASN1Reader) throws -> ArraySlice<UInt8>? {
-        let (inner, bounds) = try reader.octetStringRegion(value)
-        guard !bounds.isEmpty else { return nil }
-        let element = try inner.root(in: bounds)
-        guard element.tagClass == 0, !element.isConstructed else {
-            throw ASN1ReadError(reason: "a string attribute does not hold a string")
+    private static func stringContent(
+        _ value: ASN1Element, _ reader: ASN1Reader
+    ) throws(ASN1ReadError) -> ArraySlice<UInt8>? {
+        try wrapped(value, reader) { inner, element throws(ASN1ReadError) in
+            guard element.tagClass == 0, !element.isConstructed else {
+                throw ASN1ReadError(reason: "a string attribute does not hold a string")
+            }
+            let content = inner.content(of: element)
+            return content.isEmpty ? nil : content
         }
-        let content = inner.content(of: element)
-        return content.isEmpty ? nil : content
     }
 
     /// The value's inner DER string; an empty string reads as absent.
-    private static func string(_ value: ASN1Element, _ reader: ASN1Reader) throws -> String? {
+    private static func string(_ value: ASN1Element, _ reader: ASN1Reader) throws(ASN1ReadError) -> String? {
         try stringContent(value, reader).map { String(decoding: $0, as: UTF8.self) }
     }
 
-    private static func integer(_ value: ASN1Element, _ reader: ASN1Reader) throws -> Int64? {
-        let (inner, bounds) = try reader.octetStringRegion(value)
-        guard !bounds.isEmpty else { return nil }
-        guard let number = try inner.integer(try inner.root(in: bounds)) else {
-            throw ASN1ReadError(reason: "an integer attribute does not fit 64 bits")
+    private static func integer(_ value: ASN1Element, _ reader: ASN1Reader) throws(ASN1ReadError) -> Int64? {
+        try wrapped(value, reader) { inner, element throws(ASN1ReadError) in
+            guard let number = try inner.integer(element) else {
+                throw ASN1ReadError(reason: "an integer attribute does not fit 64 bits")
+            }
+            return number
         }
-        return number
     }
 
-    private static func date(_ value: ASN1Element, _ reader: ASN1Reader, field: String) throws -> ReceiptDate? {
+    private static func date(
+        _ value: ASN1Element, _ reader: ASN1Reader, field: String
+    ) throws(ASN1ReadError) -> ReceiptDate? {
         guard let text = try stringContent(value, reader) else { return nil }
         guard let date = ReceiptDate(rfc3339UTF8: text) else {
             throw ASN1ReadError(reason: "the \(field) is not an RFC 3339 date")

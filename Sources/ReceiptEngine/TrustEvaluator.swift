@@ -121,19 +121,42 @@ private struct CertificateSet {
     }
 }
 
+/// A signer's issuer and serial number as a dictionary key, read where it lies in the receipt.
+///
+/// `[UInt8]`'s hash feeds `Hasher` one byte at a time, which with the array made for each lookup cost more than
+/// the rest of a cached chain decision. The serial number, last, is what tells one Apple signer from another, so its
+/// last bytes and the length are hashed; equality still compares every byte.
+private struct SignerName: Hashable {
+    let bytes: ArraySlice<UInt8>
+
+    static func == (lhs: SignerName, rhs: SignerName) -> Bool { lhs.bytes.hasSameBytes(as: rhs.bytes) }
+
+    func hash(into hasher: inout Hasher) {
+        var tail: UInt64 = 0
+        var index = max(bytes.startIndex, bytes.endIndex - 8)
+        while index < bytes.endIndex {
+            tail = tail << 8 | UInt64(bytes[index])
+            index += 1
+        }
+        hasher.combine(bytes.count)
+        hasher.combine(tail)
+    }
+}
+
 /// Trusted signers by certificate set, forgetting the oldest once full.
 private struct DecisionCache: ~Copyable {
-    var entries: [[UInt8]: [(certificates: CertificateSet, signer: TrustedSigner)]] = [:]
-    var order: [[UInt8]] = []
+    var entries: [SignerName: [(certificates: CertificateSet, signer: TrustedSigner)]] = [:]
+    var order: [SignerName] = []
 
     func signer(for key: CertificateSet) -> TrustedSigner? {
-        entries[Array(key.signerIdentifier)]?.first { $0.certificates.hasSameBytes(as: key) }?.signer
+        entries[SignerName(bytes: key.signerIdentifier)]?.first { $0.certificates.hasSameBytes(as: key) }?.signer
     }
 
     mutating func insert(_ signer: TrustedSigner, for key: CertificateSet, capacity: Int) {
-        let name = Array(key.signerIdentifier)
         guard self.signer(for: key) == nil else { return }
-        entries[name, default: []].append((key.owned(), signer))
+        let owned = key.owned()
+        let name = SignerName(bytes: owned.signerIdentifier)
+        entries[name, default: []].append((owned, signer))
         order.append(name)
         if order.count > capacity {
             let oldest = order.removeFirst()

@@ -111,20 +111,33 @@ extension JSONValue {
 
     private static let hexDigits = Array("0123456789abcdef".utf8)
 
-    /// Decimal digits without making a `String` (answers hold many integers).
+    /// Decimal digits without making a `String` (answers hold many integers): the digits are counted, room is made,
+    /// and they are filled in from the last, by the constant divisor 10 (a multiplication, where a divisor that
+    /// changes per digit is a hardware divide).
     static func writeInteger(_ value: Int64, into out: inout [UInt8]) {
         guard value >= 0 else {
             out.append(contentsOf: String(value).utf8)
             return
         }
-        var divisor: Int64 = 1
-        while divisor <= value / 10 { divisor *= 10 }
-        var rest = value
-        while divisor > 0 {
-            out.append(UInt8(ascii: "0") + UInt8(rest / divisor))
-            rest %= divisor
-            divisor /= 10
+        var rest = UInt64(value)
+        guard rest >= 10 else {
+            out.append(UInt8(ascii: "0") + UInt8(rest))
+            return
         }
+        var digits = 2
+        var bound: UInt64 = 100
+        // Int64.max has 19 digits; 10^19 still fits a UInt64.
+        while digits < 19, rest >= bound {
+            digits += 1
+            bound &*= 10
+        }
+        var index = out.count + digits
+        out.append(contentsOf: repeatElement(UInt8(ascii: "0"), count: digits))
+        repeat {
+            index -= 1
+            out[index] = UInt8(ascii: "0") + UInt8(rest % 10)
+            rest /= 10
+        } while rest > 0
     }
 
     private static func needsEscape(_ byte: UInt8) -> Bool {
@@ -144,9 +157,10 @@ extension JSONValue {
         // far cheaper than walking the string's UTF-8 view; only a string that needs escapes is redone byte by byte.
         let start = out.count
         out.append(contentsOf: string.utf8)
+        let end = out.count
         var index = start
-        while index < out.count, !needsEscape(out[index]) { index += 1 }
-        if index == out.count {
+        while index < end, !needsEscape(out[index]) { index += 1 }
+        if index == end {
             out.append(UInt8(ascii: "\""))
             return
         }

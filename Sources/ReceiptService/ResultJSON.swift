@@ -13,7 +13,7 @@ public enum ResultJSON {
     /// `value(of:).serialized()`, which `ResultJSONEncodingTests` checks.
     public static func encode(_ result: ValidationResult, pretty: Bool = false) -> [UInt8] {
         guard !pretty else { return value(of: result).serialized(pretty: true) }
-        var writer = CompactWriter()
+        var writer = CompactWriter(capacity: CompactWriter.estimatedSize(of: result))
         writer.write(result)
         return writer.output
     }
@@ -95,152 +95,128 @@ public enum ResultJSON {
     private static func date(_ date: ReceiptDate?) -> JSONValue { .string(date?.rfc3339) }
 
     /// The compact form of `value(of:)`, member for member in the same order.
+    ///
+    /// Each member's comma, quoted name and colon go out as one literal (with the value too for booleans), since
+    /// the shape is fixed: every append into the array costs a capacity check, and a bulk one about a hundred
+    /// instructions however short it is, so fewer and larger appends are what makes this cheap.
     private struct CompactWriter {
         var output: [UInt8] = []
-        /// Per open object or array: whether a member or element was written yet (the next one needs a comma).
-        private var hasItems: [Bool] = []
 
-        init() { output.reserveCapacity(2048) }
+        init(capacity: Int) { output.reserveCapacity(capacity) }
+
+        /// Enough for the answer when no string needs escapes, so that the array is allocated once.
+        static func estimatedSize(of result: ValidationResult) -> Int {
+            512 + 640 * (result.receipt?.inAppPurchases.count ?? 0) + 256 * result.subscriptions.count
+        }
 
         mutating func write(_ result: ValidationResult) {
-            open(UInt8(ascii: "{"))
-            key(Keys.valid)
-            bool(result.isValid)
+            literal(result.isValid ? Literals.validTrue : Literals.validFalse)
             if let error = result.error {
-                key(Keys.error)
-                open(UInt8(ascii: "{"))
-                key(Keys.code)
+                literal(Literals.errorCode)
                 string(error.code.rawValue)
-                key(Keys.message)
+                literal(Literals.message)
                 string(error.message)
-                close(UInt8(ascii: "}"))
+                byte(UInt8(ascii: "}"))
             }
             if let environment = result.environment {
-                key(Keys.environment)
+                literal(Literals.environment)
                 string(environment.rawValue)
             }
-            key(Keys.checks)
-            open(UInt8(ascii: "{"))
-            key(Keys.signature)
+            literal(Literals.checksSignature)
             string(result.checks.signature.rawValue)
-            key(Keys.bundleID)
+            literal(Literals.bundleID)
             string(result.checks.bundleID.rawValue)
-            key(Keys.version)
+            literal(Literals.version)
             string(result.checks.version.rawValue)
-            key(Keys.deviceHash)
+            literal(Literals.deviceHash)
             string(result.checks.deviceHash.rawValue)
-            key(Keys.environment)
+            literal(Literals.environment)
             string(result.checks.environment.rawValue)
-            close(UInt8(ascii: "}"))
-            if let receipt = result.receipt {
-                key(Keys.receipt)
-                write(receipt)
+            byte(UInt8(ascii: "}"))
+            if result.receipt != nil {
+                literal(Literals.receiptType)
+                write(result.receipt!)
             }
-            key(Keys.subscriptions)
-            open(UInt8(ascii: "["))
-            for status in result.subscriptions {
-                element()
-                write(status)
+            literal(Literals.subscriptions)
+            // By index, so that each element is borrowed where it lies rather than copied out (a retain and release
+            // per string it holds).
+            for index in result.subscriptions.indices {
+                if index > 0 { byte(UInt8(ascii: ",")) }
+                write(result.subscriptions[index])
             }
-            close(UInt8(ascii: "]"))
-            close(UInt8(ascii: "}"))
+            byte(UInt8(ascii: "]"))
+            byte(UInt8(ascii: "}"))
         }
 
-        private mutating func write(_ receipt: Receipt) {
-            open(UInt8(ascii: "{"))
-            key(Keys.receiptType)
+        /// From the value of `receipt_type` on: its `{"receipt_type":` is written with the key before it.
+        private mutating func write(_ receipt: borrowing Receipt) {
             string(receipt.receiptType)
-            key(Keys.appItemID)
+            literal(Literals.appItemID)
             integer(receipt.appItemID)
-            key(Keys.bundleID)
+            literal(Literals.bundleID)
             string(receipt.bundleID)
-            key(Keys.applicationVersion)
+            literal(Literals.applicationVersion)
             string(receipt.applicationVersion)
-            key(Keys.originalApplicationVersion)
+            literal(Literals.originalApplicationVersion)
             string(receipt.originalApplicationVersion)
-            key(Keys.creationDate)
+            literal(Literals.creationDate)
             date(receipt.creationDate)
-            key(Keys.expirationDate)
+            literal(Literals.expirationDate)
             date(receipt.expirationDate)
-            key(Keys.originalPurchaseDate)
+            literal(Literals.originalPurchaseDate)
             date(receipt.originalPurchaseDate)
-            key(Keys.inApp)
-            open(UInt8(ascii: "["))
-            for purchase in receipt.inAppPurchases {
-                element()
-                write(purchase)
+            literal(Literals.inApp)
+            for index in receipt.inAppPurchases.indices {
+                if index > 0 { byte(UInt8(ascii: ",")) }
+                write(receipt.inAppPurchases[index])
             }
-            close(UInt8(ascii: "]"))
-            close(UInt8(ascii: "}"))
+            byte(UInt8(ascii: "]"))
+            byte(UInt8(ascii: "}"))
         }
 
-        private mutating func write(_ purchase: InAppPurchase) {
-            open(UInt8(ascii: "{"))
-            key(Keys.quantity)
+        private mutating func write(_ purchase: borrowing InAppPurchase) {
+            literal(Literals.quantity)
             integer(purchase.quantity)
-            key(Keys.productID)
+            literal(Literals.productID)
             string(purchase.productID)
-            key(Keys.transactionID)
+            literal(Literals.transactionID)
             string(purchase.transactionID)
-            key(Keys.originalTransactionID)
+            literal(Literals.originalTransactionID)
             string(purchase.originalTransactionID)
-            key(Keys.purchaseDate)
+            literal(Literals.purchaseDate)
             date(purchase.purchaseDate)
-            key(Keys.originalPurchaseDate)
+            literal(Literals.originalPurchaseDate)
             date(purchase.originalPurchaseDate)
-            key(Keys.expiresDate)
+            literal(Literals.expiresDate)
             date(purchase.expiresDate)
-            key(Keys.cancellationDate)
+            literal(Literals.cancellationDate)
             date(purchase.cancellationDate)
-            key(Keys.webOrderLineItemID)
+            literal(Literals.webOrderLineItemID)
             integer(purchase.webOrderLineItemID)
-            key(Keys.isTrialPeriod)
-            bool(purchase.isTrialPeriod)
-            key(Keys.isInIntroOfferPeriod)
-            bool(purchase.isInIntroOfferPeriod)
-            key(Keys.promotionalOfferID)
+            literal(purchase.isTrialPeriod ? Literals.isTrialPeriodTrue : Literals.isTrialPeriodFalse)
+            literal(purchase.isInIntroOfferPeriod ? Literals.introOfferTrue : Literals.introOfferFalse)
+            literal(Literals.promotionalOfferID)
             string(purchase.promotionalOfferID)
-            close(UInt8(ascii: "}"))
+            byte(UInt8(ascii: "}"))
         }
 
-        private mutating func write(_ status: SubscriptionStatus) {
-            open(UInt8(ascii: "{"))
-            key(Keys.productID)
+        private mutating func write(_ status: borrowing SubscriptionStatus) {
+            literal(Literals.firstProductID)
             string(status.productID)
-            key(Keys.originalTransactionID)
+            literal(Literals.originalTransactionID)
             string(status.originalTransactionID)
-            key(Keys.latestTransactionID)
+            literal(Literals.latestTransactionID)
             string(status.latestTransactionID)
-            key(Keys.expiresDate)
+            literal(Literals.expiresDate)
             date(status.expiresDate)
-            key(Keys.active)
-            bool(status.isActive)
-            key(Keys.cancelled)
-            bool(status.isCancelled)
-            close(UInt8(ascii: "}"))
+            literal(status.isActive ? Literals.activeTrue : Literals.activeFalse)
+            literal(status.isCancelled ? Literals.cancelledTrue : Literals.cancelledFalse)
+            byte(UInt8(ascii: "}"))
         }
 
-        private mutating func open(_ bracket: UInt8) {
-            output.append(bracket)
-            hasItems.append(false)
-        }
+        private mutating func literal(_ bytes: [UInt8]) { output.append(contentsOf: bytes) }
 
-        private mutating func close(_ bracket: UInt8) {
-            output.append(bracket)
-            hasItems.removeLast()
-        }
-
-        /// Before a member's key or an array element.
-        private mutating func element() {
-            if hasItems[hasItems.count - 1] { output.append(UInt8(ascii: ",")) }
-            hasItems[hasItems.count - 1] = true
-        }
-
-        /// `key` is the quoted name and colon, made once.
-        private mutating func key(_ key: [UInt8]) {
-            element()
-            output.append(contentsOf: key)
-        }
+        private mutating func byte(_ byte: UInt8) { output.append(byte) }
 
         private mutating func string(_ value: String?) {
             guard let value else { return null() }
@@ -252,10 +228,6 @@ public enum ResultJSON {
             JSONValue.writeInteger(value, into: &output)
         }
 
-        private mutating func bool(_ value: Bool) {
-            output.append(contentsOf: value ? Keys.true : Keys.false)
-        }
-
         /// RFC 3339 text is digits and punctuation only: nothing to escape.
         private mutating func date(_ value: ReceiptDate?) {
             guard let value else { return null() }
@@ -264,27 +236,48 @@ public enum ResultJSON {
             output.append(UInt8(ascii: "\""))
         }
 
-        private mutating func null() { output.append(contentsOf: Keys.null) }
+        /// Four bytes are cheaper appended one by one than as a literal.
+        private mutating func null() {
+            output.append(UInt8(ascii: "n"))
+            output.append(UInt8(ascii: "u"))
+            output.append(UInt8(ascii: "l"))
+            output.append(UInt8(ascii: "l"))
+        }
     }
 
-    /// Member names as written: quoted, with the colon.
-    private enum Keys {
-        static func key(_ name: String) -> [UInt8] { Array("\"\(name)\":".utf8) }
-        static let valid = key("valid"), error = key("error"), code = key("code"), message = key("message")
-        static let environment = key("environment"), checks = key("checks"), signature = key("signature")
-        static let bundleID = key("bundle_id"), version = key("version"), deviceHash = key("device_hash")
-        static let receipt = key("receipt"), subscriptions = key("subscriptions"), receiptType = key("receipt_type")
-        static let appItemID = key("app_item_id"), applicationVersion = key("application_version")
-        static let originalApplicationVersion = key("original_application_version")
-        static let creationDate = key("creation_date"), expirationDate = key("expiration_date")
-        static let originalPurchaseDate = key("original_purchase_date"), inApp = key("in_app")
-        static let quantity = key("quantity"), productID = key("product_id"), transactionID = key("transaction_id")
-        static let originalTransactionID = key("original_transaction_id"), purchaseDate = key("purchase_date")
-        static let expiresDate = key("expires_date"), cancellationDate = key("cancellation_date")
-        static let webOrderLineItemID = key("web_order_line_item_id"), isTrialPeriod = key("is_trial_period")
-        static let isInIntroOfferPeriod = key("is_in_intro_offer_period")
-        static let promotionalOfferID = key("promotional_offer_id"), latestTransactionID = key("latest_transaction_id")
-        static let active = key("active"), cancelled = key("cancelled")
-        static let `true` = Array("true".utf8), `false` = Array("false".utf8), null = Array("null".utf8)
+    /// What goes between values, as written: the comma before a member, its quoted name and the colon, and
+    /// whatever opens or closes around it.
+    private enum Literals {
+        static func member(_ name: String, after prefix: String = ",") -> [UInt8] {
+            Array("\(prefix)\"\(name)\":".utf8)
+        }
+        static let validTrue = member("valid", after: "{") + Array("true".utf8)
+        static let validFalse = member("valid", after: "{") + Array("false".utf8)
+        static let errorCode = member("error") + member("code", after: "{")
+        static let message = member("message"), environment = member("environment")
+        static let checksSignature = member("checks") + member("signature", after: "{")
+        static let bundleID = member("bundle_id"), version = member("version"), deviceHash = member("device_hash")
+        static let receiptType = member("receipt") + member("receipt_type", after: "{")
+        static let subscriptions = member("subscriptions") + [UInt8(ascii: "[")]
+        static let appItemID = member("app_item_id"), applicationVersion = member("application_version")
+        static let originalApplicationVersion = member("original_application_version")
+        static let creationDate = member("creation_date"), expirationDate = member("expiration_date")
+        static let originalPurchaseDate = member("original_purchase_date")
+        static let inApp = member("in_app") + [UInt8(ascii: "[")]
+        static let quantity = member("quantity", after: "{"), productID = member("product_id")
+        static let firstProductID = member("product_id", after: "{"), transactionID = member("transaction_id")
+        static let originalTransactionID = member("original_transaction_id"), purchaseDate = member("purchase_date")
+        static let expiresDate = member("expires_date"), cancellationDate = member("cancellation_date")
+        static let webOrderLineItemID = member("web_order_line_item_id")
+        static let isTrialPeriodTrue = member("is_trial_period") + Array("true".utf8)
+        static let isTrialPeriodFalse = member("is_trial_period") + Array("false".utf8)
+        static let introOfferTrue = member("is_in_intro_offer_period") + Array("true".utf8)
+        static let introOfferFalse = member("is_in_intro_offer_period") + Array("false".utf8)
+        static let promotionalOfferID = member("promotional_offer_id")
+        static let latestTransactionID = member("latest_transaction_id")
+        static let activeTrue = member("active") + Array("true".utf8)
+        static let activeFalse = member("active") + Array("false".utf8)
+        static let cancelledTrue = member("cancelled") + Array("true".utf8)
+        static let cancelledFalse = member("cancelled") + Array("false".utf8)
     }
 }

@@ -364,4 +364,20 @@ struct SubscriptionTests {
         #expect(result.subscriptions.map(\.isCancelled) == [false, true, false])
         #expect(result.subscriptions[0].expiresDate.secondsSince1970 == at(1).secondsSince1970)
     }
+
+    @Test func summarize_renewalsExpiringTogether_keepTheFirstListed() {
+        let expiry = ReceiptDate(millisecondsSince1970: 1_000_000)
+        let purchases = [
+            InAppPurchase(productID: "a", transactionID: "t2", originalTransactionID: "o", expiresDate: expiry),
+            InAppPurchase(productID: "b", transactionID: "t3", originalTransactionID: "o", expiresDate: expiry),
+            InAppPurchase(productID: "c", transactionID: "k", expiresDate: expiry),
+            InAppPurchase(
+                productID: "d", transactionID: "t4", originalTransactionID: "o",
+                expiresDate: ReceiptDate(millisecondsSince1970: 999)),
+        ]
+        let statuses = SubscriptionStatus.summarize(purchases, at: ReceiptDate(millisecondsSince1970: 0))
+        #expect(statuses.map(\.originalTransactionID) == ["k", "o"])
+        #expect(statuses.map(\.latestTransactionID) == ["k", "t2"])
+        #expect(statuses.map(\.productID) == ["c", "a"])
+    }
 }

@@ -26,6 +26,15 @@ struct JSONValueTests {
                 == #"{"z":1,"a":false,"m":null,"n":-9007199254740993,"list":["x",1.5]}"#)
     }
 
+    /// The writer makes digits itself rather than through `String(value)`; both must agree at every length.
+    @Test(arguments: [
+        Int64(0), 7, 9, 10, 99, 100, 1_000_000_000, 340_001_196_262_039, 999_999_999_999_999_999, Int64.max, -1,
+        Int64.min,
+    ])
+    func integer_isWrittenAsDecimalDigits(value: Int64) {
+        #expect(String(decoding: JSONValue.integer(value).serialized(), as: UTF8.self) == String(value))
+    }
+
     @Test func pretty_indentsByTwoSpaces() {
         let value = JSONValue.object([("a", .array([.integer(1)])), ("b", .object([]))])
         #expect(String(decoding: value.serialized(pretty: true), as: UTF8.self) == "{\n  \"a\": [\n    1\n  ],\n  \"b\": {}\n}\n")

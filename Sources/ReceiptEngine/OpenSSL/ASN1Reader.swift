@@ -1,21 +1,37 @@
 internal import COpenSSL
 
 /// One BER/DER element located in a byte array: where its header, content and end are.
+///
+/// Four words, so that it comes back from `ASN1Reader.element` in registers: a payload walk reads hundreds of
+/// headers per receipt, and the wrapper around each read (an element returned through memory among it) cost more
+/// instructions than `ASN1_get_object` itself.
 struct ASN1Element {
-    var tag: Int32
-    var tagClass: Int32
-    var isConstructed: Bool
-    var isIndefinite: Bool
     var headerStart: Int
     var contentStart: Int
     /// End of the content, before the end-of-contents octets of an indefinite-length element.
     var contentEnd: Int
+    /// The tag number in the low 32 bits, the class above it, then the constructed and indefinite flags.
+    private var identifier: UInt64
+
+    init(tag: Int32, tagClass: Int32, isConstructed: Bool, isIndefinite: Bool, headerStart: Int, contentStart: Int,
+        contentEnd: Int) {
+        self.headerStart = headerStart
+        self.contentStart = contentStart
+        self.contentEnd = contentEnd
+        identifier = UInt64(UInt32(bitPattern: tag)) | UInt64(UInt8(truncatingIfNeeded: tagClass)) << 32
+            | (isConstructed ? 1 << 40 : 0) | (isIndefinite ? 1 << 41 : 0)
+    }
+
+    var tag: Int32 { Int32(bitPattern: UInt32(truncatingIfNeeded: identifier)) }
+    var tagClass: Int32 { Int32(UInt8(truncatingIfNeeded: identifier >> 32)) }
+    var isConstructed: Bool { identifier & 1 << 40 != 0 }
+    var isIndefinite: Bool { identifier & 1 << 41 != 0 }
     /// First byte after the element.
-    var end: Int
+    var end: Int { isIndefinite ? contentEnd + 2 : contentEnd }
 
     var isUniversal: Bool { tagClass == V_ASN1_UNIVERSAL }
     var isContextSpecific: Bool { tagClass == V_ASN1_CONTEXT_SPECIFIC }
-    func isUniversal(_ tag: Int32) -> Bool { tagClass == V_ASN1_UNIVERSAL && self.tag == tag }
+    func isUniversal(_ tag: Int32) -> Bool { identifier & 0xFF_FFFF_FFFF == UInt64(UInt32(bitPattern: tag)) }
     func isContext(_ tag: Int32) -> Bool { tagClass == V_ASN1_CONTEXT_SPECIFIC && self.tag == tag }
 }
 
@@ -35,52 +51,74 @@ struct ASN1Reader {
     init(_ bytes: [UInt8]) { self.bytes = bytes }
 
     /// Reads the element that starts at `offset` and must end by `limit`.
+    ///
+    /// Inlined into the payload walk, which calls it for every attribute's four headers; the rare paths (errors,
+    /// indefinite lengths) live in functions of their own so that this one stays small.
+    @inline(__always)
     func element(at offset: Int, limit: Int, depth: Int = 0) throws(ASN1ReadError) -> ASN1Element {
-        guard depth <= Self.maximumDepth else { throw ASN1ReadError(reason: "nesting deeper than \(Self.maximumDepth)") }
-        guard offset >= 0, offset < limit, limit <= bytes.count else {
-            throw ASN1ReadError(reason: "element expected at offset \(offset)")
+        guard depth <= Self.maximumDepth, offset >= 0, offset < limit, limit <= bytes.count else {
+            throw Self.positionError(offset: offset, depth: depth)
         }
         var length = 0
         var tag: Int32 = 0
         var tagClass: Int32 = 0
-        var headerLength = 0
-        let flags: Int32 = bytes.withUnsafeBufferPointer { buffer in
-            guard let base = buffer.baseAddress else { return 0x80 }
-            var cursor: UnsafePointer<UInt8>? = base + offset
-            let start = base + offset
-            let result = ASN1_get_object(&cursor, &length, &tag, &tagClass, limit - offset)
-            if let cursor { headerLength = cursor - start }
-            return result
+        // offset < limit <= bytes.count, so the array is not empty and has a base address; ASN1_get_object only
+        // ever moves the cursor forward, by at most `limit - offset`, so the arithmetic below cannot overflow.
+        let (flags, headerLength) = bytes.withUnsafeBufferPointer { buffer -> (Int32, Int) in
+            let start = buffer.baseAddress.unsafelyUnwrapped + offset
+            var cursor: UnsafePointer<UInt8>? = start
+            let flags = ASN1_get_object(&cursor, &length, &tag, &tagClass, limit - offset)
+            return (flags, cursor.unsafelyUnwrapped - start)
         }
-        if flags & 0x80 != 0 {
-            ERR_clear_error()
-            throw ASN1ReadError(reason: "bad ASN.1 header at offset \(offset)")
-        }
-        let contentStart = offset + headerLength
+        if flags & 0x80 != 0 { throw Self.headerError(offset: offset) }
+        let contentStart = offset &+ headerLength
         let isConstructed = flags & V_ASN1_CONSTRUCTED != 0
-        let isIndefinite = flags & 0x01 != 0
-        if isIndefinite {
-            // Children run until the end-of-contents octets (00 00).
-            var cursor = contentStart
-            while true {
-                guard cursor + 2 <= limit else { throw ASN1ReadError(reason: "unterminated indefinite length") }
-                if bytes[cursor] == 0, bytes[cursor + 1] == 0 { break }
-                cursor = try element(at: cursor, limit: limit, depth: depth + 1).end
-            }
-            return ASN1Element(
-                tag: tag, tagClass: tagClass, isConstructed: isConstructed, isIndefinite: true, headerStart: offset,
-                contentStart: contentStart, contentEnd: cursor, end: cursor + 2)
+        if flags & 0x01 != 0 {
+            return try indefinite(
+                tag: tag, tagClass: tagClass, isConstructed: isConstructed, headerStart: offset,
+                contentStart: contentStart, limit: limit, depth: depth)
         }
-        guard length >= 0, contentStart + length <= limit else { throw ASN1ReadError(reason: "length past the end") }
+        guard length >= 0, length <= limit &- contentStart else { throw ASN1ReadError(reason: "length past the end") }
         return ASN1Element(
             tag: tag, tagClass: tagClass, isConstructed: isConstructed, isIndefinite: false, headerStart: offset,
-            contentStart: contentStart, contentEnd: contentStart + length, end: contentStart + length)
+            contentStart: contentStart, contentEnd: contentStart &+ length)
+    }
+
+    @inline(never)
+    private static func positionError(offset: Int, depth: Int) -> ASN1ReadError {
+        guard depth <= maximumDepth else { return ASN1ReadError(reason: "nesting deeper than \(maximumDepth)") }
+        return ASN1ReadError(reason: "element expected at offset \(offset)")
+    }
+
+    @inline(never)
+    private static func headerError(offset: Int) -> ASN1ReadError {
+        ERR_clear_error()
+        return ASN1ReadError(reason: "bad ASN.1 header at offset \(offset)")
+    }
+
+    /// Children run until the end-of-contents octets (00 00).
+    @inline(never)
+    private func indefinite(
+        tag: Int32, tagClass: Int32, isConstructed: Bool, headerStart: Int, contentStart: Int, limit: Int, depth: Int
+    ) throws(ASN1ReadError) -> ASN1Element {
+        var cursor = contentStart
+        while true {
+            guard cursor + 2 <= limit else { throw ASN1ReadError(reason: "unterminated indefinite length") }
+            if bytes[cursor] == 0, bytes[cursor + 1] == 0 { break }
+            cursor = try element(at: cursor, limit: limit, depth: depth + 1).end
+        }
+        return ASN1Element(
+            tag: tag, tagClass: tagClass, isConstructed: isConstructed, isIndefinite: true, headerStart: headerStart,
+            contentStart: contentStart, contentEnd: cursor)
     }
 
     /// The children of a constructed element, in order.
     func children(of parent: ASN1Element, depth: Int = 0) throws(ASN1ReadError) -> [ASN1Element] {
         guard parent.isConstructed else { throw ASN1ReadError(reason: "expected a constructed element") }
         var result: [ASN1Element] = []
+        // A container's constructed parts have at most six children; growing the array from empty reallocated it
+        // up to four times per call.
+        result.reserveCapacity(8)
         var cursor = parent.contentStart
         while cursor < parent.contentEnd {
             let child = try element(at: cursor, limit: parent.contentEnd, depth: depth + 1)
@@ -90,15 +128,26 @@ struct ASN1Reader {
         return result
     }
 
-    /// Calls `body` for each child without collecting them (payloads hold up to hundreds of thousands).
-    func forEachChild(of parent: ASN1Element, _ body: (ASN1Element) throws -> Void) throws {
+    /// Where a walk over a constructed element's children stands.
+    struct ChildCursor {
+        fileprivate var offset: Int
+        fileprivate let end: Int
+    }
+
+    /// Steps through the children without collecting them (payloads hold up to hundreds of thousands) and without
+    /// a closure per child: `while let child = try reader.next(&cursor) { … }`.
+    func childCursor(of parent: ASN1Element) throws(ASN1ReadError) -> ChildCursor {
         guard parent.isConstructed else { throw ASN1ReadError(reason: "expected a constructed element") }
-        var cursor = parent.contentStart
-        while cursor < parent.contentEnd {
-            let child = try element(at: cursor, limit: parent.contentEnd, depth: 1)
-            try body(child)
-            cursor = child.end
-        }
+        return ChildCursor(offset: parent.contentStart, end: parent.contentEnd)
+    }
+
+    /// The next child, or nil after the last.
+    @inline(__always)
+    func next(_ cursor: inout ChildCursor) throws(ASN1ReadError) -> ASN1Element? {
+        guard cursor.offset < cursor.end else { return nil }
+        let child = try element(at: cursor.offset, limit: cursor.end, depth: 1)
+        cursor.offset = child.end
+        return child
     }
 
     /// The element's bytes, header included.
@@ -118,18 +167,18 @@ struct ASN1Reader {
         return value
     }
 
-    /// A small INTEGER's value; nil when it does not fit 64 bits.
+    /// A small INTEGER's value; nil when it does not fit 64 bits. Every attribute's type is one, so it is read
+    /// from the array directly rather than through a slice.
+    @inline(__always)
     func integer(_ element: ASN1Element) throws(ASN1ReadError) -> Int64? {
         guard element.isUniversal(V_ASN1_INTEGER), !element.isConstructed else {
             throw ASN1ReadError(reason: "expected an INTEGER")
         }
-        return Self.integerValue(content(of: element))
-    }
-
-    static func integerValue(_ content: ArraySlice<UInt8>) -> Int64? {
-        guard let first = content.first, content.count <= 8 else { return nil }
-        var value: Int64 = first & 0x80 != 0 ? -1 : 0
-        for byte in content { value = value << 8 | Int64(byte) }
+        let start = element.contentStart
+        let end = element.contentEnd
+        guard start < end, end - start <= 8 else { return nil }
+        var value: Int64 = bytes[start] & 0x80 != 0 ? -1 : 0
+        for index in start..<end { value = value << 8 | Int64(bytes[index]) }
         return value
     }
 
@@ -139,6 +188,7 @@ struct ASN1Reader {
     }
 
     /// Reads the element that must fill `bounds` exactly: an encoding nested in another's value, read in place.
+    @inline(__always)
     func root(in bounds: Range<Int>) throws(ASN1ReadError) -> ASN1Element {
         let element = try element(at: bounds.lowerBound, limit: bounds.upperBound)
         guard element.end == bounds.upperBound else { throw ASN1ReadError(reason: "bytes after the end") }
