@@ -67,6 +67,14 @@ server=$!
 for _ in $(seq 200); do curl -sf "$url/healthz" >/dev/null && break; sleep 0.05; done
 echo "rss idle: $(rss) KiB"
 
+# First, on the fresh server: later runs grow the heap, and idle connections would then reuse memory freed by them.
+echo
+echo "== 1,000 idle keep-alive connections, on the fresh server"
+python3 "$here/scripts/idle_connections.py" --port "$port" --pid "$server" --count 1000
+sleep 1
+echo "rss after closing them: $(rss) KiB"
+echo
+
 # Requests/s, p50, p99 and errors from one wrk run.
 load() {
     local connections=$1 target=$2
@@ -122,9 +130,4 @@ n1=$(hundred_thousand); after1=$(rss)
 n2=$(hundred_thousand); after2=$(rss)
 echo "rss before: $before KiB; after $n1 more validations: $after1 KiB; after $n2 more: $after2 KiB;" \
     "growth over the second batch: $((after2 - after1)) KiB"
-
-echo
-echo "== 1,000 idle keep-alive connections"
-python3 "$here/scripts/idle_connections.py" --port "$port" --pid "$server" --count 1000
-sleep 1
-echo "rss after closing them: $(rss) KiB; peak over the whole run: $(peak) KiB"
+echo "peak rss over the whole run: $(peak) KiB"
