@@ -3,7 +3,7 @@
 # ratios, per-purchase times) and over HTTP on loopback (wrk at 1/64/512 connections, RSS, leak check, 1,000 idle
 # connections, cold start). Load goes to 127.0.0.1 only and every run is bounded in time.
 #
-#   Benchmarks/run.sh                 everything (about 5 minutes)
+#   Benchmarks/run.sh                 everything (about 2 minutes)
 #   DURATION=3 Benchmarks/run.sh      shorter wrk runs (seconds each)
 #   SKIP_HTTP=1 Benchmarks/run.sh     in-process figures only
 set -euo pipefail
