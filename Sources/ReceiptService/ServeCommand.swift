@@ -52,7 +52,9 @@ func runServe(
         readiness: readiness)
     let server = HTTPServer(
         configuration: configuration.httpServerConfiguration, handler: routes.handle, accessLog: log.access)
-    metrics.observeOpenConnections { server.openConnections }
+    // Weak: the server holds the routes, which hold the metrics; a strong capture would make a cycle that outlives
+    // a failed start (tests call this function many times in one process).
+    metrics.observeOpenConnections { [weak server] in server?.openConnections ?? 0 }
 
     let port: Int
     do {
