@@ -118,10 +118,11 @@ public final class HTTPServer: Sendable {
         return try state.withLock { state in
             guard state.phase == .idle else { throw HTTPServerError("server already started") }
             let cores = max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
-            let loops: [EventLoop]
+            var loops: [EventLoop] = []
             do {
-                loops = try (0..<cores).map { _ throws(SystemCallError) in try EventLoop() }
+                for _ in 0..<cores { loops.append(try EventLoop()) }
             } catch {
+                for loop in loops { loop.stop() }
                 throw HTTPServerError("event loop: \(error)")
             }
             let listener: (descriptor: Int32, port: Int)
