@@ -71,7 +71,10 @@ public struct ReceiptRoutes: Sendable {
             return problem(RequestProblem(status: 404, code: "not_found", message: "no route for \(request.path)"))
         default: break
         }
-        guard request.method == route.allowedMethod else {
+        // RFC 9110 §9.3.2: HEAD is GET without the content (the HTTP layer leaves the body out), so load balancers
+        // and monitors that check health with HEAD get 200, not 405.
+        let isHeadOfGet = request.method == "HEAD" && route.allowedMethod == "GET"
+        guard request.method == route.allowedMethod || isHeadOfGet else {
             var response = problem(
                 RequestProblem(
                     status: 405, code: "method_not_allowed",

@@ -173,6 +173,20 @@ struct ValidateRouteTests {
         #expect(response.headers["Allow"] == "GET")
     }
 
+    @Test(arguments: ["/healthz", "/readyz", "/metrics", "/"])
+    func headOnReadOnlyRoute_answersAsGet(path: String) {
+        let head = routes.handle(HTTPRequest(method: "HEAD", target: path))
+        let get = routes.handle(get(path))
+        #expect(head.status == get.status)
+        #expect(head.headers["Content-Type"] == get.headers["Content-Type"])
+    }
+
+    @Test func headOnValidate_is405() {
+        let response = routes.handle(HTTPRequest(method: "HEAD", target: "/v1/validate"))
+        #expect(response.status == 405)
+        #expect(response.headers["Allow"] == "POST")
+    }
+
     @Test(arguments: ["/nope", "/v1/validate/", "/v2/validate", "/healthz/extra"])
     func unknownPath_is404NotFound(path: String) {
         let response = routes.handle(get(path))
