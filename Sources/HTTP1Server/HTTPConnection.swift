@@ -397,12 +397,12 @@ func makeRequestID() -> String {
     value = (value ^ (value >> 30)) &* 0xBF58_476D_1CE4_E5B9
     value = (value ^ (value >> 27)) &* 0x94D0_49BB_1331_11EB
     value ^= value >> 31
-    let hexDigits = Array("0123456789abcdef".utf8)
     var text: [UInt8] = []
     text.reserveCapacity(16)
-    for shift in stride(from: 60, through: 0, by: -4) { text.append(hexDigits[Int(value >> UInt64(shift) & 0xF)]) }
+    for shift in stride(from: 60, through: 0, by: -4) { text.append(requestIDDigits[Int(value >> UInt64(shift) & 0xF)]) }
     return String(decoding: text, as: UTF8.self)
 }
 
 private let requestIDKey = UInt64.random(in: .min ... .max)
+private let requestIDDigits = Array("0123456789abcdef".utf8)
 private let requestIDCounter = Atomic<UInt64>(0)

@@ -86,9 +86,10 @@ public struct ServiceLog: Sendable {
         return path
     }
 
+    private static let hexDigits = Array("0123456789ABCDEF".utf8)
+
     /// Text lines split on spaces and end at newlines, so a hostile path must not forge fields or lines.
     static func appendPrintable(_ text: String, to output: inout [UInt8]) {
-        let hexDigits = Array("0123456789ABCDEF".utf8)
         for byte in text.utf8 {
             if byte <= 0x20 || byte == 0x7F || byte >= 0x80 || byte == UInt8(ascii: "%") {
                 output.append(contentsOf: [UInt8(ascii: "%"), hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0xF)]])
