@@ -5,6 +5,7 @@ import PackageDescription
 let strictSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
 let package = Package(
@@ -13,6 +14,7 @@ let package = Package(
     products: [
         .executable(name: "receiptd", targets: ["receiptd"]),
         .library(name: "ReceiptEngine", targets: ["ReceiptEngine"]),
+        .library(name: "ReceiptForge", targets: ["ReceiptForge"]),
         .library(name: "HTTP1Server", targets: ["HTTP1Server"]),
         // For the separate Benchmarks/ package, which times validation together with the JSON answer.
         .library(name: "ReceiptService", targets: ["ReceiptService"]),
@@ -23,23 +25,29 @@ let package = Package(
             pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]
         ),
-        // Decode, verify and check App Store receipts; the only importer of COpenSSL. Knows nothing of HTTP.
-        .target(name: "ReceiptEngine", dependencies: ["COpenSSL"], swiftSettings: strictSettings),
+        // The only importer of COpenSSL: X.509, chains with Apple's markers, signatures, digests, ASN.1, and the
+        // signing the forge needs (package access). Nothing above it sees an OpenSSL type.
+        .target(name: "CryptoFloor", dependencies: ["COpenSSL"], swiftSettings: strictSettings),
+        // Decode, verify and check App Store receipts (pure Swift over the floor). Knows nothing of HTTP.
+        .target(name: "ReceiptEngine", dependencies: ["CryptoFloor"], swiftSettings: strictSettings),
+        // Test PKIs and forged receipts for `receiptd testing`, tests, fuzzing and benchmarks; nothing that
+        // validates depends on it.
+        .target(name: "ReceiptForge", dependencies: ["CryptoFloor", "ReceiptEngine"], swiftSettings: strictSettings),
         // epoll and eventfd, which Swift's Glibc module leaves out; only HTTP1Server imports it.
         .systemLibrary(name: "CEpoll"),
         // A small HTTP/1.1 server on POSIX sockets, epoll and Dispatch. Knows nothing of receipts.
         .target(name: "HTTP1Server", dependencies: ["CEpoll"], swiftSettings: strictSettings),
         // Routes, configuration and JSON: joins the engine to the HTTP server.
         .target(name: "ReceiptService", dependencies: ["ReceiptEngine", "HTTP1Server"], swiftSettings: strictSettings),
-        .executableTarget(name: "receiptd", dependencies: ["ReceiptService", "ReceiptEngine"], swiftSettings: strictSettings),
+        .executableTarget(name: "receiptd", dependencies: ["ReceiptService", "ReceiptEngine", "ReceiptForge"], swiftSettings: strictSettings),
         // libFuzzer targets (see scripts/fuzz-smoke); a plain build links them as programs that do nothing.
-        .executableTarget(name: "FuzzReceipt", dependencies: ["ReceiptEngine"], path: "Fuzz/FuzzReceipt", swiftSettings: strictSettings),
+        .executableTarget(name: "FuzzReceipt", dependencies: ["ReceiptEngine", "ReceiptForge"], path: "Fuzz/FuzzReceipt", swiftSettings: strictSettings),
         .executableTarget(name: "FuzzHTTPRequest", dependencies: ["HTTP1Server"], path: "Fuzz/FuzzHTTPRequest", swiftSettings: strictSettings),
-        .testTarget(name: "ReceiptEngineTests", dependencies: ["ReceiptEngine"], swiftSettings: strictSettings),
+        .testTarget(name: "ReceiptEngineTests", dependencies: ["CryptoFloor", "ReceiptEngine", "ReceiptForge"], swiftSettings: strictSettings),
         .testTarget(name: "HTTP1ServerTests", dependencies: ["HTTP1Server"], swiftSettings: strictSettings),
         .testTarget(
             name: "ReceiptServiceTests",
-            dependencies: ["ReceiptService", "ReceiptEngine", "HTTP1Server"],
+            dependencies: ["ReceiptService", "ReceiptEngine", "ReceiptForge", "HTTP1Server"],
             swiftSettings: strictSettings
         ),
     ],

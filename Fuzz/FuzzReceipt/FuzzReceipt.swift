@@ -12,6 +12,7 @@
 
 import Foundation
 import ReceiptEngine
+import ReceiptForge
 
 private let validationTime = Date(timeIntervalSince1970: 1_767_225_600)  // 2026-01-01T00:00:00Z
 private let bundleID = "com.example.fuzz"

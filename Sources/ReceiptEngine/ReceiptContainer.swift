@@ -1,18 +1,5 @@
+internal import CryptoFloor
 
-/// The digest a signer used, from SignerInfo.digestAlgorithm.
-enum SignerDigest: Sendable {
-    case sha1, sha256
-
-    init?(oid: ArraySlice<UInt8>) {
-        if oid.hasSameBytes(as: ObjectIdentifiers.sha1[...]) {
-            self = .sha1
-        } else if oid.hasSameBytes(as: ObjectIdentifiers.sha256[...]) {
-            self = .sha256
-        } else {
-            return nil
-        }
-    }
-}
 
 enum ObjectIdentifiers {
     static let signedData: [UInt8] = [0x2A, 0x86, 0x48, 0x86, 0xF7, 0x0D, 0x01, 0x07, 0x02]
@@ -42,7 +29,8 @@ struct ReceiptContainer {
     var certificates: [ArraySlice<UInt8>]
     /// SignerInfo.issuerAndSerialNumber, complete encoding: names the signing certificate.
     var signerIdentifier: ArraySlice<UInt8>
-    var digest: SignerDigest
+    /// SignerInfo.digestAlgorithm: SHA-1 or SHA-256.
+    var digest: Digest
     /// The DER to verify the signature over when signed attributes are present (re-tagged as a SET), else nil.
     var signedAttributes: [UInt8]?
     /// The messageDigest signed attribute's value, when signed attributes are present.
@@ -116,7 +104,7 @@ struct ReceiptContainer {
 
         let digestAlgorithm = try Self.algorithmIdentifier(signer.removeFirst(), reader)
         guard let digestOID = digestAlgorithm.first, digestOID.isUniversal(ASN1Tag.objectIdentifier),
-            let digest = SignerDigest(oid: reader.content(of: digestOID))
+            let digest = Self.digest(oid: reader.content(of: digestOID))
         else { throw ASN1ReadError(reason: "signer digest is neither SHA-1 nor SHA-256") }
         guard declaredDigests.contains(where: { $0.hasSameBytes(as: reader.content(of: digestOID)) }) else {
             throw ASN1ReadError(reason: "the signer's digest is not among signedData's digest algorithms")
@@ -144,6 +132,12 @@ struct ReceiptContainer {
         else { throw ASN1ReadError(reason: "the signature algorithm is not RSA or ECDSA") }
         let signatureElement = signer.removeFirst()
         signature = try reader.octetString(signatureElement)
+    }
+
+    private static func digest(oid: ArraySlice<UInt8>) -> Digest? {
+        if oid.hasSameBytes(as: ObjectIdentifiers.sha1[...]) { return .sha1 }
+        if oid.hasSameBytes(as: ObjectIdentifiers.sha256[...]) { return .sha256 }
+        return nil
     }
 
     /// `AlgorithmIdentifier ::= SEQUENCE { algorithm OBJECT IDENTIFIER, parameters ANY OPTIONAL }`, where the

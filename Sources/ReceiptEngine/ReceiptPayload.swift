@@ -1,3 +1,4 @@
+internal import CryptoFloor
 /// The receipt payload as signed: the decoded fields plus the raw bytes the device hash is computed over.
 struct ReceiptPayload {
     /// Bounds the work one payload can cause: real receipts hold a few thousand attributes at most.

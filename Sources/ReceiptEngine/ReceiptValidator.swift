@@ -1,4 +1,5 @@
 public import Foundation
+internal import CryptoFloor
 
 /// Validates receipts against one policy. Safe to share across threads; chain decisions are cached by the exact
 /// certificate bytes, so the same Apple certificates are decoded and verified once.
@@ -21,45 +22,34 @@ public final class ReceiptValidator: Sendable {
         at validationTime: Date = Date()
     ) -> ValidationResult {
         var result = ValidationResult()
-        func fail(_ code: ValidationError.Code, _ message: String) -> ValidationResult {
-            result.error = ValidationError(code, message)
+        func fail(_ error: ValidationError) -> ValidationResult {
+            result.error = error
             return result
         }
 
-        guard !bytes.isEmpty else { return fail(.malformedReceipt, "the receipt is empty") }
+        guard !bytes.isEmpty else { return fail(ValidationError(.malformedReceipt, "the receipt is empty")) }
         guard bytes.count <= policy.maximumReceiptBytes else {
-            return fail(.malformedReceipt, "the receipt is larger than \(policy.maximumReceiptBytes) bytes")
+            return fail(ValidationError(
+                .malformedReceipt, "the receipt is larger than \(policy.maximumReceiptBytes) bytes"))
         }
         let container: ReceiptContainer
         do {
             container = try ReceiptContainer(parsing: bytes)
         } catch {
-            return fail(.malformedReceipt, "not a PKCS#7 signed receipt: \(Self.reason(error))")
+            return fail(ValidationError(.malformedReceipt, "not a PKCS#7 signed receipt: \(Self.reason(error))"))
         }
 
-        let signer: TrustedSigner
+        let chain: TrustedChain
         switch trust.evaluate(container) {
-        case .untrusted(let reason):
+        case .untrusted(let failure):
             result.checks.signature = .failed
-            return fail(.certificateUntrusted, reason)
+            return fail(ValidationError(untrusted: failure))
         case .trusted(let trusted):
-            signer = trusted
+            chain = trusted
         }
-
-        let digest = container.digest.digest
-        let signedBytes: [UInt8]
-        if let attributes = container.signedAttributes {
-            guard digest.hash(container.content) == container.signedMessageDigest else {
-                result.checks.signature = .failed
-                return fail(.signatureInvalid, "the signed message digest does not match the content")
-            }
-            signedBytes = attributes
-        } else {
-            signedBytes = container.content
-        }
-        guard signer.key.verify(signature: container.signature, over: signedBytes, digest: digest) else {
+        if let error = Self.signatureError(container, chain.signerKey) {
             result.checks.signature = .failed
-            return fail(.signatureInvalid, "the signature does not verify with the signing certificate")
+            return fail(error)
         }
 
         let payload: ReceiptPayload
@@ -67,74 +57,51 @@ public final class ReceiptValidator: Sendable {
             payload = try ReceiptPayload(decoding: container.content)
         } catch {
             result.checks.signature = .passed
-            return fail(.malformedReceipt, "the signed payload is not a valid receipt: \(Self.reason(error))")
+            return fail(ValidationError(
+                .malformedReceipt, "the signed payload is not a valid receipt: \(Self.reason(error))"))
         }
         let receipt = payload.receipt
         result.receipt = receipt
         result.subscriptions = SubscriptionStatus.summarize(receipt.inAppPurchases, at: ReceiptDate(validationTime))
 
-        // Apple's guidance: the chain must have been valid when the receipt was issued, not now (all have expired).
-        let created = receipt.creationDate.millisecondsSince1970
-        guard created >= signer.validFrom, created <= signer.validUntil else {
+        let window = SigningWindowCheck(
+            validFrom: ReceiptDate(millisecondsSince1970: chain.validFrom),
+            validUntil: ReceiptDate(millisecondsSince1970: chain.validUntil))
+        if case .failed(let error) = window.evaluate(signedAt: receipt.creationDate) {
             result.checks.signature = .failed
-            return fail(
-                .certificateUntrusted,
-                "the receipt was created (\(receipt.creationDate.rfc3339)) outside its signing chain's validity "
-                    + "(\(ReceiptDate(millisecondsSince1970: signer.validFrom).rfc3339) to "
-                    + "\(ReceiptDate(millisecondsSince1970: signer.validUntil).rfc3339))")
+            return fail(error)
         }
         result.checks.signature = .passed
 
-        var failures: [ValidationError] = []
-        if let environment = receipt.environment {
-            let accepted = policy.environments.contains(environment)
-            result.checks.environment = accepted ? .passed : .failed
-            if !accepted {
-                failures.append(ValidationError(.environmentNotAccepted, "\(environment.rawValue) receipts are not accepted"))
-            }
-        }
-
-        let app: AppPolicy?
-        if let expectedBundleID {
-            let matches = receipt.bundleID == expectedBundleID
-            result.checks.bundleID = matches ? .passed : .failed
-            if !matches {
-                failures.append(ValidationError(
-                    .bundleIDMismatch, "the receipt is for \(receipt.bundleID), not \(expectedBundleID)"))
-            }
-            app = matches ? policy.apps.first { $0.bundleID == expectedBundleID } : nil
-        } else if !policy.apps.isEmpty {
-            app = policy.apps.first { $0.bundleID == receipt.bundleID }
-            result.checks.bundleID = app == nil ? .failed : .passed
-            if app == nil {
-                failures.append(ValidationError(
-                    .bundleIDMismatch, "the receipt is for \(receipt.bundleID), which is not a configured app"))
-            }
-        } else {
-            app = nil
-        }
-
-        if let app, !app.acceptedVersions.isEmpty {
-            let accepted = app.acceptedVersions.contains(receipt.applicationVersion)
-            result.checks.version = accepted ? .passed : .failed
-            if !accepted {
-                failures.append(ValidationError(
-                    .versionNotAccepted, "version \(receipt.applicationVersion) of \(app.bundleID) is not accepted"))
-            }
-        }
-
-        if let deviceIdentifier {
-            let expected = Digest.sha1.hash(deviceIdentifier.bytes + payload.opaqueValue + payload.bundleIDEncoding)
-            let matches = expected == payload.deviceHash
-            result.checks.deviceHash = matches ? .passed : .failed
-            if !matches {
-                failures.append(ValidationError(.deviceHashMismatch, "the receipt was not issued to this device"))
-            }
-        }
-
-        let order = ValidationError.Code.all
-        result.error = failures.min { order.firstIndex(of: $0.code)! < order.firstIndex(of: $1.code)! }
+        var findings = CheckFindings()
+        result.checks.environment = findings.record(
+            EnvironmentCheck(accepted: policy.environments).evaluate(receipt.environment))
+        let bundle = BundleIDCheck(apps: policy.apps, expectedBundleID: expectedBundleID).evaluate(receipt.bundleID)
+        result.checks.bundleID = findings.record(bundle.verdict)
+        result.checks.version = findings.record(VersionCheck(app: bundle.app).evaluate(receipt.applicationVersion))
+        result.checks.deviceHash = findings.record(
+            DeviceHashCheck(device: deviceIdentifier).evaluate(
+                receiptHash: payload.deviceHash, opaqueValue: payload.opaqueValue,
+                bundleIDEncoding: payload.bundleIDEncoding))
+        result.error = findings.firstError
         return result
+    }
+
+    /// The signature over the content, or over signed attributes that hold the content's digest (RFC 5652 §5.4).
+    private static func signatureError(_ container: ReceiptContainer, _ key: PublicKey) -> ValidationError? {
+        let signedBytes: [UInt8]
+        if let attributes = container.signedAttributes {
+            guard container.digest.hash(container.content) == container.signedMessageDigest else {
+                return ValidationError(.signatureInvalid, "the signed message digest does not match the content")
+            }
+            signedBytes = attributes
+        } else {
+            signedBytes = container.content
+        }
+        guard key.verify(signature: container.signature, over: signedBytes, digest: container.digest) else {
+            return ValidationError(.signatureInvalid, "the signature does not verify with the signing certificate")
+        }
+        return nil
     }
 
     private static func reason(_ error: any Error) -> String {

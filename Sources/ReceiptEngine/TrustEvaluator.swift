@@ -1,16 +1,9 @@
+internal import CryptoFloor
 import Synchronization
 
-/// The signer of a receipt whose chain reached a trust anchor, and the window in which that chain was valid.
-struct TrustedSigner: Sendable {
-    let key: PublicKey
-    /// The latest notBefore and earliest notAfter across the chain, in milliseconds since 1970.
-    let validFrom: Int64
-    let validUntil: Int64
-}
-
 enum TrustDecision: Sendable {
-    case trusted(TrustedSigner)
-    case untrusted(String)
+    case trusted(TrustedChain)
+    case untrusted(ChainFailure)
 }
 
 /// Decides whether a receipt's certificates chain its signer to a trust anchor, carrying Apple's marker extensions.
@@ -24,11 +17,6 @@ final class TrustEvaluator: Sendable {
         0xB0, 0xB1, 0x73, 0x0E, 0xCB, 0xC7, 0xFF, 0x45, 0x05, 0x14, 0x2C, 0x49, 0xF1, 0x29, 0x5E, 0x6E,
         0xDA, 0x6B, 0xCA, 0xED, 0x7E, 0x2C, 0x68, 0xC5, 0xBE, 0x91, 0xB5, 0xA1, 0x10, 0x01, 0xF0, 0x24,
     ]
-    /// Apple's "Mac App Store and iTunes Store Receipt Signing" marker: without it any certificate Apple issued
-    /// (every developer has one) could sign a receipt.
-    static let receiptSigningMarker = "1.2.840.113635.100.6.11.1"
-    /// Apple Worldwide Developer Relations intermediate marker.
-    static let intermediateMarker = "1.2.840.113635.100.6.2.1"
     /// Bounds memory; only chains that reached an anchor are kept, so receipts an attacker makes cannot evict them.
     static let cacheCapacity = 128
 
@@ -36,8 +24,7 @@ final class TrustEvaluator: Sendable {
     private let cache = Mutex(DecisionCache())
 
     init(additionalAnchors: [TrustAnchor]) {
-        // TrustAnchor validated each certificate when it was made, so none is dropped here.
-        configuredAnchors = additionalAnchors.compactMap { try? X509Certificate(derEncoded: $0.derEncoded) }
+        configuredAnchors = additionalAnchors.map(\.certificate)
     }
 
     func evaluate(_ container: ReceiptContainer) -> TrustDecision {
@@ -56,47 +43,29 @@ final class TrustEvaluator: Sendable {
         var certificates: [X509Certificate] = []
         for (index, encoding) in encodings.enumerated() {
             guard let certificate = try? X509Certificate(derEncoded: encoding) else {
-                return .untrusted("certificate \(index + 1) in the receipt does not parse")
+                return .untrusted(ChainFailure(
+                    .unparseableCertificate, "certificate \(index + 1) in the receipt does not parse"))
             }
             certificates.append(certificate)
         }
         guard let signer = certificates.first(where: { $0.issuerAndSerialNumber == signerIdentifier }) else {
-            return .untrusted("the receipt does not carry its signer's certificate")
+            return .untrusted(ChainFailure(.strayCertificate, "the receipt does not carry its signer's certificate"))
         }
         let pinned = certificates.filter { $0.sha256Fingerprint == Self.appleRootFingerprint }
         let candidates = certificates.filter { $0 !== signer }
-        let chain: [X509Certificate]
-        switch ChainBuilder.build(signer: signer, candidates: candidates, anchors: configuredAnchors + pinned) {
-        case .untrusted(let reason):
-            return .untrusted("the signing chain does not reach a trusted root: \(reason)")
-        case .trusted(let built):
-            chain = built
-        }
-        // A self-signed anchor that signs receipts itself is how Xcode's StoreKit testing works; it is only ever
-        // trusted because a user configured it.
-        if chain.count > 1 {
-            guard chain[0].hasExtension(oid: Self.receiptSigningMarker) else {
-                return .untrusted("the signing certificate lacks Apple's receipt-signing marker (\(Self.receiptSigningMarker))")
-            }
-            guard chain[1].hasExtension(oid: Self.intermediateMarker) else {
-                return .untrusted("the intermediate certificate lacks Apple's WWDR marker (\(Self.intermediateMarker))")
-            }
+        let chain: TrustedChain
+        switch ChainBuilder.verify(signer: signer, candidates: candidates, anchors: configuredAnchors + pinned) {
+        case .failure(let failure): return .untrusted(failure)
+        case .success(let verified): chain = verified
         }
         // Anything else the receipt carries would be bytes no signature covers; Apple's receipts carry exactly their
         // chain, so a stray or altered certificate (say, a root copy when the root is configured) means tampering.
-        let chainEncodings = Set(chain.map(\.derEncoded))
+        let chainEncodings = Set(chain.certificates.map(\.derEncoded))
         guard certificates.allSatisfy({ chainEncodings.contains($0.derEncoded) }) else {
-            return .untrusted("the receipt carries a certificate that is not part of its signing chain")
+            return .untrusted(ChainFailure(
+                .strayCertificate, "the receipt carries a certificate that is not part of its signing chain"))
         }
-        var validFrom = Int64.min
-        var validUntil = Int64.max
-        for certificate in chain {
-            guard let validity = certificate.validity else { return .untrusted("a certificate's validity does not parse") }
-            validFrom = max(validFrom, validity.notBefore)
-            validUntil = min(validUntil, validity.notAfter)
-        }
-        guard let key = signer.publicKey else { return .untrusted("the signer's public key does not parse") }
-        return .trusted(TrustedSigner(key: key, validFrom: validFrom, validUntil: validUntil))
+        return .trusted(chain)
     }
 }
 
@@ -145,14 +114,14 @@ private struct SignerName: Hashable {
 
 /// Trusted signers by certificate set, forgetting the oldest once full.
 private struct DecisionCache: ~Copyable {
-    var entries: [SignerName: [(certificates: CertificateSet, signer: TrustedSigner)]] = [:]
+    var entries: [SignerName: [(certificates: CertificateSet, signer: TrustedChain)]] = [:]
     var order: [SignerName] = []
 
-    func signer(for key: CertificateSet) -> TrustedSigner? {
+    func signer(for key: CertificateSet) -> TrustedChain? {
         entries[SignerName(bytes: key.signerIdentifier)]?.first { $0.certificates.hasSameBytes(as: key) }?.signer
     }
 
-    mutating func insert(_ signer: TrustedSigner, for key: CertificateSet, capacity: Int) {
+    mutating func insert(_ signer: TrustedChain, for key: CertificateSet, capacity: Int) {
         guard self.signer(for: key) == nil else { return }
         let owned = key.owned()
         let name = SignerName(bytes: owned.signerIdentifier)

@@ -1,4 +1,6 @@
-/// Why a receipt is not valid: a stable machine code for programs and a sentence for people.
+internal import CryptoFloor
+
+/// Why a receipt or a StoreKit 2 JWS is not valid: a stable machine code for programs and a sentence for people.
 ///
 /// Equality compares the code only, so tests and callers match on `code` while the message stays free to
 /// improve.
@@ -18,20 +20,55 @@ public struct ValidationError: Error, Sendable, Hashable, CustomStringConvertibl
         public static let versionNotAccepted = Code(rawValue: "version_not_accepted")
         public static let deviceHashMismatch = Code(rawValue: "device_hash_mismatch")
         public static let environmentNotAccepted = Code(rawValue: "environment_not_accepted")
+        /// Not a compact JWS of the shape Apple signs (StoreKit 2).
+        public static let malformedJWS = Code(rawValue: "malformed_jws")
+        /// The signed `appAppleId` is not the configured app's.
+        public static let appAppleIDMismatch = Code(rawValue: "app_apple_id_mismatch")
+        /// The caller asked for one kind of signed data and got another.
+        public static let kindMismatch = Code(rawValue: "kind_mismatch")
 
         /// Every code a verdict can carry, in the order the checks run.
         public static let all: [Code] = [
-            .malformedReceipt, .certificateUntrusted, .signatureInvalid, .environmentNotAccepted,
-            .bundleIDMismatch, .versionNotAccepted, .deviceHashMismatch,
+            .malformedReceipt, .malformedJWS, .certificateUntrusted, .signatureInvalid, .kindMismatch,
+            .environmentNotAccepted, .bundleIDMismatch, .appAppleIDMismatch, .versionNotAccepted, .deviceHashMismatch,
+        ]
+    }
+
+    /// Why a `certificate_untrusted` verdict was reached, for programs: finer than the code, as stable.
+    public struct Reason: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
+        /// No path from the signer to a trusted root (or a certificate on it does not verify).
+        public static let noTrustedRoot = Reason(rawValue: "no_trusted_root")
+        /// The signing certificate or the intermediate lacks Apple's marker extension.
+        public static let markerMissing = Reason(rawValue: "marker_missing")
+        /// Signed outside the validity of a certificate on the path.
+        public static let outsideValidity = Reason(rawValue: "outside_validity")
+        /// A certificate is not on the signing path, or the signer's certificate is missing.
+        public static let strayCertificate = Reason(rawValue: "stray_certificate")
+        /// A certificate, or the signer's key, does not decode.
+        public static let unparseableCertificate = Reason(rawValue: "unparseable_certificate")
+
+        public static let all: [Reason] = [
+            .noTrustedRoot, .markerMissing, .outsideValidity, .strayCertificate, .unparseableCertificate,
         ]
     }
 
     public let code: Code
+    /// Set for `certificate_untrusted`; nil otherwise.
+    public let reason: Reason?
     public let message: String
 
-    public init(_ code: Code, _ message: String) {
+    public init(_ code: Code, _ message: String, reason: Reason? = nil) {
         self.code = code
+        self.reason = reason
         self.message = message
+    }
+
+    init(untrusted failure: ChainFailure) {
+        self.init(.certificateUntrusted, failure.message, reason: Reason(rawValue: failure.reason.rawValue))
     }
 
     public var description: String { "\(code): \(message)" }

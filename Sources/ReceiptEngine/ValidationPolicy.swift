@@ -1,3 +1,5 @@
+internal import CryptoFloor
+
 /// An app whose receipts this validator accepts.
 public struct AppPolicy: Sendable, Hashable {
     public var bundleID: String

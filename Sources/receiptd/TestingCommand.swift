@@ -1,5 +1,6 @@
 import Foundation
 import ReceiptEngine
+import ReceiptForge
 import ReceiptService
 
 /// `receiptd testing init-ca DIR` and `receiptd testing receipt …`: a test PKI and receipts made to order, for

@@ -1,7 +1,9 @@
 import Foundation
 import Testing
 
+@testable import CryptoFloor
 @testable import ReceiptEngine
+import ReceiptForge
 
 /// The chain decision is cached by the exact certificate bytes. Every test first validates a good receipt with the
 /// same validator, so the cache is warm, and then shows that an altered receipt still fails.
@@ -66,7 +68,7 @@ struct ChainCacheTests {
         let unmarked = try TestPKI.blueprint().forge(with: TestPKI.leafWithoutMarker)
         let result = validator.validate(unmarked)
         #expect(result.error?.code == .certificateUntrusted)
-        #expect(result.error?.message.contains(TrustEvaluator.receiptSigningMarker) == true)
+        #expect(result.error?.message.contains(AppleMarker.signing) == true)
     }
 
     @Test func intermediateWithoutMarker_afterWarmCache_isUntrusted() throws {
@@ -75,7 +77,7 @@ struct ChainCacheTests {
         let unmarked = try TestPKI.blueprint().forge(with: TestPKI.intermediateWithoutMarker)
         let result = validator.validate(unmarked)
         #expect(result.error?.code == .certificateUntrusted)
-        #expect(result.error?.message.contains(TrustEvaluator.intermediateMarker) == true)
+        #expect(result.error?.message.contains(AppleMarker.worldwideDeveloperRelations) == true)
     }
 
     @Test func cachedChain_receiptCreatedAfterExpiry_isUntrusted() throws {

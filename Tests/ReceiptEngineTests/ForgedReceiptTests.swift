@@ -1,7 +1,9 @@
 import Foundation
 import Testing
 
+@testable import CryptoFloor
 @testable import ReceiptEngine
+import ReceiptForge
 
 struct SignatureAndContainerTests {
     @Test(arguments: SignatureDigest.allCases)
@@ -85,14 +87,14 @@ struct SignatureAndContainerTests {
         let receipt = try TestPKI.blueprint().forge(with: TestPKI.leafWithoutMarker)
         let result = TestPKI.validator([TestPKI.leafWithoutMarker]).validate(receipt)
         #expect(result.error?.code == .certificateUntrusted)
-        #expect(result.error?.message.contains(TrustEvaluator.receiptSigningMarker) == true)
+        #expect(result.error?.message.contains(AppleMarker.signing) == true)
     }
 
     @Test func intermediateWithoutMarker_isUntrusted() throws {
         let receipt = try TestPKI.blueprint().forge(with: TestPKI.intermediateWithoutMarker)
         let result = TestPKI.validator([TestPKI.intermediateWithoutMarker]).validate(receipt)
         #expect(result.error?.code == .certificateUntrusted)
-        #expect(result.error?.message.contains(TrustEvaluator.intermediateMarker) == true)
+        #expect(result.error?.message.contains(AppleMarker.worldwideDeveloperRelations) == true)
     }
 
     @Test func tamperedPayloadByte_isSignatureInvalid() throws {

@@ -1,7 +1,9 @@
 import Foundation
 import Testing
 
+@testable import CryptoFloor
 @testable import ReceiptEngine
+import ReceiptForge
 
 /// Receipts at the edges of the clock and of the input: each must get a clean verdict (a result, never a trap),
 /// and the verdict must be the right one.

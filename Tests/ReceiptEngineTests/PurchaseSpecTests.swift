@@ -1,6 +1,7 @@
 import Testing
 
 @testable import ReceiptEngine
+import ReceiptForge
 
 struct PurchaseSpecTests {
     static let today = ReceiptDate(rfc3339: "2026-03-01T00:00:00Z")!

@@ -1,6 +1,7 @@
 import Foundation
 
 @testable import ReceiptEngine
+import ReceiptForge
 
 /// Test PKIs made once per test run (RSA key generation is the slow part).
 enum TestPKI {

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import ReceiptEngine
+import ReceiptForge
 
 struct TrustAnchorTests {
     static let der = TestPKI.standard.rootCertificateDER

@@ -1,6 +1,7 @@
 import Foundation
 import HTTP1Server
 import ReceiptEngine
+import ReceiptForge
 import Testing
 
 #if canImport(FoundationNetworking)

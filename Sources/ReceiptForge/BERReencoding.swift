@@ -1,3 +1,5 @@
+internal import CryptoFloor
+
 /// Re-encodes a DER receipt the way Xcode writes receipts: indefinite lengths on the PKCS#7 structure and the
 /// payload split into a chunked (constructed) OCTET STRING. Certificates and signer infos are kept byte for byte,
 /// so the signature still verifies. For tests of the BER path.

@@ -1,4 +1,6 @@
 public import Foundation
+public import ReceiptEngine
+package import CryptoFloor
 
 /// The digest a forged receipt's signer uses.
 public enum SignatureDigest: String, Sendable, CaseIterable {
@@ -27,10 +29,10 @@ public struct TestCertificateAuthority: Sendable {
         }
     }
 
-    let root: X509Certificate
-    let intermediate: X509Certificate
-    let leaf: X509Certificate
-    let leafKey: PrivateKey
+    package let root: X509Certificate
+    package let intermediate: X509Certificate
+    package let leaf: X509Certificate
+    package let leafKey: PrivateKey
     private let rootKey: PrivateKey?
     private let intermediateKey: PrivateKey?
 
@@ -54,14 +56,14 @@ public struct TestCertificateAuthority: Sendable {
             CertificateTemplate(
                 commonName: "receiptd Test Worldwide Developer Relations CA", serial: serialBase + 1,
                 notBefore: intermediateFrom, notAfter: intermediateUntil, isCA: true,
-                markers: options.intermediateHasMarker ? [TrustEvaluator.intermediateMarker] : []),
+                markers: options.intermediateHasMarker ? [AppleMarker.worldwideDeveloperRelations] : []),
             subjectKey: intermediateKey, issuer: root, issuerKey: rootKey)
         let (leafFrom, leafUntil) = validity(options.leafValidity)
         let leaf = try CertificateIssuer.issue(
             CertificateTemplate(
                 commonName: "receiptd Test Receipt Signing", serial: serialBase + 2, notBefore: leafFrom,
                 notAfter: leafUntil, isCA: false,
-                markers: options.leafHasMarker ? [TrustEvaluator.receiptSigningMarker] : []),
+                markers: options.leafHasMarker ? [AppleMarker.signing] : []),
             subjectKey: leafKey, issuer: intermediate, issuerKey: intermediateKey)
         return TestCertificateAuthority(
             root: root, intermediate: intermediate, leaf: leaf, leafKey: leafKey, rootKey: rootKey,

@@ -1,4 +1,6 @@
 public import Foundation
+public import ReceiptEngine
+internal import CryptoFloor
 
 /// One purchase to put in a forged receipt (an attribute-17 set).
 public struct PurchaseBlueprint: Sendable, Hashable {
@@ -114,14 +116,14 @@ public struct ReceiptAttributeBlueprint: Sendable, Hashable {
         self.value = value
     }
 
-    static func utf8(_ type: Int64, _ text: String) -> Self { Self(type: type, value: DERWriter.utf8String(text)) }
-    static func integer(_ type: Int64, _ number: Int64) -> Self { Self(type: type, value: DERWriter.integer(number)) }
+    package static func utf8(_ type: Int64, _ text: String) -> Self { Self(type: type, value: DERWriter.utf8String(text)) }
+    package static func integer(_ type: Int64, _ number: Int64) -> Self { Self(type: type, value: DERWriter.integer(number)) }
     /// Apple writes an absent date as an empty IA5String.
-    static func date(_ type: Int64, _ date: ReceiptDate?) -> Self {
+    package static func date(_ type: Int64, _ date: ReceiptDate?) -> Self {
         Self(type: type, value: DERWriter.ia5String(date?.rfc3339 ?? ""))
     }
 
-    var encoded: [UInt8] {
+    package var encoded: [UInt8] {
         DERWriter.sequence(DERWriter.integer(type) + DERWriter.integer(version) + DERWriter.octetString(value))
     }
 }

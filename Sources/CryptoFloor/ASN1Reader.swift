@@ -5,11 +5,11 @@ internal import COpenSSL
 /// Four words, so that it comes back from `ASN1Reader.element` in registers: a payload walk reads hundreds of
 /// headers per receipt, and the wrapper around each read (an element returned through memory among it) cost more
 /// instructions than `ASN1_get_object` itself.
-struct ASN1Element {
-    var headerStart: Int
-    var contentStart: Int
+package struct ASN1Element {
+    package var headerStart: Int
+    package var contentStart: Int
     /// End of the content, before the end-of-contents octets of an indefinite-length element.
-    var contentEnd: Int
+    package var contentEnd: Int
     /// The tag number in the low 32 bits, the class above it, then the constructed and indefinite flags.
     private var identifier: UInt64
 
@@ -22,40 +22,42 @@ struct ASN1Element {
             | (isConstructed ? 1 << 40 : 0) | (isIndefinite ? 1 << 41 : 0)
     }
 
-    var tag: Int32 { Int32(bitPattern: UInt32(truncatingIfNeeded: identifier)) }
-    var tagClass: Int32 { Int32(UInt8(truncatingIfNeeded: identifier >> 32)) }
-    var isConstructed: Bool { identifier & 1 << 40 != 0 }
-    var isIndefinite: Bool { identifier & 1 << 41 != 0 }
+    package var tag: Int32 { Int32(bitPattern: UInt32(truncatingIfNeeded: identifier)) }
+    package var tagClass: Int32 { Int32(UInt8(truncatingIfNeeded: identifier >> 32)) }
+    package var isConstructed: Bool { identifier & 1 << 40 != 0 }
+    package var isIndefinite: Bool { identifier & 1 << 41 != 0 }
     /// First byte after the element.
-    var end: Int { isIndefinite ? contentEnd + 2 : contentEnd }
+    package var end: Int { isIndefinite ? contentEnd + 2 : contentEnd }
 
-    var isUniversal: Bool { tagClass == V_ASN1_UNIVERSAL }
-    var isContextSpecific: Bool { tagClass == V_ASN1_CONTEXT_SPECIFIC }
-    func isUniversal(_ tag: Int32) -> Bool { identifier & 0xFF_FFFF_FFFF == UInt64(UInt32(bitPattern: tag)) }
-    func isContext(_ tag: Int32) -> Bool { tagClass == V_ASN1_CONTEXT_SPECIFIC && self.tag == tag }
+    package var isUniversal: Bool { tagClass == V_ASN1_UNIVERSAL }
+    package var isContextSpecific: Bool { tagClass == V_ASN1_CONTEXT_SPECIFIC }
+    package func isUniversal(_ tag: Int32) -> Bool { identifier & 0xFF_FFFF_FFFF == UInt64(UInt32(bitPattern: tag)) }
+    package func isContext(_ tag: Int32) -> Bool { tagClass == V_ASN1_CONTEXT_SPECIFIC && self.tag == tag }
 }
 
 /// Why an ASN.1 walk stopped; the receipt engine turns it into `malformed_receipt`.
-struct ASN1ReadError: Error {
-    var reason: String
+package struct ASN1ReadError: Error {
+    package var reason: String
+
+    package init(reason: String) { self.reason = reason }
 }
 
 /// Walks BER/DER with OpenSSL's `ASN1_get_object`, which reads one header and checks it against the bytes left.
 /// Only headers are read here; values are left in place so nothing is copied until a caller asks for it.
-struct ASN1Reader {
+package struct ASN1Reader {
     /// Indefinite-length elements are skipped by walking their children; this bounds that recursion.
-    static let maximumDepth = 12
+    package static let maximumDepth = 12
 
-    let bytes: [UInt8]
+    package let bytes: [UInt8]
 
-    init(_ bytes: [UInt8]) { self.bytes = bytes }
+    package init(_ bytes: [UInt8]) { self.bytes = bytes }
 
     /// Reads the element that starts at `offset` and must end by `limit`.
     ///
     /// Inlined into the payload walk, which calls it for every attribute's four headers; the rare paths (errors,
     /// indefinite lengths) live in functions of their own so that this one stays small.
     @inline(__always)
-    func element(at offset: Int, limit: Int, depth: Int = 0) throws(ASN1ReadError) -> ASN1Element {
+    package func element(at offset: Int, limit: Int, depth: Int = 0) throws(ASN1ReadError) -> ASN1Element {
         guard depth <= Self.maximumDepth, offset >= 0, offset < limit, limit <= bytes.count else {
             throw Self.positionError(offset: offset, depth: depth)
         }
@@ -113,7 +115,7 @@ struct ASN1Reader {
     }
 
     /// The children of a constructed element, in order.
-    func children(of parent: ASN1Element, depth: Int = 0) throws(ASN1ReadError) -> [ASN1Element] {
+    package func children(of parent: ASN1Element, depth: Int = 0) throws(ASN1ReadError) -> [ASN1Element] {
         guard parent.isConstructed else { throw ASN1ReadError(reason: "expected a constructed element") }
         var result: [ASN1Element] = []
         // A container's constructed parts have at most six children; growing the array from empty reallocated it
@@ -129,21 +131,21 @@ struct ASN1Reader {
     }
 
     /// Where a walk over a constructed element's children stands.
-    struct ChildCursor {
+    package struct ChildCursor {
         fileprivate var offset: Int
         fileprivate let end: Int
     }
 
     /// Steps through the children without collecting them (payloads hold up to hundreds of thousands) and without
     /// a closure per child: `while let child = try reader.next(&cursor) { … }`.
-    func childCursor(of parent: ASN1Element) throws(ASN1ReadError) -> ChildCursor {
+    package func childCursor(of parent: ASN1Element) throws(ASN1ReadError) -> ChildCursor {
         guard parent.isConstructed else { throw ASN1ReadError(reason: "expected a constructed element") }
         return ChildCursor(offset: parent.contentStart, end: parent.contentEnd)
     }
 
     /// The next child, or nil after the last.
     @inline(__always)
-    func next(_ cursor: inout ChildCursor) throws(ASN1ReadError) -> ASN1Element? {
+    package func next(_ cursor: inout ChildCursor) throws(ASN1ReadError) -> ASN1Element? {
         guard cursor.offset < cursor.end else { return nil }
         let child = try element(at: cursor.offset, limit: cursor.end, depth: 1)
         cursor.offset = child.end
@@ -151,12 +153,12 @@ struct ASN1Reader {
     }
 
     /// The element's bytes, header included.
-    func encoding(of element: ASN1Element) -> ArraySlice<UInt8> { bytes[element.headerStart..<element.end] }
+    package func encoding(of element: ASN1Element) -> ArraySlice<UInt8> { bytes[element.headerStart..<element.end] }
 
-    func content(of element: ASN1Element) -> ArraySlice<UInt8> { bytes[element.contentStart..<element.contentEnd] }
+    package func content(of element: ASN1Element) -> ArraySlice<UInt8> { bytes[element.contentStart..<element.contentEnd] }
 
     /// An OCTET STRING's value; BER lets it arrive in chunks (a constructed string of strings), as Xcode writes.
-    func octetString(_ element: ASN1Element, depth: Int = 0) throws(ASN1ReadError) -> [UInt8] {
+    package func octetString(_ element: ASN1Element, depth: Int = 0) throws(ASN1ReadError) -> [UInt8] {
         guard element.isUniversal(V_ASN1_OCTET_STRING) else { throw ASN1ReadError(reason: "expected an OCTET STRING") }
         guard element.isConstructed else { return Array(content(of: element)) }
         guard depth < Self.maximumDepth else { throw ASN1ReadError(reason: "OCTET STRING chunks nested too deep") }
@@ -170,7 +172,7 @@ struct ASN1Reader {
     /// A small INTEGER's value; nil when it does not fit 64 bits. Every attribute's type is one, so it is read
     /// from the array directly rather than through a slice.
     @inline(__always)
-    func integer(_ element: ASN1Element) throws(ASN1ReadError) -> Int64? {
+    package func integer(_ element: ASN1Element) throws(ASN1ReadError) -> Int64? {
         guard element.isUniversal(V_ASN1_INTEGER), !element.isConstructed else {
             throw ASN1ReadError(reason: "expected an INTEGER")
         }
@@ -183,13 +185,13 @@ struct ASN1Reader {
     }
 
     /// Reads a complete encoding that must be one element with nothing after it.
-    func root() throws(ASN1ReadError) -> ASN1Element {
+    package func root() throws(ASN1ReadError) -> ASN1Element {
         try root(in: 0..<bytes.count)
     }
 
     /// Reads the element that must fill `bounds` exactly: an encoding nested in another's value, read in place.
     @inline(__always)
-    func root(in bounds: Range<Int>) throws(ASN1ReadError) -> ASN1Element {
+    package func root(in bounds: Range<Int>) throws(ASN1ReadError) -> ASN1Element {
         let element = try element(at: bounds.lowerBound, limit: bounds.upperBound)
         guard element.end == bounds.upperBound else { throw ASN1ReadError(reason: "bytes after the end") }
         return element
@@ -197,7 +199,7 @@ struct ASN1Reader {
 
     /// An OCTET STRING's value as a region of a reader: in place when the string is primitive (DER, as Apple
     /// writes every attribute), else its chunks joined into a reader of their own (BER, as Xcode writes).
-    func octetStringRegion(_ element: ASN1Element) throws(ASN1ReadError) -> (reader: ASN1Reader, bounds: Range<Int>) {
+    package func octetStringRegion(_ element: ASN1Element) throws(ASN1ReadError) -> (reader: ASN1Reader, bounds: Range<Int>) {
         guard element.isUniversal(V_ASN1_OCTET_STRING) else { throw ASN1ReadError(reason: "expected an OCTET STRING") }
         guard element.isConstructed else { return (self, element.contentStart..<element.contentEnd) }
         let joined = try octetString(element)
@@ -205,17 +207,12 @@ struct ASN1Reader {
     }
 }
 
-/// Universal tag numbers (X.680 §8.6), so that files outside this folder need not import OpenSSL.
-enum ASN1Tag {
-    static let integer: Int32 = 2
-    static let octetString: Int32 = 4
-    static let null: Int32 = 5
-    static let objectIdentifier: Int32 = 6
-    static let utf8String: Int32 = 12
-    static let sequence: Int32 = 16
-    static let set: Int32 = 17
-    static let printableString: Int32 = 19
-    static let ia5String: Int32 = 22
-    static let utcTime: Int32 = 23
-    static let generalizedTime: Int32 = 24
+/// Universal tag numbers (X.680 §8.6), so that modules above the floor need not import OpenSSL.
+package enum ASN1Tag {
+    package static let integer: Int32 = 2
+    package static let octetString: Int32 = 4
+    package static let null: Int32 = 5
+    package static let objectIdentifier: Int32 = 6
+    package static let sequence: Int32 = 16
+    package static let set: Int32 = 17
 }

@@ -1,18 +1,18 @@
 internal import COpenSSL
 
 /// Owns one private `EVP_PKEY`, for the test PKI only.
-final class PrivateKey: @unchecked Sendable {
+package final class PrivateKey: @unchecked Sendable {
     fileprivate let pointer: OpaquePointer
 
     private init(owning pointer: OpaquePointer) { self.pointer = pointer }
     deinit { EVP_PKEY_free(pointer) }
 
-    static func generateRSA(bits: Int) throws(OpenSSLError) -> PrivateKey {
+    package static func generateRSA(bits: Int) throws(OpenSSLError) -> PrivateKey {
         guard let key = receiptd_rsa_generate(UInt32(bits)) else { throw OpenSSLError("RSA key generation") }
         return PrivateKey(owning: key)
     }
 
-    init(pem: [UInt8]) throws(OpenSSLError) {
+    package init(pem: [UInt8]) throws(OpenSSLError) {
         let key: OpaquePointer? = pem.withUnsafeBytes { buffer in
             guard let bio = BIO_new_mem_buf(buffer.baseAddress, Int32(buffer.count)) else { return nil }
             defer { BIO_free(bio) }
@@ -23,7 +23,7 @@ final class PrivateKey: @unchecked Sendable {
     }
 
     /// Unencrypted PKCS#8 PEM: test keys only.
-    func pem() throws(OpenSSLError) -> [UInt8] {
+    package func pem() throws(OpenSSLError) -> [UInt8] {
         try withMemoryBIO { bio in PEM_write_bio_PrivateKey(bio, pointer, nil, nil, 0, nil, nil) == 1 }
     }
 }
@@ -40,19 +40,28 @@ private func withMemoryBIO(_ write: (OpaquePointer) -> Bool) throws(OpenSSLError
 }
 
 /// What to put in a certificate the test PKI issues.
-struct CertificateTemplate {
-    var commonName: String
-    var serial: Int64
-    var notBefore: Int64  // seconds since 1970
-    var notAfter: Int64
-    var isCA: Bool
+package struct CertificateTemplate {
+    package var commonName: String
+    package var serial: Int64
+    package var notBefore: Int64  // seconds since 1970
+    package var notAfter: Int64
+    package var isCA: Bool
     /// Dotted OIDs of Apple's marker extensions to include (value NULL, non-critical, as Apple writes them).
-    var markers: [String]
+    package var markers: [String]
+
+    package init(commonName: String, serial: Int64, notBefore: Int64, notAfter: Int64, isCA: Bool, markers: [String]) {
+        self.commonName = commonName
+        self.serial = serial
+        self.notBefore = notBefore
+        self.notAfter = notAfter
+        self.isCA = isCA
+        self.markers = markers
+    }
 }
 
-enum CertificateIssuer {
+package enum CertificateIssuer {
     /// Issues a certificate for `subjectKey`, signed by `issuerKey` (SHA-256); self-signed when `issuer` is nil.
-    static func issue(
+    package static func issue(
         _ template: CertificateTemplate, subjectKey: PrivateKey, issuer: X509Certificate?, issuerKey: PrivateKey
     ) throws(OpenSSLError) -> X509Certificate {
         guard let certificate = X509_new() else { throw OpenSSLError("X509_new") }
@@ -116,7 +125,7 @@ enum CertificateIssuer {
         guard X509_add_ext(certificate, extensionValue, -1) == 1 else { throw OpenSSLError("X509_add_ext \(oid)") }
     }
 
-    static func pem(of certificate: X509Certificate) throws(OpenSSLError) -> [UInt8] {
+    package static func pem(of certificate: X509Certificate) throws(OpenSSLError) -> [UInt8] {
         try withMemoryBIO { bio in PEM_write_bio_X509(bio, certificate.pointer) == 1 }
     }
 
@@ -124,7 +133,7 @@ enum CertificateIssuer {
     /// certificates included.
     /// - Parameter signedAttributes: add content type, signing time and message digest as S/MIME tools do, rather
     ///   than signing the content directly as Apple does.
-    static func signPKCS7(
+    package static func signPKCS7(
         content: [UInt8], signer: X509Certificate, key: PrivateKey, certificates: [X509Certificate], digest: Digest,
         signedAttributes: Bool = false
     ) throws(OpenSSLError) -> [UInt8] {
@@ -154,8 +163,8 @@ enum CertificateIssuer {
 
 extension X509Certificate {
     /// Reads a PEM certificate (the first block).
-    convenience init(pem: [UInt8]) throws(OpenSSLError) {
-        guard let block = TrustAnchor.pemBlocks(pem, label: "CERTIFICATE").first, let der = block else {
+    package convenience init(pem: [UInt8]) throws(OpenSSLError) {
+        guard let block = PEM.blocks(pem, label: "CERTIFICATE").first, let der = block else {
             throw OpenSSLError("no CERTIFICATE block")
         }
         try self.init(derEncoded: der)

@@ -1,6 +1,6 @@
 /// Minimal DER encoding, for building payloads (the forge) and re-assembling names; reading goes through OpenSSL.
-enum DERWriter {
-    static func element(tag: UInt8, _ content: [UInt8]) -> [UInt8] {
+package enum DERWriter {
+    package static func element(tag: UInt8, _ content: [UInt8]) -> [UInt8] {
         var out: [UInt8] = [tag]
         out.reserveCapacity(content.count + 6)
         appendLength(content.count, to: &out)
@@ -8,7 +8,7 @@ enum DERWriter {
         return out
     }
 
-    static func appendLength(_ length: Int, to out: inout [UInt8]) {
+    package static func appendLength(_ length: Int, to out: inout [UInt8]) {
         if length < 0x80 {
             out.append(UInt8(length))
             return
@@ -23,14 +23,14 @@ enum DERWriter {
         out += bytes
     }
 
-    static func sequence(_ content: [UInt8]) -> [UInt8] { element(tag: 0x30, content) }
+    package static func sequence(_ content: [UInt8]) -> [UInt8] { element(tag: 0x30, content) }
 
     /// A DER SET OF: members sorted by their encodings (X.690 §11.6).
-    static func set(of members: [[UInt8]]) -> [UInt8] {
+    package static func set(of members: [[UInt8]]) -> [UInt8] {
         element(tag: 0x31, members.sorted { $0.lexicographicallyPrecedes($1) }.flatMap { $0 })
     }
 
-    static func integer(_ value: Int64) -> [UInt8] {
+    package static func integer(_ value: Int64) -> [UInt8] {
         var bytes: [UInt8] = []
         var remaining = value
         repeat {
@@ -43,7 +43,7 @@ enum DERWriter {
         return element(tag: 0x02, bytes)
     }
 
-    static func octetString(_ bytes: [UInt8]) -> [UInt8] { element(tag: 0x04, bytes) }
-    static func utf8String(_ text: String) -> [UInt8] { element(tag: 0x0C, Array(text.utf8)) }
-    static func ia5String(_ text: String) -> [UInt8] { element(tag: 0x16, Array(text.utf8)) }
+    package static func octetString(_ bytes: [UInt8]) -> [UInt8] { element(tag: 0x04, bytes) }
+    package static func utf8String(_ text: String) -> [UInt8] { element(tag: 0x0C, Array(text.utf8)) }
+    package static func ia5String(_ text: String) -> [UInt8] { element(tag: 0x16, Array(text.utf8)) }
 }
