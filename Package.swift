@@ -33,13 +33,15 @@ let package = Package(
         // Test PKIs and forged receipts for `receiptd testing`, tests, fuzzing and benchmarks; nothing that
         // validates depends on it.
         .target(name: "ReceiptForge", dependencies: ["CryptoFloor", "ReceiptEngine"], swiftSettings: strictSettings),
+        // JSON values that keep member order, with a strict parser and a compact or pretty writer.
+        .target(name: "JSONText", swiftSettings: strictSettings),
         // epoll and eventfd, which Swift's Glibc module leaves out; only HTTP1Server imports it.
         .systemLibrary(name: "CEpoll"),
         // A small HTTP/1.1 server on POSIX sockets, epoll and Dispatch. Knows nothing of receipts.
         .target(name: "HTTP1Server", dependencies: ["CEpoll"], swiftSettings: strictSettings),
         // Routes, configuration and JSON: joins the engine to the HTTP server.
-        .target(name: "ReceiptService", dependencies: ["ReceiptEngine", "HTTP1Server"], swiftSettings: strictSettings),
-        .executableTarget(name: "receiptd", dependencies: ["ReceiptService", "ReceiptEngine", "ReceiptForge"], swiftSettings: strictSettings),
+        .target(name: "ReceiptService", dependencies: ["ReceiptEngine", "JSONText", "HTTP1Server"], swiftSettings: strictSettings),
+        .executableTarget(name: "receiptd", dependencies: ["ReceiptService", "ReceiptEngine", "ReceiptForge", "JSONText"], swiftSettings: strictSettings),
         // libFuzzer targets (see scripts/fuzz-smoke); a plain build links them as programs that do nothing.
         .executableTarget(name: "FuzzReceipt", dependencies: ["ReceiptEngine", "ReceiptForge"], path: "Fuzz/FuzzReceipt", swiftSettings: strictSettings),
         .executableTarget(name: "FuzzHTTPRequest", dependencies: ["HTTP1Server"], path: "Fuzz/FuzzHTTPRequest", swiftSettings: strictSettings),
@@ -47,7 +49,7 @@ let package = Package(
         .testTarget(name: "HTTP1ServerTests", dependencies: ["HTTP1Server"], swiftSettings: strictSettings),
         .testTarget(
             name: "ReceiptServiceTests",
-            dependencies: ["ReceiptService", "ReceiptEngine", "ReceiptForge", "HTTP1Server"],
+            dependencies: ["ReceiptService", "ReceiptEngine", "ReceiptForge", "JSONText", "HTTP1Server"],
             swiftSettings: strictSettings
         ),
     ],

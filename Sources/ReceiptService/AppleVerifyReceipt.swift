@@ -1,4 +1,5 @@
 internal import ReceiptEngine
+import JSONText
 
 /// The statuses of Apple's deprecated `verifyReceipt` that receiptd can produce.
 public enum AppleReceiptStatus: Int, Sendable, Hashable {

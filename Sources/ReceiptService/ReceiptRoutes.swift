@@ -1,6 +1,7 @@
 public import Foundation
 public import HTTP1Server
 public import ReceiptEngine
+import JSONText
 
 /// receiptd's HTTP interface as a pure function of a request: no sockets, so every route is tested directly.
 ///

@@ -1,4 +1,5 @@
 internal import HTTP1Server
+import JSONText
 
 /// A request that cannot be answered with a verdict: the status, a stable code and a message for the client.
 struct RequestProblem: Error, Sendable, Hashable {

@@ -1,4 +1,5 @@
 public import ReceiptEngine
+public import JSONText
 
 /// receiptd's own answer for a verdict: the body of `POST /v1/validate` and of `receiptd verify --json`.
 ///

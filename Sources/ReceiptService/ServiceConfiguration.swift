@@ -1,6 +1,7 @@
 internal import Foundation
 public import HTTP1Server
 public import ReceiptEngine
+import JSONText
 
 /// Why receiptd cannot start with the configuration it was given. `description` is the one line printed to stderr,
 /// e.g. `config Config/x.json: apps[0].bundle_id: expected a string`.

@@ -1,6 +1,7 @@
 public import Foundation
 public import HTTP1Server
 internal import ReceiptEngine
+import JSONText
 
 /// Where log lines go: one call per complete line, without its newline. Injected, never global, so tests capture it.
 public typealias LogSink = @Sendable (String) -> Void

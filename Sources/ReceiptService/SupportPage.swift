@@ -1,4 +1,5 @@
 internal import Foundation
+import JSONText
 
 /// The page served at `GET /`: a form to check one receipt, for support staff and developers.
 ///

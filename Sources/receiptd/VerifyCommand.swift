@@ -1,6 +1,7 @@
 import Foundation
 import ReceiptEngine
 import ReceiptService
+import JSONText
 
 /// `receiptd verify FILE... [--config PATH] [--device-id ID] [--bundle-id ID] [--json]`
 func runVerify(_ arguments: [String]) -> Int32 {

@@ -3,6 +3,7 @@ import ReceiptEngine
 import Testing
 
 @testable import ReceiptService
+import JSONText
 
 struct AppleDateFormatTests {
     private func date(_ text: String) -> ReceiptDate { ReceiptDate(rfc3339: text)! }

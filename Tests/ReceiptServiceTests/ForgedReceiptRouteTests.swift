@@ -5,6 +5,7 @@ import ReceiptForge
 import Testing
 
 @testable import ReceiptService
+import JSONText
 
 /// One test PKI for the whole suite: RSA key generation is the slow part.
 enum TestPKI {

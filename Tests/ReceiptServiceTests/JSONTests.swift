@@ -2,6 +2,7 @@ import ReceiptEngine
 import Testing
 
 @testable import ReceiptService
+import JSONText
 
 struct JSONValueTests {
     @Test(arguments: [

@@ -5,6 +5,7 @@ import Synchronization
 import Testing
 
 @testable import ReceiptService
+import JSONText
 
 /// `/healthz`, `/readyz`, `/metrics` and `/`.
 struct OperationsRouteTests {

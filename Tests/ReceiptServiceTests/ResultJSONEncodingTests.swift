@@ -2,6 +2,7 @@ import Testing
 
 @testable import ReceiptEngine
 @testable import ReceiptService
+import JSONText
 
 /// `ResultJSON.encode` writes bytes directly for speed; it must stay byte for byte the serialized `value(of:)`,
 /// which is the one definition of the answer's shape.

@@ -4,6 +4,7 @@ import ReceiptEngine
 import Testing
 
 @testable import ReceiptService
+import JSONText
 
 /// A scratch folder per test, removed afterwards.
 final class ScratchFolder {

@@ -9,6 +9,7 @@ import FoundationNetworking
 #endif
 
 @testable import ReceiptService
+import JSONText
 
 /// The service's routes behind the real HTTP server on a free port, driven by URLSession and curl as backends and
 /// support staff drive it: every endpoint and every status the contract names.

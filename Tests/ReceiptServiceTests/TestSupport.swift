@@ -4,6 +4,7 @@ import ReceiptEngine
 import Testing
 
 @testable import ReceiptService
+import JSONText
 
 /// The real receipts in `../shared/fixtures/apple/` (present in CI; read in place, never copied into the project).
 enum AppleFixtures {

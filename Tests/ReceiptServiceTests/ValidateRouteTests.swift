@@ -4,6 +4,7 @@ import ReceiptEngine
 import Testing
 
 @testable import ReceiptService
+import JSONText
 
 /// `POST /v1/validate` through the router, without sockets.
 struct ValidateRouteTests {

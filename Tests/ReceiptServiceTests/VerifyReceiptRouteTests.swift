@@ -4,6 +4,7 @@ import ReceiptEngine
 import Testing
 
 @testable import ReceiptService
+import JSONText
 
 /// `POST /verifyReceipt` and `/sandbox/verifyReceipt`: Apple's drop-in, answered with HTTP 200 and a status.
 struct VerifyReceiptRouteTests {

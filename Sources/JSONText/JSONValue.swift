@@ -50,8 +50,8 @@ public enum JSONValue: Sendable, Hashable {
 
 extension JSONValue {
     /// `.string` or `.null`, for optional fields whose key is always present.
-    static func string(_ value: String?) -> JSONValue { value.map(JSONValue.string) ?? .null }
-    static func integer(_ value: Int64?) -> JSONValue { value.map(JSONValue.integer) ?? .null }
+    package static func string(_ value: String?) -> JSONValue { value.map(JSONValue.string) ?? .null }
+    package static func integer(_ value: Int64?) -> JSONValue { value.map(JSONValue.integer) ?? .null }
 }
 
 // MARK: - Serializing
@@ -114,7 +114,7 @@ extension JSONValue {
     /// Decimal digits without making a `String` (answers hold many integers): the digits are counted, room is made,
     /// and they are filled in from the last, by the constant divisor 10 (a multiplication, where a divisor that
     /// changes per digit is a hardware divide).
-    static func writeInteger(_ value: Int64, into out: inout [UInt8]) {
+    package static func writeInteger(_ value: Int64, into out: inout [UInt8]) {
         guard value >= 0 else {
             out.append(contentsOf: String(value).utf8)
             return
@@ -151,7 +151,7 @@ extension JSONValue {
 
     /// RFC 8259 §7: quote, backslash and control characters are escaped. `<`, `>` and `&` are escaped too, so that
     /// a receipt's strings can never close a `<script>` block if an answer is ever embedded in a page.
-    static func writeString(_ string: String, into out: inout [UInt8]) {
+    package static func writeString(_ string: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         // Nearly every string in an answer needs no escape: copy it whole (a memcpy), then check the copy, which is
         // far cheaper than walking the string's UTF-8 view; only a string that needs escapes is redone byte by byte.
