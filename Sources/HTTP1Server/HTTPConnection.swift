@@ -84,7 +84,7 @@ final class HTTPConnection: @unchecked Sendable {
         isRegistered = true
         watchesReadable = true
         if isRejected {
-            refuse(.serverError(status: 503, message: "too many connections"), method: nil, target: nil)
+            refuse(HTTPFailure(status: .serviceUnavailable, message: "too many connections"), method: nil, target: nil)
         }
         update()
     }
@@ -164,7 +164,8 @@ final class HTTPConnection: @unchecked Sendable {
                 dispatch(request)
             case .failure(let error):
                 let line = decoder.currentRequestLine
-                refuse(.serverError(status: error.status, message: error.message), method: line?.method, target: line?.target)
+                refuse(
+                    HTTPFailure(status: error.status, message: error.message), method: line?.method, target: line?.target)
             }
         }
         update()
@@ -179,15 +180,15 @@ final class HTTPConnection: @unchecked Sendable {
         let started = DispatchTime.now()
         let respond: @Sendable () -> (bytes: [UInt8], closes: Bool) = {
             var response = server.handler(request)
-            let requestID = response.headers["x-request-id"] ?? makeRequestID()
-            response.headers.replaceOrAdd(name: "X-Request-Id", value: requestID)
+            let requestID = response.headers[.requestID] ?? makeRequestID()
+            response.headers.replaceOrAdd(name: .requestID, value: requestID)
             let closes =
-                !request.wantsKeepAlive || server.isStopping || response.headers.contains(name: "connection", token: "close")
+                !request.wantsKeepAlive || server.isStopping || response.headers.contains(name: .connection, token: "close")
             let persistence: HTTPResponseEncoder.Persistence =
                 closes ? .close : request.version == .http1_0 ? .keepAliveEchoed : .keepAlive
-            let bytes = HTTPResponseEncoder.encode(response, headOnly: request.method == "HEAD", persistence: persistence)
+            let bytes = HTTPResponseEncoder.encode(response, headOnly: request.method == .head, persistence: persistence)
             server.log(
-                method: request.method, target: request.target, status: response.status, bytes: bytes.count,
+                method: request.method.rawValue, path: request.path, status: response.status, bytes: bytes.count,
                 started: started, requestID: requestID, peer: peer
             )
             return (bytes, closes)
@@ -205,14 +206,14 @@ final class HTTPConnection: @unchecked Sendable {
     }
 
     /// Queues a response the server makes itself, after which the connection closes.
-    private func refuse(_ response: HTTPResponse, method: String?, target: String?) {
+    private func refuse(_ failure: HTTPFailure, method: String?, target: String?) {
         isAcceptingRequests = false
-        var response = response
+        var response = server.failureResponse(failure)
         let requestID = makeRequestID()
-        response.headers.replaceOrAdd(name: "X-Request-Id", value: requestID)
+        response.headers.replaceOrAdd(name: .requestID, value: requestID)
         let bytes = HTTPResponseEncoder.encode(response, headOnly: method == "HEAD", persistence: .close)
         server.log(
-            method: method ?? "-", target: target ?? "-", status: response.status, bytes: bytes.count,
+            method: method ?? "-", path: target.map { HTTPRequest.split($0).path } ?? "-", status: response.status, bytes: bytes.count,
             started: .now(), requestID: requestID, peer: peer
         )
         slots.append(.ready(bytes, closeAfter: true))
@@ -344,7 +345,9 @@ final class HTTPConnection: @unchecked Sendable {
         switch phase {
         case .readingHead, .readingBody:
             let line = decoder.currentRequestLine
-            refuse(.serverError(status: 408, message: "request not received in time"), method: line?.method, target: line?.target)
+            refuse(
+                HTTPFailure(status: .requestTimeout, message: "request not received in time"), method: line?.method,
+                target: line?.target)
         case .lingering, .writing, .idle, .handling, .finishing:
             close()
         }
@@ -385,8 +388,8 @@ final class HTTPConnection: @unchecked Sendable {
 extension HTTPRequest {
     /// RFC 9112 §9.3: HTTP/1.1 persists unless `close`; HTTP/1.0 only with `keep-alive`.
     var wantsKeepAlive: Bool {
-        if headers.contains(name: "connection", token: "close") { return false }
-        return version == .http1_1 || headers.contains(name: "connection", token: "keep-alive")
+        if headers.contains(name: .connection, token: "close") { return false }
+        return version == .http1_1 || headers.contains(name: .connection, token: "keep-alive")
     }
 }
 

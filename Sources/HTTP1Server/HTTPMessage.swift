@@ -3,36 +3,36 @@ public struct HTTPHeaders: Sendable, Hashable, Sequence {
     public private(set) var fields: [(name: String, value: String)] = []
 
     public init() {}
-    public init(_ fields: [(String, String)]) {
+    public init(_ fields: [(HTTPHeaderName, String)]) {
         for (name, value) in fields { add(name: name, value: value) }
     }
 
-    public mutating func add(name: String, value: String) { fields.append((name, value)) }
+    public mutating func add(name: HTTPHeaderName, value: String) { fields.append((name.rawName, value)) }
 
     /// Replaces every field of that name with one.
-    public mutating func replaceOrAdd(name: String, value: String) {
+    public mutating func replaceOrAdd(name: HTTPHeaderName, value: String) {
         remove(name: name)
         add(name: name, value: value)
     }
 
-    public mutating func remove(name: String) {
-        fields.removeAll { $0.name.equalsIgnoringASCIICase(name) }
+    public mutating func remove(name: HTTPHeaderName) {
+        fields.removeAll { $0.name.equalsIgnoringASCIICase(name.rawName) }
     }
 
     /// The first value of that name.
-    public subscript(name: String) -> String? {
-        fields.first { $0.name.equalsIgnoringASCIICase(name) }?.value
+    public subscript(name: HTTPHeaderName) -> String? {
+        fields.first { $0.name.equalsIgnoringASCIICase(name.rawName) }?.value
     }
 
-    public func values(for name: String) -> [String] {
-        fields.filter { $0.name.equalsIgnoringASCIICase(name) }.map(\.value)
+    public func values(for name: HTTPHeaderName) -> [String] {
+        fields.filter { $0.name.equalsIgnoringASCIICase(name.rawName) }.map(\.value)
     }
 
     /// Whether a field of that name lists `token` among its comma-separated elements, ignoring ASCII case
     /// (`Connection: keep-alive, Close` lists `close`), without building a string per element.
-    public func contains(name: String, token: String) -> Bool {
+    public func contains(name: HTTPHeaderName, token: String) -> Bool {
         fields.contains { field in
-            guard field.name.equalsIgnoringASCIICase(name) else { return false }
+            guard field.name.equalsIgnoringASCIICase(name.rawName) else { return false }
             return field.value.utf8.split(separator: UInt8(ascii: ",")).contains { element in
                 var element = element
                 while let first = element.first, first == .space || first == .tab { element = element.dropFirst() }
@@ -71,32 +71,36 @@ public struct HTTPVersion: Sendable, Hashable, CustomStringConvertible {
 
 /// A complete request as the handler sees it: the body is already read and de-chunked.
 public struct HTTPRequest: Sendable, Hashable {
-    public var method: String
+    public var method: HTTPMethod
     /// The request-target exactly as sent (origin-form: path and optional query).
-    public var target: String
+    public var target: String {
+        didSet { (path, query) = Self.split(target) }
+    }
+    /// The target's path, before any `?`, not percent-decoded.
+    public private(set) var path: String
+    /// The raw query string after `?`, if any.
+    public private(set) var query: String?
     public var version: HTTPVersion
     public var headers: HTTPHeaders
     public var body: [UInt8]
 
-    public init(method: String, target: String, version: HTTPVersion = .http1_1, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {
+    public init(
+        method: HTTPMethod, target: String, version: HTTPVersion = .http1_1, headers: HTTPHeaders = HTTPHeaders(),
+        body: [UInt8] = []
+    ) {
         self.method = method
         self.target = target
+        (path, query) = Self.split(target)
         self.version = version
         self.headers = headers
         self.body = body
     }
 
-    /// The target's path, before any `?`, not percent-decoded.
-    public var path: String {
+    /// Split once per request: routing, logging and the handler all read the path.
+    static func split(_ target: String) -> (path: String, query: String?) {
         // Searched as bytes: `String.firstIndex(of: Character)` walks grapheme clusters, which showed in profiles.
-        if let question = target.utf8.firstIndex(of: UInt8(ascii: "?")) { return String(target[..<question]) }
-        return target
-    }
-
-    /// The raw query string after `?`, if any.
-    public var query: String? {
-        guard let question = target.utf8.firstIndex(of: UInt8(ascii: "?")) else { return nil }
-        return String(target[target.utf8.index(after: question)...])
+        guard let question = target.utf8.firstIndex(of: UInt8(ascii: "?")) else { return (target, nil) }
+        return (String(target[..<question]), String(target[target.utf8.index(after: question)...]))
     }
 
     /// The first value of a query parameter, percent-decoded (`+` reads as a space).
@@ -117,17 +121,9 @@ public func percentDecode(_ text: String) -> String {
     var out: [UInt8] = []
     let bytes = Array(text.utf8)
     var index = 0
-    func hex(_ c: UInt8) -> UInt8? {
-        switch c {
-        case 48...57: return c - 48
-        case 65...70: return c - 55
-        case 97...102: return c - 87
-        default: return nil
-        }
-    }
     while index < bytes.count {
         let byte = bytes[index]
-        if byte == UInt8(ascii: "%"), index + 2 < bytes.count, let high = hex(bytes[index + 1]), let low = hex(bytes[index + 2]) {
+        if byte == UInt8(ascii: "%"), index + 2 < bytes.count, let high = bytes[index + 1].hexValue, let low = bytes[index + 2].hexValue {
             out.append(high << 4 | low)
             index += 3
         } else {
@@ -139,11 +135,11 @@ public func percentDecode(_ text: String) -> String {
 }
 
 public struct HTTPResponse: Sendable, Hashable {
-    public var status: Int
+    public var status: HTTPStatus
     public var headers: HTTPHeaders
     public var body: [UInt8]
 
-    public init(status: Int, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {
+    public init(status: HTTPStatus, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {
         self.status = status
         self.headers = headers
         self.body = body

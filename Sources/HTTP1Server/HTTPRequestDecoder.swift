@@ -1,11 +1,11 @@
 /// Why a request could not be decoded, and the status the server answers with before closing.
 public struct HTTPRequestDecodingError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The HTTP status to answer with: 400, 413, 431, 501 or 505.
-    public var status: Int
+    public var status: HTTPStatus
     /// A short, stable explanation safe to show the client (no echo of request bytes).
     public var message: String
 
-    public init(status: Int, message: String) {
+    public init(status: HTTPStatus, message: String) {
         self.status = status
         self.message = message
     }
@@ -154,7 +154,7 @@ public struct HTTPRequestDecoder: Sendable {
                         if let event = headComplete() { return event }
                     } else {
                         switch parseField(line) {
-                        case .success(let field): headers.add(name: field.name, value: field.value)
+                        case .success(let field): headers.add(name: HTTPHeaderName(field.name), value: field.value)
                         case .failure(let error): return fail(error)
                         }
                     }
@@ -413,7 +413,7 @@ public struct HTTPRequestDecoder: Sendable {
     }
 
     private mutating func completeRequest() -> Event {
-        let request = HTTPRequest(method: method, target: target, version: version, headers: headers, body: body)
+        let request = HTTPRequest(method: HTTPMethod(rawValue: method), target: target, version: version, headers: headers, body: body)
         state = .requestLine
         method = ""
         headers = HTTPHeaders()

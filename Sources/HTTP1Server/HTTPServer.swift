@@ -31,13 +31,13 @@ public struct HTTPServerConfiguration: Sendable {
 public struct HTTPAccessRecord: Sendable {
     public var method: String
     public var path: String
-    public var status: Int
+    public var status: HTTPStatus
     public var responseBytes: Int
     public var microseconds: Int
     public var requestID: String
     public var remoteAddress: String
 
-    public init(method: String, path: String, status: Int, responseBytes: Int, microseconds: Int, requestID: String, remoteAddress: String) {
+    public init(method: String, path: String, status: HTTPStatus, responseBytes: Int, microseconds: Int, requestID: String, remoteAddress: String) {
         self.method = method
         self.path = path
         self.status = status
@@ -63,6 +63,7 @@ public struct HTTPServerError: Error, Sendable, CustomStringConvertible {
 public final class HTTPServer: Sendable {
     let configuration: HTTPServerConfiguration
     let handler: @Sendable (HTTPRequest) -> HTTPResponse
+    let failureResponse: @Sendable (HTTPFailure) -> HTTPResponse
     private let accessLog: (@Sendable (HTTPAccessRecord) -> Void)?
     let handlerQueue = DispatchQueue(label: "HTTP1Server.handler", qos: .userInitiated, attributes: .concurrent)
     private let acceptQueue = DispatchQueue(label: "HTTP1Server.accept", qos: .userInitiated)
@@ -99,15 +100,25 @@ public final class HTTPServer: Sendable {
     /// - Parameters:
     ///   - handler: called for every complete request, on a concurrent queue; may block (the connection waits),
     ///     unless it runs inline on an event loop (`inlineHandlingMaxBodyBytes`).
+    ///   - failureResponse: words the answer to a request the server refuses before any handler sees it (malformed,
+    ///     too large, too slow, too many connections), in the application's own error shape; plain text by default.
     ///   - accessLog: called once per response, with no header, body or query string in it.
     public init(
         configuration: HTTPServerConfiguration,
         handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse,
+        failureResponse: @escaping @Sendable (HTTPFailure) -> HTTPResponse = HTTPServer.plainTextResponse,
         accessLog: (@Sendable (HTTPAccessRecord) -> Void)? = nil
     ) {
         self.configuration = configuration
         self.handler = handler
+        self.failureResponse = failureResponse
         self.accessLog = accessLog
+    }
+
+    @Sendable public static func plainTextResponse(to failure: HTTPFailure) -> HTTPResponse {
+        HTTPResponse(
+            status: failure.status, headers: HTTPHeaders([(.contentType, "text/plain; charset=utf-8")]),
+            body: Array((failure.message + "\n").utf8))
     }
 
     /// Binds, listens and starts serving in the background; returns the bound port.
@@ -266,9 +277,8 @@ public final class HTTPServer: Sendable {
         if isStopped { stopped.leave() }
     }
 
-    func log(method: String, target: String, status: Int, bytes: Int, started: DispatchTime, requestID: String, peer: String) {
+    func log(method: String, path: String, status: HTTPStatus, bytes: Int, started: DispatchTime, requestID: String, peer: String) {
         guard let accessLog else { return }
-        let path = target.utf8.firstIndex(of: UInt8(ascii: "?")).map { String(target[..<$0]) } ?? target
         let elapsed = DispatchTime.now().uptimeNanoseconds &- started.uptimeNanoseconds
         accessLog(
             HTTPAccessRecord(

@@ -21,10 +21,10 @@ public struct ReceiptRoutes: Sendable {
         case metrics = "/metrics"
         case unmatched = "unmatched"
 
-        var allowedMethod: String {
+        var allowedMethod: HTTPMethod {
             switch self {
-            case .validate, .verifyReceipt, .sandboxVerifyReceipt: return "POST"
-            default: return "GET"
+            case .validate, .verifyReceipt, .sandboxVerifyReceipt: .post
+            default: .get
             }
         }
     }
@@ -60,7 +60,7 @@ public struct ReceiptRoutes: Sendable {
         let response = respond(to: request, route: route)
         let elapsed = ContinuousClock.now - started
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        metrics.recordRequest(route: route.rawValue, status: response.status, seconds: seconds)
+        metrics.recordRequest(route: route.rawValue, status: response.status.code, seconds: seconds)
         return response
     }
 
@@ -74,13 +74,13 @@ public struct ReceiptRoutes: Sendable {
         }
         // RFC 9110 §9.3.2: HEAD is GET without the content (the HTTP layer leaves the body out), so load balancers
         // and monitors that check health with HEAD get 200, not 405.
-        let isHeadOfGet = request.method == "HEAD" && route.allowedMethod == "GET"
+        let isHeadOfGet = request.method == .head && route.allowedMethod == .get
         guard request.method == route.allowedMethod || isHeadOfGet else {
             var response = problem(
                 RequestProblem(
                     status: 405, code: "method_not_allowed",
                     message: "\(route.rawValue) accepts \(route.allowedMethod) only"))
-            response.headers.add(name: "Allow", value: route.allowedMethod)
+            response.headers.add(name: .allow, value: route.allowedMethod.rawValue)
             return response
         }
         switch route {
@@ -92,11 +92,28 @@ public struct ReceiptRoutes: Sendable {
                 : json(status: 503, .object([("status", .string("shutting_down"))]))
         case .metrics:
             return HTTPResponse(
-                status: 200, headers: HTTPHeaders([("Content-Type", "text/plain; version=0.0.4; charset=utf-8")]),
+                status: .ok, headers: HTTPHeaders([(.contentType, "text/plain; version=0.0.4; charset=utf-8")]),
                 body: Array(metrics.exposition().utf8))
         case .supportPage: return html(status: 200, SupportPage.html)
         case .verifyReceipt, .sandboxVerifyReceipt, .unmatched: preconditionFailure("answered above")
         }
+    }
+
+    /// The answer to a request the HTTP layer refused before routing, in the error shape every receiptd answer
+    /// shares; counted like any other answer, under the route `unrouted`.
+    @Sendable public func failureResponse(_ failure: HTTPFailure) -> HTTPResponse {
+        let code =
+            switch failure.status {
+            case .requestTimeout: "request_timeout"
+            case .contentTooLarge: "payload_too_large"
+            case .headerFieldsTooLarge: "header_too_large"
+            case .notImplemented: "not_implemented"
+            case .serviceUnavailable: "service_unavailable"
+            case .httpVersionNotSupported: "http_version_not_supported"
+            default: "bad_request"
+            }
+        metrics.recordRequest(route: "unrouted", status: failure.status.code, seconds: 0)
+        return problem(RequestProblem(status: failure.status, code: code, message: failure.message))
     }
 
     // MARK: - POST /v1/validate
@@ -113,10 +130,10 @@ public struct ReceiptRoutes: Sendable {
         }
         let result = validator.validate(submission.receipt, deviceIdentifier: deviceIdentifier, at: clock())
         metrics.recordValidation(result)
-        let status = result.isValid ? 200 : 422
+        let status: HTTPStatus = result.isValid ? .ok : .unprocessableContent
         if wantsHTML { return html(status: status, ResultHTML.page(result)) }
         return HTTPResponse(
-            status: status, headers: HTTPHeaders([("Content-Type", "application/json")]),
+            status: status, headers: HTTPHeaders([(.contentType, "application/json")]),
             body: ResultJSON.encode(result))
     }
 
@@ -148,7 +165,7 @@ public struct ReceiptRoutes: Sendable {
             return json(status: 200, body)
         }
         // Apple answers 21000 with HTTP 200 even to a GET; clients only ever look at `status`.
-        guard request.method == "POST", let parsed = AppleVerifyRequest(body: request.body) else {
+        guard request.method == .post, let parsed = AppleVerifyRequest(body: request.body) else {
             return answer(.badRequest, nil, nil)
         }
         guard let receipt = Base64Text.decode(Array(parsed.receiptData.utf8)), !receipt.isEmpty else {
@@ -167,19 +184,19 @@ public struct ReceiptRoutes: Sendable {
         if wantsHTML {
             return html(
                 status: problem.status,
-                ResultHTML.errorPage(status: problem.status, code: problem.code, message: problem.message))
+                ResultHTML.errorPage(status: problem.status.code, code: problem.code, message: problem.message))
         }
         return json(status: problem.status, .object([("error", ResultJSON.errorObject(code: problem.code, message: problem.message))]))
     }
 
-    private func json(status: Int, _ value: JSONValue) -> HTTPResponse {
+    private func json(status: HTTPStatus, _ value: JSONValue) -> HTTPResponse {
         HTTPResponse(
-            status: status, headers: HTTPHeaders([("Content-Type", "application/json")]), body: value.serialized())
+            status: status, headers: HTTPHeaders([(.contentType, "application/json")]), body: value.serialized())
     }
 
-    private func html(status: Int, _ page: String) -> HTTPResponse {
+    private func html(status: HTTPStatus, _ page: String) -> HTTPResponse {
         HTTPResponse(
-            status: status, headers: HTTPHeaders([("Content-Type", "text/html; charset=utf-8")]),
+            status: status, headers: HTTPHeaders([(.contentType, "text/html; charset=utf-8")]),
             body: Array(page.utf8))
     }
 }

@@ -3,7 +3,7 @@ import JSONText
 
 /// A request that cannot be answered with a verdict: the status, a stable code and a message for the client.
 struct RequestProblem: Error, Sendable, Hashable {
-    var status: Int
+    var status: HTTPStatus
     var code: String
     var message: String
 

@@ -51,7 +51,8 @@ func runServe(
         configuration: configuration, validator: configuration.makeValidator(), metrics: metrics,
         readiness: readiness)
     let server = HTTPServer(
-        configuration: configuration.httpServerConfiguration, handler: routes.handle, accessLog: log.access)
+        configuration: configuration.httpServerConfiguration, handler: routes.handle, failureResponse: routes.failureResponse,
+        accessLog: log.access)
     // Weak: the server holds the routes, which hold the metrics; a strong capture would make a cycle that outlives
     // a failed start (tests call this function many times in one process).
     metrics.observeOpenConnections { [weak server] in server?.openConnections ?? 0 }

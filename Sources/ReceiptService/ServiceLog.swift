@@ -48,7 +48,7 @@ public struct ServiceLog: Sendable {
                 Self.appendPrintable(field, to: &line)
             }
             line.append(UInt8(ascii: " "))
-            line.append(contentsOf: String(record.status).utf8)
+            line.append(contentsOf: String(record.status.code).utf8)
             line.append(UInt8(ascii: " "))
             line.append(contentsOf: String(record.responseBytes).utf8)
             line.append(contentsOf: "B ".utf8)
@@ -61,7 +61,7 @@ public struct ServiceLog: Sendable {
                 ("time", .string(time.rfc3339)),
                 ("method", .string(record.method)),
                 ("path", .string(path)),
-                ("status", .integer(Int64(record.status))),
+                ("status", .integer(Int64(record.status.code))),
                 ("bytes", .integer(Int64(record.responseBytes))),
                 ("duration_us", .integer(Int64(record.microseconds))),
                 ("request_id", .string(record.requestID)),

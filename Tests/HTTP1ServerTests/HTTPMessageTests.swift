@@ -20,7 +20,7 @@ struct HTTPMessageTests {
 
     @Test func keepAlive_followsVersionAndConnectionTokens() {
         func request(_ version: HTTPVersion, _ connection: String?) -> HTTPRequest {
-            HTTPRequest(method: "GET", target: "/", version: version, headers: HTTPHeaders(connection.map { [("Connection", $0)] } ?? []))
+            HTTPRequest(method: "GET", target: "/", version: version, headers: HTTPHeaders(connection.map { [(.connection, $0)] } ?? []))
         }
         #expect(request(.http1_1, nil).wantsKeepAlive)
         #expect(!request(.http1_1, "Keep-Alive, close").wantsKeepAlive)

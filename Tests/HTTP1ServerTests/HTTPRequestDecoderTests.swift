@@ -34,10 +34,10 @@ func decode(_ input: String, mode: FeedMode, maxHeaderBytes: Int = 1024, maxBody
             case .bodyExpected(let framing, let expectsContinue):
                 events.append(.bodyExpected(framing, expectsContinue: expectsContinue))
             case .request(let request):
-                events.append(.request(method: request.method, target: request.target, version: request.version,
+                events.append(.request(method: request.method.rawValue, target: request.target, version: request.version,
                                        body: String(decoding: request.body, as: UTF8.self)))
             case .failure(let error):
-                events.append(.failure(status: error.status))
+                events.append(.failure(status: error.status.code))
                 return events
             }
         }

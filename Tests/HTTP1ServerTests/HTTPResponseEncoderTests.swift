@@ -31,10 +31,10 @@ import Testing
         #expect(text(HTTPResponse(status: 204, body: [1, 2])) == "HTTP/1.1 204 No Content\r\n\r\n")
     }
 
-    @Test func serverError_isJSONWithStableCode() {
-        let response = HTTPResponse.serverError(status: 431, message: "too \"big\"")
-        #expect(response.headers["Content-Type"] == "application/json")
-        #expect(String(decoding: response.body, as: UTF8.self)
-            == #"{"error":{"code":"header_too_large","message":"too \"big\""}}"#)
+    @Test func refusalWithoutApplicationWording_isPlainText() {
+        let response = HTTPServer.plainTextResponse(to: HTTPFailure(status: .headerFieldsTooLarge, message: "too big"))
+        #expect(response.status == .headerFieldsTooLarge)
+        #expect(response.headers[.contentType] == "text/plain; charset=utf-8")
+        #expect(response.body == Array("too big\n".utf8))
     }
 }

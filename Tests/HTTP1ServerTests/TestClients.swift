@@ -135,8 +135,12 @@ func runCurl(_ arguments: [String]) throws -> (status: Int32, stdout: String, st
 final class AccessLogRecorder: @unchecked Sendable {
     private let lock = NSLock()
     private var records: [HTTPAccessRecord] = []
+    private var failureRecords: [HTTPFailure] = []
     var all: [HTTPAccessRecord] { lock.withLock { records } }
+    /// What the server asked the application to word, in order.
+    var failures: [HTTPFailure] { lock.withLock { failureRecords } }
     func record(_ record: HTTPAccessRecord) { lock.withLock { records.append(record) } }
+    func record(_ failure: HTTPFailure) { lock.withLock { failureRecords.append(failure) } }
 }
 
 /// The test handler: echoes the body; `/slow?ms=N` sleeps first; `/status?code=N` answers N.
@@ -144,10 +148,10 @@ final class AccessLogRecorder: @unchecked Sendable {
     if request.path == "/slow" {
         usleep(UInt32(Int(request.queryValue("ms") ?? "200") ?? 200) * 1000)
     }
-    var headers = HTTPHeaders([("Content-Type", "application/octet-stream"), ("X-Method", request.method)])
+    var headers = HTTPHeaders([("Content-Type", "application/octet-stream"), ("X-Method", request.method.rawValue)])
     headers.add(name: "X-Path", value: request.path)
     if request.path == "/own-id" { headers.add(name: "X-Request-Id", value: "handler-chosen") }
-    let status = request.path == "/status" ? Int(request.queryValue("code") ?? "200") ?? 200 : 200
+    let status = HTTPStatus(rawValue: request.path == "/status" ? Int(request.queryValue("code") ?? "200") ?? 200 : 200)
     return HTTPResponse(status: status, headers: headers, body: request.body.isEmpty ? Array("hello \(request.path)".utf8) : request.body)
 }
 
@@ -163,7 +167,13 @@ final class LiveServer {
         configuration.port = 0
         configure(&configuration)
         let log = self.log
-        server = HTTPServer(configuration: configuration, handler: handler, accessLog: { log.record($0) })
+        server = HTTPServer(
+            configuration: configuration, handler: handler,
+            failureResponse: { failure in
+                log.record(failure)
+                return HTTPServer.plainTextResponse(to: failure)
+            },
+            accessLog: { log.record($0) })
         port = try server.start()
     }
 

@@ -35,6 +35,23 @@ struct OperationsRouteTests {
         #expect(response.text == SupportPage.html)
     }
 
+    @Test(arguments: [
+        (HTTPStatus.badRequest, "bad_request"), (.requestTimeout, "request_timeout"),
+        (.contentTooLarge, "payload_too_large"), (.headerFieldsTooLarge, "header_too_large"),
+        (.notImplemented, "not_implemented"), (.serviceUnavailable, "service_unavailable"),
+        (.httpVersionNotSupported, "http_version_not_supported"),
+    ])
+    func refusalBeforeRouting_isWordedAsEveryErrorAndCounted(status: HTTPStatus, code: String) {
+        let metrics = ServiceMetrics()
+        let routes = makeRoutes(metrics: metrics)
+        let response = routes.failureResponse(HTTPFailure(status: status, message: "refused"))
+        #expect(response.status == status)
+        #expect(response.headers["Content-Type"] == "application/json")
+        #expect(response.json?["error"]?["code"]?.stringValue == code)
+        let counted = #"receiptd_http_requests_total{route="unrouted",status="\#(status.code)"} 1"#
+        #expect(metrics.exposition().split(separator: "\n").contains { $0 == counted })
+    }
+
     @Test func metrics_countRequestsValidationsAndDurations() {
         let metrics = ServiceMetrics()
         metrics.observeOpenConnections { 3 }

@@ -48,18 +48,18 @@ func makeRoutes(
 }
 
 func post(
-    _ target: String, contentType: String?, body: [UInt8], headers: [(String, String)] = []
+    _ target: String, contentType: String?, body: [UInt8], headers: [(HTTPHeaderName, String)] = []
 ) -> HTTPRequest {
     var fields = headers
     if let contentType { fields.append(("Content-Type", contentType)) }
     return HTTPRequest(method: "POST", target: target, headers: HTTPHeaders(fields), body: body)
 }
 
-func post(_ target: String, contentType: String?, text: String, headers: [(String, String)] = []) -> HTTPRequest {
+func post(_ target: String, contentType: String?, text: String, headers: [(HTTPHeaderName, String)] = []) -> HTTPRequest {
     post(target, contentType: contentType, body: Array(text.utf8), headers: headers)
 }
 
-func get(_ target: String, headers: [(String, String)] = []) -> HTTPRequest {
+func get(_ target: String, headers: [(HTTPHeaderName, String)] = []) -> HTTPRequest {
     HTTPRequest(method: "GET", target: target, headers: HTTPHeaders(headers))
 }
 

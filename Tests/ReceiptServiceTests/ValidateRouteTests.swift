@@ -121,7 +121,7 @@ struct ValidateRouteTests {
     ])
     func malformedDeviceID_is400(target: String, headers: [(String, String)]) {
         let response = routes.handle(
-            post(target, contentType: "application/octet-stream", body: junkDER, headers: headers))
+            post(target, contentType: "application/octet-stream", body: junkDER, headers: headers.map { (HTTPHeaderName($0.0), $0.1) }))
         #expect(response.status == 400)
         #expect(response.json?["error"]?["message"]?.stringValue?.contains("device id") == true)
     }
@@ -161,7 +161,7 @@ struct ValidateRouteTests {
 
     @Test(arguments: ["GET", "PUT", "DELETE"])
     func wrongMethodOnValidate_is405WithAllow(method: String) {
-        let response = routes.handle(HTTPRequest(method: method, target: "/v1/validate"))
+        let response = routes.handle(HTTPRequest(method: HTTPMethod(rawValue: method), target: "/v1/validate"))
         #expect(response.status == 405)
         #expect(response.headers["Allow"] == "POST")
         #expect(response.errorCode == "method_not_allowed")
