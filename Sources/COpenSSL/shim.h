@@ -22,7 +22,6 @@ static inline X509 *receiptd_sk_X509_value(const STACK_OF(X509) *stack, int inde
 static inline STACK_OF(X509) *receiptd_sk_X509_new_null(void) { return sk_X509_new_null(); }
 static inline int receiptd_sk_X509_push(STACK_OF(X509) *stack, X509 *cert) { return sk_X509_push(stack, cert); }
 static inline void receiptd_sk_X509_free(STACK_OF(X509) *stack) { sk_X509_free(stack); }
-static inline void receiptd_sk_X509_pop_free(STACK_OF(X509) *stack) { sk_X509_pop_free(stack, X509_free); }
 static inline void receiptd_OPENSSL_free(void *pointer) { OPENSSL_free(pointer); }
 static inline long receiptd_BIO_get_mem_data(BIO *bio, char **data) { return BIO_get_mem_data(bio, data); }
 

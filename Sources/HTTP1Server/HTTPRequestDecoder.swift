@@ -90,14 +90,6 @@ public struct HTTPRequestDecoder: Sendable {
         return false
     }
 
-    /// True once a head is complete and its body is being read.
-    public var isReadingBody: Bool {
-        switch state {
-        case .body, .chunkSizeLine, .chunkData, .chunkDataEnd, .trailerLines: return true
-        default: return false
-        }
-    }
-
     /// Method and target of the request being decoded, once its request line is read (for access logs).
     public var currentRequestLine: (method: String, target: String)? {
         switch state {

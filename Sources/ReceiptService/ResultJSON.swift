@@ -21,9 +21,9 @@ public enum ResultJSON {
 
     /// The verdict as a JSON value, for callers that embed it.
     public static func value(of result: ValidationResult) -> JSONValue {
-        var members: [(key: String, value: JSONValue)] = [("valid", .bool(result.isValid))]
+        var members: [(key: String, value: JSONValue)] = [("valid", .bool(result.isValid)), ("kind", .string("receipt"))]
         if let error = result.error {
-            members.append(("error", errorObject(code: error.code.rawValue, message: error.message)))
+            members.append(("error", errorObject(error)))
         }
         if let environment = result.environment {
             members.append(("environment", .string(environment.rawValue)))
@@ -34,6 +34,15 @@ public enum ResultJSON {
         }
         members.append(("subscriptions", .array(result.subscriptions.map(subscription))))
         return .object(members)
+    }
+
+    /// A verdict's error: the shared shape, plus `reason` when the code has one (`certificate_untrusted`).
+    public static func errorObject(_ error: ValidationError) -> JSONValue {
+        guard let reason = error.reason else { return errorObject(code: error.code.rawValue, message: error.message) }
+        return .object([
+            ("code", .string(error.code.rawValue)), ("message", .string(error.message)),
+            ("reason", .string(reason.rawValue)),
+        ])
     }
 
     /// `{"code": …, "message": …}`, the error shape every receiptd answer shares.
@@ -112,11 +121,16 @@ public enum ResultJSON {
 
         mutating func write(_ result: ValidationResult) {
             literal(result.isValid ? Literals.validTrue : Literals.validFalse)
+            literal(Literals.kindReceipt)
             if let error = result.error {
                 literal(Literals.errorCode)
                 string(error.code.rawValue)
                 literal(Literals.message)
                 string(error.message)
+                if let reason = error.reason {
+                    literal(Literals.reason)
+                    string(reason.rawValue)
+                }
                 byte(UInt8(ascii: "}"))
             }
             if let environment = result.environment {
@@ -255,7 +269,8 @@ public enum ResultJSON {
         static let validTrue = member("valid", after: "{") + Array("true".utf8)
         static let validFalse = member("valid", after: "{") + Array("false".utf8)
         static let errorCode = member("error") + member("code", after: "{")
-        static let message = member("message"), environment = member("environment")
+        static let kindReceipt = member("kind") + Array("\"receipt\"".utf8)
+        static let message = member("message"), reason = member("reason"), environment = member("environment")
         static let checksSignature = member("checks") + member("signature", after: "{")
         static let bundleID = member("bundle_id"), version = member("version"), deviceHash = member("device_hash")
         static let receiptType = member("receipt") + member("receipt_type", after: "{")

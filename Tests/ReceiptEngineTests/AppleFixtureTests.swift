@@ -105,7 +105,7 @@ struct AppleFixtureTests {
     @Test func appleSample_leafWithoutMarker_isUntrusted() throws {
         let result = ReceiptValidator(policy: ValidationPolicy()).validate(try AppleFixtures.bytes("receipts/mikestew_1.der"))
         #expect(result.error?.code == .certificateUntrusted)
-        #expect(result.error?.message.contains("marker") == true)
+        #expect(result.error?.reason == .markerMissing)
     }
 
     @Test func largeSandboxReceipt_decodesEveryPurchase() throws {

@@ -52,13 +52,16 @@ struct SignatureAndContainerTests {
         let receipt = try TestPKI.blueprint().forge(with: TestPKI.standard)
         let result = ReceiptValidator(policy: ValidationPolicy()).validate(receipt)
         #expect(result.error?.code == .certificateUntrusted)
+        #expect(result.error?.reason == .noTrustedRoot)
         #expect(result.receipt == nil)
         #expect(result.checks.signature == .failed)
     }
 
     @Test func receiptFromAnotherTestPKI_isUntrusted() throws {
         let receipt = try TestPKI.blueprint().forge(with: TestPKI.expired)
-        #expect(TestPKI.validator([TestPKI.standard]).validate(receipt).error?.code == .certificateUntrusted)
+        let error = TestPKI.validator([TestPKI.standard]).validate(receipt).error
+        #expect(error?.code == .certificateUntrusted)
+        #expect(error?.reason == .noTrustedRoot)
     }
 
     @Test func chainExpiredToday_butValidAtCreation_isValid() throws {
@@ -72,7 +75,7 @@ struct SignatureAndContainerTests {
         let receipt = try TestPKI.blueprint(created: TestPKI.now).forge(with: TestPKI.expired)
         let result = TestPKI.validator([TestPKI.expired]).validate(receipt)
         #expect(result.error?.code == .certificateUntrusted)
-        #expect(result.error?.message.contains("outside") == true)
+        #expect(result.error?.reason == .outsideValidity)
         // The signature verified, so staff still see what the receipt says.
         #expect(result.receipt != nil)
     }
@@ -80,21 +83,23 @@ struct SignatureAndContainerTests {
     @Test func receiptCreatedBeforeChainValidity_isUntrusted() throws {
         let receipt = try TestPKI.blueprint(created: TestPKI.now.addingTimeInterval(-5 * 365 * TestPKI.day))
             .forge(with: TestPKI.standard)
-        #expect(TestPKI.validator().validate(receipt).error?.code == .certificateUntrusted)
+        let error = TestPKI.validator().validate(receipt).error
+        #expect(error?.code == .certificateUntrusted)
+        #expect(error?.reason == .outsideValidity)
     }
 
     @Test func leafWithoutReceiptSigningMarker_chainingToTrustedRoot_isUntrusted() throws {
         let receipt = try TestPKI.blueprint().forge(with: TestPKI.leafWithoutMarker)
         let result = TestPKI.validator([TestPKI.leafWithoutMarker]).validate(receipt)
         #expect(result.error?.code == .certificateUntrusted)
-        #expect(result.error?.message.contains(AppleMarker.signing) == true)
+        #expect(result.error?.reason == .markerMissing)
     }
 
     @Test func intermediateWithoutMarker_isUntrusted() throws {
         let receipt = try TestPKI.blueprint().forge(with: TestPKI.intermediateWithoutMarker)
         let result = TestPKI.validator([TestPKI.intermediateWithoutMarker]).validate(receipt)
         #expect(result.error?.code == .certificateUntrusted)
-        #expect(result.error?.message.contains(AppleMarker.worldwideDeveloperRelations) == true)
+        #expect(result.error?.reason == .markerMissing)
     }
 
     @Test func tamperedPayloadByte_isSignatureInvalid() throws {

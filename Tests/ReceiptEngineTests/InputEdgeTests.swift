@@ -59,7 +59,7 @@ struct ClockEdgeTests {
     func creationDateOutsideAnyChain_isUntrusted_withTheDateIntact(_ created: String) throws {
         let result = TestPKI.validator().validate(try Self.receipt(created: created, by: TestPKI.standard))
         #expect(result.error?.code == .certificateUntrusted)
-        #expect(result.error?.message.contains("outside") == true)
+        #expect(result.error?.reason == .outsideValidity)
         #expect(result.receipt?.creationDate.rfc3339 == created)
     }
 

@@ -188,4 +188,13 @@ struct ForgedReceiptRouteTests {
         #expect(response.text.contains("id=\"purchases\""))
         #expect(response.text.contains("id=\"subscriptions\""))
     }
+
+    @Test func validate_untrustedReceipt_saysWhyInAStableReason() throws {
+        let response = try routes(trusting: false).handle(
+            post("/v1/validate", contentType: "application/octet-stream", body: try forged(blueprint())))
+        #expect(response.status == 422)
+        #expect(response.errorCode == "certificate_untrusted")
+        #expect(response.json?["error"]?["reason"] == .string("no_trusted_root"))
+        #expect(response.json?["kind"] == .string("receipt"))
+    }
 }

@@ -90,7 +90,7 @@ struct ResultJSONTests {
     @Test func invalidResult_hasErrorAndNoReceiptKey() throws {
         let result = ValidationResult(error: ValidationError(.malformedReceipt, "not a receipt"))
         let json = try JSONValue(parsing: ResultJSON.encode(result))
-        #expect(json.keys == ["valid", "error", "checks", "subscriptions"])
+        #expect(json.keys == ["valid", "kind", "error", "checks", "subscriptions"])
         #expect(json["valid"] == .bool(false))
         #expect(json["error"] == .object([("code", .string("malformed_receipt")), ("message", .string("not a receipt"))]))
         #expect(json["checks"]?.keys == ["signature", "bundle_id", "version", "device_hash", "environment"])
@@ -106,7 +106,7 @@ struct ResultJSONTests {
             Self.receipt.inAppPurchases, at: ReceiptDate(millisecondsSince1970: 1_714_564_800_000))
         let result = ValidationResult(checks: checks, receipt: Self.receipt, subscriptions: statuses)
         let json = try JSONValue(parsing: ResultJSON.encode(result))
-        #expect(json.keys == ["valid", "environment", "checks", "receipt", "subscriptions"])
+        #expect(json.keys == ["valid", "kind", "environment", "checks", "receipt", "subscriptions"])
         #expect(json["environment"] == .string("Sandbox"))
         #expect(json["checks"]?["signature"] == .string("passed"))
         let receipt = try #require(json["receipt"])
