@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
-# Tests the browser test itself against mock_server.py, with the page built from SupportPage.swift.
-# Needs swiftc (to print SupportPage.html). Usage: Tests/support-page/self-test.sh [SCREENSHOT_DIR]
+# Tests the browser test itself against mock_server.py, which answers with canned verdicts, serving the page a real
+# receiptd serves (built with `swift build`). Usage: Tests/support-page/self-test.sh [SCREENSHOT_DIR]
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
+. "$here/../e2e/lib.sh"
 work="$(mktemp -d)"
 mock_pid=""
 cleanup() {
     [ -z "$mock_pid" ] || kill "$mock_pid" 2>/dev/null || true
+    stop_server || true
     rm -rf "$work"
 }
 trap cleanup EXIT
 
-echo 'print(SupportPage.html, terminator: "")' > "$work/main.swift"
-swiftc -module-name SupportPageDump "$here/../../Sources/ReceiptService/SupportPage.swift" "$work/main.swift" \
-    -o "$work/dump-page"
-"$work/dump-page" > "$work/page.html"
+echo '{"port": 0}' > "$work/receiptd.json"
+start_server "$work/receiptd.json"
+curl -fsS "$BASE_URL/" -o "$work/page.html"
+stop_server
 
 printf '\x30\x82VALID-RECEIPT' > "$work/valid.der"
 printf '\x30\x82forged' > "$work/invalid.der"
@@ -26,4 +28,4 @@ for _ in $(seq 50); do
     curl -fsS -o /dev/null "http://127.0.0.1:$port/healthz" 2>/dev/null && break
     sleep 0.1
 done
-"$here/browser-test.sh" "$port" "$work/valid.der" "$work/invalid.der" "${1:-/tmp/receiptd-support-page-mock}"
+"$here/browser-test.sh" "$port" "$work/valid.der" "$work/invalid.der" "${1:-$work/screenshots}"
