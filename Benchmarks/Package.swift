@@ -14,6 +14,7 @@ let package = Package(
             dependencies: [
                 "CBenchOpenSSL",
                 .product(name: "ReceiptEngine", package: "receiptd"),
+                .product(name: "ReceiptForge", package: "receiptd"),
                 .product(name: "ReceiptService", package: "receiptd"),
             ]
         ),

@@ -1,5 +1,6 @@
 import Foundation
 import ReceiptEngine
+import ReceiptForge
 import ReceiptService
 
 // receipt-bench inprocess --fixtures DIR [--seconds S]   figures on one core, printed
