@@ -42,6 +42,11 @@ package final class X509Certificate: @unchecked Sendable {
         return X509_get_ext_by_OBJ(pointer, object, -1) >= 0
     }
 
+    /// Whether subject and issuer are the same name, as for a root or Xcode's StoreKit test certificate.
+    package var isSelfIssued: Bool {
+        X509_NAME_cmp(X509_get_subject_name(pointer), X509_get_issuer_name(pointer)) == 0
+    }
+
     /// notBefore and notAfter as milliseconds since 1970.
     package var validity: (notBefore: Int64, notAfter: Int64)? {
         guard let notBefore = Self.milliseconds(X509_get0_notBefore(pointer)),

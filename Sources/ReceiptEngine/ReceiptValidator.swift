@@ -36,7 +36,9 @@ public final class ReceiptValidator: Sendable {
         do {
             container = try ReceiptContainer(parsing: bytes)
         } catch {
-            return fail(ValidationError(.malformedReceipt, "not a PKCS#7 signed receipt: \(Self.reason(error))"))
+            return fail(
+                MalformedInput.diagnosis(of: bytes)
+                    ?? ValidationError(.malformedReceipt, "not a PKCS#7 signed receipt: \(Self.reason(error))"))
         }
 
         let chain: TrustedChain

@@ -55,6 +55,12 @@ final class TrustEvaluator: Sendable {
         let candidates = certificates.filter { $0 !== signer }
         let chain: TrustedChain
         switch ChainBuilder.verify(signer: signer, candidates: candidates, anchors: configuredAnchors + pinned) {
+        case .failure(let failure) where certificates.count == 1 && signer.isSelfIssued:
+            return .untrusted(ChainFailure(
+                failure.reason,
+                "the receipt is signed by a single self-signed certificate, as Xcode's StoreKit testing signs: trust it "
+                    + "only in a test config, by adding that certificate (Xcode: Editor > Save Public Certificate) to "
+                    + "trusted_roots and \"Xcode\" to environments"))
         case .failure(let failure): return .untrusted(failure)
         case .success(let verified): chain = verified
         }

@@ -34,7 +34,8 @@ public struct ValidationError: Error, Sendable, Hashable, CustomStringConvertibl
         ]
     }
 
-    /// Why a `certificate_untrusted` verdict was reached, for programs: finer than the code, as stable.
+    /// Why a `certificate_untrusted` verdict was reached, or what a `malformed_receipt` upload was instead, for
+    /// programs: finer than the code, as stable.
     public struct Reason: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
         public let rawValue: String
         public init(rawValue: String) { self.rawValue = rawValue }
@@ -51,13 +52,25 @@ public struct ValidationError: Error, Sendable, Hashable, CustomStringConvertibl
         /// A certificate, or the signer's key, does not decode.
         public static let unparseableCertificate = Reason(rawValue: "unparseable_certificate")
 
+        /// `malformed_receipt` for an upload that is recognizably something else: an image, a PDF, an archive.
+        public static let notAReceiptFile = Reason(rawValue: "not_a_receipt_file")
+        /// `malformed_receipt`: JSON (a saved request?) where a receipt was expected.
+        public static let json = Reason(rawValue: "json")
+        /// `malformed_receipt`: PEM text (a certificate or key).
+        public static let pem = Reason(rawValue: "pem")
+        /// `malformed_receipt`: the receipt's header announces more bytes than arrived.
+        public static let truncated = Reason(rawValue: "truncated")
+        /// `malformed_receipt`: plain text that is not a receipt.
+        public static let text = Reason(rawValue: "text")
+
         public static let all: [Reason] = [
             .noTrustedRoot, .markerMissing, .outsideValidity, .strayCertificate, .unparseableCertificate,
+            .notAReceiptFile, .json, .pem, .truncated, .text,
         ]
     }
 
     public let code: Code
-    /// Set for `certificate_untrusted`; nil otherwise.
+    /// Set for `certificate_untrusted`, and for `malformed_receipt` when the upload is recognizably something else.
     public let reason: Reason?
     public let message: String
 

@@ -113,7 +113,17 @@ public struct ReceiptRoutes: Sendable {
             default: "bad_request"
             }
         metrics.recordRequest(route: "unrouted", status: failure.status.code, seconds: 0)
-        return problem(RequestProblem(status: failure.status, code: code, message: failure.message))
+        let message =
+            switch failure.status {
+            case .contentTooLarge:
+                "the request body is larger than \(configuration.maxBodyBytes) bytes, the limit the config's "
+                    + "max_body_bytes sets"
+            case .headerFieldsTooLarge:
+                "the request line and headers are larger than \(configuration.maxHeaderBytes) bytes, the limit the "
+                    + "config's max_header_bytes sets"
+            default: failure.message
+            }
+        return problem(RequestProblem(status: failure.status, code: code, message: message))
     }
 
     // MARK: - POST /v1/validate

@@ -93,6 +93,10 @@ struct AppleFixtureTests {
         let result = ReceiptValidator(policy: ValidationPolicy()).validate(try AppleFixtures.bytes("receipts/tpinapp_4.der"))
         #expect(result.error?.code == .certificateUntrusted)
         #expect(result.receipt == nil)
+        #expect(result.error?.reason == .noTrustedRoot)
+        // The config keys that make it trusted in a test setup are named, so the user knows what to change.
+        #expect(result.error?.message.contains("trusted_roots") == true)
+        #expect(result.error?.message.contains("\"Xcode\"") == true)
     }
 
     @Test func trustedStoreKitAnchor_xcodeEnvironmentNotListed_isNotAccepted() throws {
