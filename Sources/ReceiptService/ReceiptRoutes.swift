@@ -31,8 +31,8 @@ public struct ReceiptRoutes: Sendable {
 
     public let configuration: ServiceConfiguration
     public let validator: ReceiptValidator
-    /// `/sandbox/verifyReceipt` mirrors Apple's sandbox host: it takes Sandbox receipts whatever `environments`
-    /// says, so a client that retries there after 21007 is served, as it was by Apple.
+    /// `/sandbox/verifyReceipt` mirrors Apple's sandbox host: Sandbox receipts only, and only while `environments`
+    /// accepts them (an operator who removes Sandbox wants none accepted anywhere).
     private let sandboxValidator: ReceiptValidator
     public let metrics: ServiceMetrics
     public let readiness: ServiceReadiness
@@ -46,7 +46,7 @@ public struct ReceiptRoutes: Sendable {
         self.configuration = configuration
         self.validator = validator
         var sandboxPolicy = validator.policy
-        sandboxPolicy.environments = [.sandbox]
+        sandboxPolicy.environments = validator.policy.environments.intersection([.sandbox])
         self.sandboxValidator = ReceiptValidator(policy: sandboxPolicy)
         self.metrics = metrics
         self.readiness = readiness

@@ -117,14 +117,16 @@ struct VerifyReceiptFixtureTests {
         #expect(answer["receipt"] == nil)
     }
 
-    @Test func retryAfter21007_isServedBySandboxPath_ofTheSameServer() throws {
+    /// An operator who removes Sandbox from `environments` wants no Sandbox receipt accepted anywhere: the retry a
+    /// client makes after 21007 is refused too, as docs/testing.md and Config/README.md say.
+    @Test func retryAfter21007_onAProductionOnlyServer_isRefusedWith21003() throws {
         var configuration = ServiceConfiguration()
         configuration.environments = [.production]
         let routes = makeRoutes(configuration)
         #expect(verify(routes, try request(AppleFixtures.sandboxReceipt))["status"] == .integer(21007))
         let retried = verify(routes, path: "/sandbox/verifyReceipt", try request(AppleFixtures.sandboxReceipt))
-        #expect(retried["status"] == .integer(0))
-        #expect(retried["environment"] == .string("Sandbox"))
+        #expect(retried["status"] == .integer(21003))
+        #expect(retried["receipt"] == nil)
     }
 
     @Test func productionReceiptToSandboxPath_isStatus21008() throws {
