@@ -66,16 +66,8 @@ enum VerdictReport {
         }
         func line(_ cells: [String]) -> String {
             zip(cells, widths).map { $0 + String(repeating: " ", count: $1 - $0.count) }
-                .joined(separator: "  ").trimmingTrailingSpaces()
+                .joined(separator: "  ").trimmedAtEnd(of: " ")
         }
         return [line(header), line(widths.map { String(repeating: "-", count: $0) })] + rows.map(line)
-    }
-}
-
-extension String {
-    func trimmingTrailingSpaces() -> String {
-        var copy = self
-        while copy.last == " " { copy.removeLast() }
-        return copy
     }
 }
