@@ -47,13 +47,15 @@ extension ServiceConfiguration {
     static func resolve(
         options: ServeOptions, environment: [String: String], fileExists: (String) -> Bool
     ) throws(ConfigurationError) -> ServiceConfiguration {
-        var configuration = try resolve(configPath: options.configPath, environment: environment, fileExists: fileExists)
+        var configuration = try resolve(
+            configPath: options.configPath, environment: environment, fileExists: fileExists)
         if let host = environment["RECEIPTD_HOST"], !host.isEmpty {
             configuration.host = host
         }
         if let text = environment["RECEIPTD_PORT"], !text.isEmpty {
             guard let port = ServeOptions.port(text) else {
-                throw ConfigurationError(.invalidOverride, "RECEIPTD_PORT: expected a port from 0 to 65535, not \(text)")
+                throw ConfigurationError(
+                    .invalidOverride, "RECEIPTD_PORT: expected a port from 0 to 65535, not \(text)")
             }
             configuration.port = port
         }

@@ -59,7 +59,8 @@ private func runInitCA(_ arguments: [String]) -> Int32 {
         return ExitStatus.usage
     }
     if FileManager.default.fileExists(atPath: (directory as NSString).appendingPathComponent("root.pem")) {
-        printError("receiptd testing init-ca: \(directory) already holds a test PKI; remove it or pick another directory")
+        printError(
+            "receiptd testing init-ca: \(directory) already holds a test PKI; remove it or pick another directory")
         return ExitStatus.usage
     }
     do {
@@ -68,7 +69,8 @@ private func runInitCA(_ arguments: [String]) -> Int32 {
         printError("receiptd testing init-ca: \(error)")
         return ExitStatus.failure
     }
-    printError("""
+    printError(
+        """
         Test PKI written to \(directory) (for tests only). Trust it in a test config:
           "trusted_roots": ["\((directory as NSString).appendingPathComponent("root.pem"))"]
         """)
@@ -109,12 +111,14 @@ private func runForgeReceipt(_ arguments: [String]) -> Int32 {
         draft.receiptType =
             try reader.value("--environment", expecting: "Production or Sandbox") { environments[$0] } ?? "Production"
         do {
-            draft.purchases = try reader.values("--purchase").map { try PurchaseBlueprint(spec: $0, defaultDate: created) }
+            draft.purchases = try reader.values("--purchase").map {
+                try PurchaseBlueprint(spec: $0, defaultDate: created)
+            }
         } catch let error as BlueprintError {
             throw UsageError("--purchase: \(error.message)")
         }
-        format = try reader.value("--format", expecting: "der or base64") { ["der", "base64"].contains($0) ? $0 : nil }
-            ?? "der"
+        let formats: Set = ["der", "base64"]
+        format = try reader.value("--format", expecting: "der or base64") { formats.contains($0) ? $0 : nil } ?? "der"
         output = reader.value("--out")
         do {
             authority = try TestCertificateAuthority(directory: directory)

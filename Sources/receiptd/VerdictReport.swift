@@ -16,7 +16,8 @@ enum VerdictReport {
                 + "version \(checks.version.rawValue), device hash \(checks.deviceHash.rawValue), "
                 + "environment \(checks.environment.rawValue)")
         guard let receipt = result.receipt else { return lines.joined(separator: "\n") }
-        lines.append("  environment: \(result.environment?.rawValue ?? "unknown") (receipt type \(receipt.receiptType ?? "absent"))")
+        let environment = result.environment?.rawValue ?? "unknown"
+        lines.append("  environment: \(environment) (receipt type \(receipt.receiptType ?? "absent"))")
         lines.append("  bundle id: \(receipt.bundleID)")
         lines.append(
             "  version: \(receipt.applicationVersion) (originally \(receipt.originalApplicationVersion ?? "unknown"))")

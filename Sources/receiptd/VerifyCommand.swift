@@ -1,7 +1,7 @@
 import Foundation
+import JSONText
 import ReceiptEngine
 import ReceiptService
-import JSONText
 
 let verifyUsage = """
     usage: receiptd verify FILE... [--config PATH] [--device-id ID] [--bundle-id ID] [--json]

@@ -1,6 +1,5 @@
-import Testing
-
 import ReceiptEngine
+import Testing
 
 struct ASCIITests {
     @Test(arguments: [
