@@ -41,15 +41,21 @@ let package = Package(
         .target(name: "HTTP1Server", dependencies: ["CEpoll"], swiftSettings: strictSettings),
         // Routes, configuration and JSON: joins the engine to the HTTP server.
         .target(name: "ReceiptService", dependencies: ["ReceiptEngine", "JSONText", "HTTP1Server"], swiftSettings: strictSettings),
-        .executableTarget(name: "receiptd", dependencies: ["ReceiptService", "ReceiptEngine", "ReceiptForge", "JSONText"], swiftSettings: strictSettings),
+        // Every command (`serve`, `verify`, `testing`) and its flags; the modules below know nothing of a command line.
+        .executableTarget(
+            name: "receiptd",
+            dependencies: ["ReceiptService", "ReceiptEngine", "ReceiptForge", "JSONText", "HTTP1Server"],
+            swiftSettings: strictSettings
+        ),
         // libFuzzer targets (see scripts/fuzz-smoke); a plain build links them as programs that do nothing.
         .executableTarget(name: "FuzzReceipt", dependencies: ["ReceiptEngine", "ReceiptForge"], path: "Fuzz/FuzzReceipt", swiftSettings: strictSettings),
         .executableTarget(name: "FuzzHTTPRequest", dependencies: ["HTTP1Server"], path: "Fuzz/FuzzHTTPRequest", swiftSettings: strictSettings),
         .testTarget(name: "ReceiptEngineTests", dependencies: ["CryptoFloor", "ReceiptEngine", "ReceiptForge"], swiftSettings: strictSettings),
         .testTarget(name: "HTTP1ServerTests", dependencies: ["HTTP1Server"], swiftSettings: strictSettings),
+        // Also tests the executable's commands (`@testable import receiptd`): serve live, flags, config resolution.
         .testTarget(
             name: "ReceiptServiceTests",
-            dependencies: ["ReceiptService", "ReceiptEngine", "ReceiptForge", "JSONText", "HTTP1Server"],
+            dependencies: ["ReceiptService", "ReceiptEngine", "ReceiptForge", "JSONText", "HTTP1Server", "receiptd"],
             swiftSettings: strictSettings
         ),
     ],

@@ -6,7 +6,7 @@ public struct DeviceIdentifier: Sendable, Hashable {
     /// Accepts `XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX` (any case) or `aa:bb:cc:dd:ee:ff` (`-` separators too).
     /// Anything else is nil: a caller error, not a verdict on the receipt.
     public init?(_ text: String) {
-        let trimmed = text.trimmingASCIIWhitespace()
+        let trimmed = text.trimmed(of: " \t\n\r")
         let utf8 = Array(trimmed.utf8)
         if utf8.count == 36 {
             guard [8, 13, 18, 23].allSatisfy({ utf8[$0] == UInt8(ascii: "-") }) else { return nil }
@@ -37,30 +37,11 @@ public struct DeviceIdentifier: Sendable, Hashable {
         out.reserveCapacity(digits.count / 2)
         var index = 0
         while index < digits.count {
-            guard let high = hexValue(digits[index]), let low = hexValue(digits[index + 1]) else { return nil }
+            guard let high = digits[index].hexDigitValue, let low = digits[index + 1].hexDigitValue else { return nil }
             out.append(high << 4 | low)
             index += 2
         }
         return out
-    }
-
-    private static func hexValue(_ c: UInt8) -> UInt8? {
-        switch c {
-        case 48...57: return c - 48
-        case 65...70: return c - 55
-        case 97...102: return c - 87
-        default: return nil
-        }
-    }
-}
-
-extension String {
-    func trimmingASCIIWhitespace() -> String {
-        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" }
-        guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else {
-            return ""
-        }
-        return String(self[first...last])
     }
 }
 

@@ -70,30 +70,4 @@ enum Base64Text {
         }
         return out
     }
-
-    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
-
-    /// Standard, padded, unwrapped base64 (what Apple echoes in `latest_receipt`).
-    static func encode(_ bytes: [UInt8]) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity((bytes.count + 2) / 3 * 4)
-        var index = 0
-        while index + 3 <= bytes.count {
-            let chunk = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8 | UInt32(bytes[index + 2])
-            out.append(alphabet[Int(chunk >> 18 & 63)])
-            out.append(alphabet[Int(chunk >> 12 & 63)])
-            out.append(alphabet[Int(chunk >> 6 & 63)])
-            out.append(alphabet[Int(chunk & 63)])
-            index += 3
-        }
-        let rest = bytes.count - index
-        if rest > 0 {
-            let chunk = UInt32(bytes[index]) << 16 | (rest == 2 ? UInt32(bytes[index + 1]) << 8 : 0)
-            out.append(alphabet[Int(chunk >> 18 & 63)])
-            out.append(alphabet[Int(chunk >> 12 & 63)])
-            out.append(rest == 2 ? alphabet[Int(chunk >> 6 & 63)] : UInt8(ascii: "="))
-            out.append(UInt8(ascii: "="))
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
 }

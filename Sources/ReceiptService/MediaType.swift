@@ -1,6 +1,8 @@
+internal import ReceiptEngine
+
 /// A media type from a `Content-Type` or `Accept` header (RFC 9110 §8.3.1): `type/subtype` lowercased, parameters
 /// with lowercased names and unquoted values.
-struct MediaType: Sendable, Hashable {
+struct MediaType: Sendable {
     var type: String
     var subtype: String
     var parameters: [(name: String, value: String)]
@@ -23,13 +25,6 @@ struct MediaType: Sendable, Hashable {
         self.subtype = subtype
         self.parameters = fields.dropFirst().compactMap(Self.parameter)
     }
-
-    static func ==(lhs: MediaType, rhs: MediaType) -> Bool {
-        lhs.essence == rhs.essence && lhs.parameters.map(\.name) == rhs.parameters.map(\.name)
-            && lhs.parameters.map(\.value) == rhs.parameters.map(\.value)
-    }
-
-    func hash(into hasher: inout Hasher) { hasher.combine(essence) }
 
     /// `name=value` or `name="quoted \" value"`.
     static func parameter(_ field: String) -> (name: String, value: String)? {
@@ -124,15 +119,5 @@ struct AcceptHeader: Sendable {
     /// an absent header are not, so programs keep getting JSON.
     var prefersHTML: Bool {
         quality(of: "text", "html") > quality(of: "application", "json")
-    }
-}
-
-extension StringProtocol {
-    func trimmed(of set: String) -> String {
-        let characters = Set(set)
-        guard let first = firstIndex(where: { !characters.contains($0) }),
-            let last = lastIndex(where: { !characters.contains($0) })
-        else { return "" }
-        return String(self[first...last])
     }
 }

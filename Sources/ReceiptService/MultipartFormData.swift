@@ -1,3 +1,5 @@
+internal import ReceiptEngine
+
 /// A `multipart/form-data` body (RFC 7578, framing from RFC 2046 §5.1.1), as `curl -F` and HTML forms send it.
 ///
 /// Parsing is bounded: part headers are capped and so is the number of parts, because a form for one receipt never

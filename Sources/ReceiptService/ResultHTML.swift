@@ -85,6 +85,8 @@ public enum ResultHTML {
                 + "<p id=\"error\">\(escape(message)) <code>\(escape(code))</code> (HTTP \(status))</p>\n")
     }
 
+    /// Text as HTML content or a quoted attribute value. The one HTML escaper; each output format has its own
+    /// (JSON in JSONText, log lines in ServiceLog), however alike their switches look.
     static func escape(_ text: String) -> String {
         var out = ""
         out.reserveCapacity(text.utf8.count)

@@ -134,6 +134,22 @@ public struct ServiceConfiguration: Sendable {
 // MARK: - Loading
 
 extension ServiceConfiguration {
+    /// The configuration every command runs with: the file named by `configPath` (`--config`), else by
+    /// `RECEIPTD_CONFIG` when it is not empty, else `Config/receiptd.json` when present, else the defaults.
+    ///
+    /// An empty variable counts as unset, since `RECEIPTD_CONFIG=` is how shells and container specs clear one. A
+    /// missing default file means defaults, so that `receiptd serve` works out of the box; a file named by flag or
+    /// variable must exist.
+    public static func resolve(
+        configPath: String?, environment: [String: String], fileExists: (String) -> Bool
+    ) throws(ConfigurationError) -> ServiceConfiguration {
+        if let path = configPath ?? environment["RECEIPTD_CONFIG"].flatMap({ $0.isEmpty ? nil : $0 }) {
+            return try load(contentsOfFile: path)
+        }
+        if fileExists(defaultPath) { return try load(contentsOfFile: defaultPath) }
+        return ServiceConfiguration()
+    }
+
     /// Reads a configuration file; relative `trusted_roots` resolve against the file's folder.
     public static func load(contentsOfFile path: String) throws(ConfigurationError) -> ServiceConfiguration {
         guard let data = FileManager.default.contents(atPath: path) else {

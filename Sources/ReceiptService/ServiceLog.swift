@@ -82,6 +82,8 @@ public struct ServiceLog: Sendable {
         }
     }
 
+    /// HTTPServer hands over the path without its query already; this keeps `?device_id=` out of the log whoever
+    /// makes the record.
     static func pathWithoutQuery(_ path: String) -> String {
         if let question = path.utf8.firstIndex(of: UInt8(ascii: "?")) { return String(path[..<question]) }
         return path

@@ -3,37 +3,74 @@ import ReceiptEngine
 import ReceiptForge
 import ReceiptService
 
+let testingUsage = """
+    usage: receiptd testing init-ca DIR
+           receiptd testing receipt --ca DIR --bundle-id ID --app-version V [flags]
+      A test PKI and receipts made to order, for integration tests of backends that call receiptd; their receipts
+      validate only where the PKI's root.pem is listed in trusted_roots. `receiptd testing COMMAND --help` for more.
+    """
+
+let initCAUsage = """
+    usage: receiptd testing init-ca DIR
+      Writes a test root, intermediate and receipt-signing certificate (with its key) to DIR, for tests only.
+    """
+
+let forgeReceiptUsage = """
+    usage: receiptd testing receipt --ca DIR --bundle-id ID --app-version V [--original-version V] [--device-id ID]
+                                    [--environment Production|Sandbox] [--created DATE] [--purchase SPEC]...
+                                    [--format der|base64] [--out FILE]
+      Signs a receipt with the test PKI in DIR (made by init-ca).
+      --device-id ID    a UUID (iOS) or a MAC address (macOS); without it a random one is printed on stderr
+      --created DATE    RFC 3339 (2026-01-01T00:00:00Z); default now
+      --purchase SPEC   once per in-app transaction, comma-separated field=value: product, transaction (both
+                        required), original, quantity, purchased, original_purchased, expires, cancelled,
+                        web_order, trial, intro, offer
+      --out FILE        default standard output
+    """
+
 /// `receiptd testing init-ca DIR` and `receiptd testing receipt …`: a test PKI and receipts made to order, for
 /// integration tests of backends that call receiptd.
 func runTesting(_ arguments: [String]) -> Int32 {
     switch arguments.first {
     case "init-ca": return runInitCA(Array(arguments.dropFirst()))
     case "receipt": return runForgeReceipt(Array(arguments.dropFirst()))
+    case "--help", "-h", "help":
+        print(testingUsage)
+        return ExitStatus.success
     default:
-        printError("receiptd testing: expected init-ca or receipt\n\n\(usage)")
+        printError("receiptd testing: expected init-ca or receipt\n\n\(testingUsage)")
         return ExitStatus.usage
     }
 }
 
 private func runInitCA(_ arguments: [String]) -> Int32 {
-    guard arguments.count == 1, !arguments[0].hasPrefix("-") else {
-        printError("receiptd testing init-ca: expected one directory\n\n\(usage)")
+    let directory: String
+    do {
+        let reader = try ArgumentReader(arguments, options: [])
+        if reader.wantsHelp {
+            print(initCAUsage)
+            return ExitStatus.success
+        }
+        try reader.expectPositional(atMost: 1)
+        guard let first = reader.positional.first else { throw UsageError("expected one directory") }
+        directory = first
+    } catch {
+        printError("receiptd testing init-ca: \(error)\n\n\(initCAUsage)")
         return ExitStatus.usage
     }
-    let directory = arguments[0]
-    do {
-        if FileManager.default.fileExists(atPath: (directory as NSString).appendingPathComponent("root.pem")) {
-            throw UsageError("\(directory) already holds a test PKI; remove it or pick another directory")
-        }
-        try TestCertificateAuthority.generate().write(toDirectory: directory)
-    } catch let error as UsageError {
-        printError("receiptd testing init-ca: \(error)")
+    if FileManager.default.fileExists(atPath: (directory as NSString).appendingPathComponent("root.pem")) {
+        printError(
+            "receiptd testing init-ca: \(directory) already holds a test PKI; remove it or pick another directory")
         return ExitStatus.usage
+    }
+    do {
+        try TestCertificateAuthority.generate().write(toDirectory: directory)
     } catch {
         printError("receiptd testing init-ca: \(error)")
         return ExitStatus.failure
     }
-    printError("""
+    printError(
+        """
         Test PKI written to \(directory) (for tests only). Trust it in a test config:
           "trusted_roots": ["\((directory as NSString).appendingPathComponent("root.pem"))"]
         """)
@@ -49,50 +86,40 @@ private func runForgeReceipt(_ arguments: [String]) -> Int32 {
     do {
         let reader = try ArgumentReader(
             arguments,
-            valued: [
+            options: [
                 "--ca", "--bundle-id", "--app-version", "--original-version", "--device-id", "--environment",
                 "--created", "--purchase", "--format", "--out",
-            ],
-            switches: [])
-        guard reader.positional.isEmpty else { throw UsageError("unexpected argument \(reader.positional[0])") }
-        guard let directory = try reader.value("--ca") else { throw UsageError("--ca DIR is required") }
-        guard let bundleID = try reader.value("--bundle-id"), !bundleID.isEmpty else {
-            throw UsageError("--bundle-id is required")
+            ])
+        if reader.wantsHelp {
+            print(forgeReceiptUsage)
+            return ExitStatus.success
         }
-        guard let version = try reader.value("--app-version"), !version.isEmpty else {
-            throw UsageError("--app-version is required")
-        }
-        var device: DeviceIdentifier?
-        if let text = try reader.value("--device-id") {
-            guard let parsed = DeviceIdentifier(text) else {
-                throw UsageError("--device-id: expected a UUID (iOS) or a MAC address aa:bb:cc:dd:ee:ff (macOS)")
-            }
-            device = parsed
-        }
+        try reader.expectPositional(atMost: 0)
+        let directory = try reader.required("--ca")
+        let bundleID = try reader.required("--bundle-id")
+        let version = try reader.required("--app-version")
+        let device = try reader.value("--device-id", expecting: deviceIdentifierForm, DeviceIdentifier.init)
         deviceWasGiven = device != nil
-        var created = ReceiptDate(Date())
-        if let text = try reader.value("--created") {
-            guard let date = ReceiptDate(rfc3339: text) else {
-                throw UsageError("--created: \"\(text)\" is not an RFC 3339 date (2026-01-01T00:00:00Z)")
-            }
-            created = date
-        }
+        let created =
+            try reader.value("--created", expecting: "an RFC 3339 date (2026-01-01T00:00:00Z)") {
+                ReceiptDate(rfc3339: $0)
+            } ?? ReceiptDate(Date())
         var draft = ReceiptBlueprint(
             bundleID: bundleID, applicationVersion: version, deviceIdentifier: device, creationDate: created)
-        if let original = try reader.value("--original-version") { draft.originalApplicationVersion = original }
-        switch try reader.value("--environment") ?? "Production" {
-        case "Production": draft.receiptType = "Production"
-        case "Sandbox": draft.receiptType = "ProductionSandbox"
-        case let other: throw UsageError("--environment: \"\(other)\" is not Production or Sandbox")
-        }
+        if let original = reader.value("--original-version") { draft.originalApplicationVersion = original }
+        let environments = ["Production": "Production", "Sandbox": "ProductionSandbox"]
+        draft.receiptType =
+            try reader.value("--environment", expecting: "Production or Sandbox") { environments[$0] } ?? "Production"
         do {
-            draft.purchases = try reader.values("--purchase").map { try PurchaseBlueprint(spec: $0, defaultDate: created) }
+            draft.purchases = try reader.values("--purchase").map {
+                try PurchaseBlueprint(spec: $0, defaultDate: created)
+            }
         } catch let error as BlueprintError {
             throw UsageError("--purchase: \(error.message)")
         }
-        format = try reader.value("--format") ?? "der"
-        guard format == "der" || format == "base64" else { throw UsageError("--format: expected der or base64") }
-        output = try reader.value("--out")
+        let formats: Set = ["der", "base64"]
+        format = try reader.value("--format", expecting: "der or base64") { formats.contains($0) ? $0 : nil } ?? "der"
+        output = reader.value("--out")
         do {
             authority = try TestCertificateAuthority(directory: directory)
         } catch {

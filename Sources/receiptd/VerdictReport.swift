@@ -16,7 +16,8 @@ enum VerdictReport {
                 + "version \(checks.version.rawValue), device hash \(checks.deviceHash.rawValue), "
                 + "environment \(checks.environment.rawValue)")
         guard let receipt = result.receipt else { return lines.joined(separator: "\n") }
-        lines.append("  environment: \(result.environment?.rawValue ?? "unknown") (receipt type \(receipt.receiptType ?? "absent"))")
+        let environment = result.environment?.rawValue ?? "unknown"
+        lines.append("  environment: \(environment) (receipt type \(receipt.receiptType ?? "absent"))")
         lines.append("  bundle id: \(receipt.bundleID)")
         lines.append(
             "  version: \(receipt.applicationVersion) (originally \(receipt.originalApplicationVersion ?? "unknown"))")
@@ -66,16 +67,8 @@ enum VerdictReport {
         }
         func line(_ cells: [String]) -> String {
             zip(cells, widths).map { $0 + String(repeating: " ", count: $1 - $0.count) }
-                .joined(separator: "  ").trimmingTrailingSpaces()
+                .joined(separator: "  ").trimmedAtEnd(of: " ")
         }
         return [line(header), line(widths.map { String(repeating: "-", count: $0) })] + rows.map(line)
-    }
-}
-
-extension String {
-    func trimmingTrailingSpaces() -> String {
-        var copy = self
-        while copy.last == " " { copy.removeLast() }
-        return copy
     }
 }

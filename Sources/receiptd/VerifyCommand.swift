@@ -1,7 +1,17 @@
 import Foundation
+import JSONText
 import ReceiptEngine
 import ReceiptService
-import JSONText
+
+let verifyUsage = """
+    usage: receiptd verify FILE... [--config PATH] [--device-id ID] [--bundle-id ID] [--json]
+      Validates each receipt file (DER, or base64 as copied from logs) offline and prints its verdict; several files
+      end with a summary, and --json prints one object per file (with "file" when there are several).
+      config: --config, else RECEIPTD_CONFIG when not empty, else Config/receiptd.json when present, else defaults
+      --device-id ID   the device the receipts must be bound to (a UUID on iOS, a MAC address on macOS)
+      --bundle-id ID   accept this app instead of the configured ones
+      exit status: 0 when every receipt is valid, 1 when any is not, 2 on a usage error or an unreadable file
+    """
 
 /// `receiptd verify FILE... [--config PATH] [--device-id ID] [--bundle-id ID] [--json]`
 func runVerify(_ arguments: [String]) -> Int32 {
@@ -9,27 +19,24 @@ func runVerify(_ arguments: [String]) -> Int32 {
     let validator: ReceiptValidator
     let device: DeviceIdentifier?
     do {
-        reader = try ArgumentReader(
-            arguments, valued: ["--config", "--device-id", "--bundle-id"], switches: ["--json", "--help"])
-        if reader.isSet("--help") {
-            print(usage)
+        reader = try ArgumentReader(arguments, options: ["--config", "--device-id", "--bundle-id"], flags: ["--json"])
+        if reader.wantsHelp {
+            print(verifyUsage)
             return ExitStatus.success
         }
         guard !reader.positional.isEmpty else { throw UsageError("verify needs at least one receipt file") }
-        device = try reader.value("--device-id").map { text in
-            guard let device = DeviceIdentifier(text) else {
-                throw UsageError("--device-id: expected a UUID (iOS) or a MAC address aa:bb:cc:dd:ee:ff (macOS)")
-            }
-            return device
-        }
-        validator = try loadValidator(configPath: reader.value("--config"))
+        device = try reader.value("--device-id", expecting: deviceIdentifierForm, DeviceIdentifier.init)
+        validator = try ServiceConfiguration.resolve(
+            configPath: reader.value("--config"), environment: ProcessInfo.processInfo.environment,
+            fileExists: { FileManager.default.fileExists(atPath: $0) }
+        ).makeValidator()
     } catch {
         printError("receiptd verify: \(error)")
         return ExitStatus.usage
     }
 
     let files = reader.positional
-    let expectedBundleID = try? reader.value("--bundle-id")
+    let expectedBundleID = reader.value("--bundle-id")
     let json = reader.isSet("--json")
     let showProgress = files.count > 1 && isatty(STDERR_FILENO) == 1
     var tally: [String: Int] = [:]
@@ -63,19 +70,6 @@ func runVerify(_ arguments: [String]) -> Int32 {
     }
     if unreadable > 0 { return ExitStatus.usage }
     return tally.keys.allSatisfy { $0 == "valid" } ? ExitStatus.success : ExitStatus.failure
-}
-
-/// The validator from `--config`, else `RECEIPTD_CONFIG`, else `Config/receiptd.json` when present, else defaults
-/// (Apple's root only, any app).
-private func loadValidator(configPath: String?) throws -> ReceiptValidator {
-    let environment = ProcessInfo.processInfo.environment
-    if let path = configPath ?? environment["RECEIPTD_CONFIG"] {
-        return try ServiceConfiguration.load(contentsOfFile: path).makeValidator()
-    }
-    if FileManager.default.fileExists(atPath: ServiceConfiguration.defaultPath) {
-        return try ServiceConfiguration.load(contentsOfFile: ServiceConfiguration.defaultPath).makeValidator()
-    }
-    return ReceiptValidator(policy: ValidationPolicy())
 }
 
 extension JSONValue {

@@ -5,6 +5,7 @@ import Synchronization
 import Testing
 
 @testable import ReceiptService
+@testable import receiptd
 import JSONText
 
 /// `/healthz`, `/readyz`, `/metrics` and `/`.

@@ -10,6 +10,7 @@ import Glibc
 #endif
 
 @testable import ReceiptService
+@testable import receiptd
 import JSONText
 
 /// `runServe` with a real socket: the one place the service is tested through the network.

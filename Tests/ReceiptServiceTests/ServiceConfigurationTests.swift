@@ -4,6 +4,7 @@ import ReceiptEngine
 import Testing
 
 @testable import ReceiptService
+@testable import receiptd
 import JSONText
 
 /// A scratch folder per test, removed afterwards.
@@ -212,6 +213,32 @@ struct ServiceConfigurationTests {
             options: ServeOptions(), environment: [:], fileExists: { _ in false })
         #expect(configuration.sourcePath == nil)
         #expect(configuration.port == 8080)
+    }
+
+    /// `RECEIPTD_CONFIG=` clears the variable in shells and container specs; serve and verify share this resolver.
+    @Test func emptyConfigVariable_isUnset_forEveryCommand() throws {
+        let verify = try ServiceConfiguration.resolve(
+            configPath: nil, environment: ["RECEIPTD_CONFIG": ""], fileExists: { _ in false })
+        #expect(verify.sourcePath == nil)
+        let serve = try ServiceConfiguration.resolve(
+            options: ServeOptions(), environment: ["RECEIPTD_CONFIG": ""], fileExists: { _ in false })
+        #expect(serve.sourcePath == nil)
+
+        let folder = try ScratchFolder()
+        let file = try folder.write("receiptd.json", "{\"port\": 3333}")
+        let flagWins = try ServiceConfiguration.resolve(
+            configPath: file, environment: ["RECEIPTD_CONFIG": ""], fileExists: { _ in false })
+        #expect(flagWins.port == 3333)
+    }
+
+    @Test func namedConfigFile_mustExist_evenWhenTheDefaultDoes() {
+        #expect {
+            try ServiceConfiguration.resolve(
+                configPath: nil, environment: ["RECEIPTD_CONFIG": "/nonexistent/receiptd.json"],
+                fileExists: { _ in true })
+        } throws: { error in
+            (error as? ConfigurationError)?.code == .unreadableFile
+        }
     }
 
     @Test(arguments: [["--port", "http"], ["--port"], ["--log-format", "xml"], ["--verbose"], ["--port=99999"]])

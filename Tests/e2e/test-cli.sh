@@ -82,5 +82,18 @@ check "missing --ca" 2 "$R" testing receipt --bundle-id b --app-version 1
 check "bad environment" 2 "$R" testing receipt --ca ca --bundle-id b --app-version 1 --environment Staging
 check "unknown command" 2 "$R" frobnicate
 
+check "--version" 0 "$R" --version
+contains "--version names the program" out.txt "receiptd "
+check "version" 0 "$R" version
+for command in serve verify testing "testing init-ca" "testing receipt" "help verify"; do
+    # shellcheck disable=SC2086 # the subcommand is two words
+    check "$command --help" 0 "$R" $command --help
+    contains "$command --help prints its usage" out.txt "usage: receiptd"
+done
+check "a repeated --config keeps the last" 0 "$R" verify good.der --config misspelt.json --config config.json
+RECEIPTD_CONFIG="" check "an empty RECEIPTD_CONFIG is unset (defaults: Apple's root only)" 1 "$R" verify good.der
+contains "so the test CA is untrusted" out.txt "certificate_untrusted"
+RECEIPTD_CONFIG=config.json check "RECEIPTD_CONFIG names the file" 0 "$R" verify good.der
+
 [ "$failures" -eq 0 ] || { echo "test-cli: $failures failures"; exit 1; }
 echo "test-cli: all checks passed"

@@ -1,20 +1,21 @@
-internal import Dispatch
-internal import Foundation
-internal import HTTP1Server
-internal import ReceiptEngine
+import Dispatch
+import Foundation
+import HTTP1Server
+import ReceiptEngine
+import ReceiptService
 
 #if canImport(Glibc)
-internal import Glibc
+import Glibc
 #elseif canImport(Darwin)
-internal import Darwin
+import Darwin
 #endif
 
 /// `receiptd serve`: loads the configuration, listens, serves until SIGTERM or SIGINT, then drains.
 ///
 /// - Parameter arguments: the arguments after `serve`.
-/// - Returns: the process exit status: 0 after a clean shutdown, 1 when the configuration is bad or the port cannot
-///   be bound, 2 for bad flags. Every failure is one line on stderr.
-public func runServe(arguments: [String]) -> Int32 {
+/// - Returns: the process exit status: 0 after a clean shutdown (or `--help`), 1 when the configuration is bad or the
+///   port cannot be bound, 2 for bad flags. Every failure is one line on stderr.
+func runServe(arguments: [String]) -> Int32 {
     runServe(
         arguments: arguments, environment: ProcessInfo.processInfo.environment,
         output: ServiceLog.standardOutput, errors: ServiceLog.standardError)
@@ -29,11 +30,11 @@ func runServe(
     } catch {
         errors("receiptd serve: \(error)")
         errors(ServeOptions.usage)
-        return 2
+        return ExitStatus.usage
     }
     if options.showHelp {
         output(ServeOptions.usage)
-        return 0
+        return ExitStatus.success
     }
     let configuration: ServiceConfiguration
     do {
@@ -41,7 +42,7 @@ func runServe(
             options: options, environment: environment, fileExists: { FileManager.default.fileExists(atPath: $0) })
     } catch {
         errors("receiptd: \(error)")
-        return 1
+        return ExitStatus.failure
     }
 
     let log = ServiceLog(format: configuration.logFormat, sink: output)
@@ -62,7 +63,7 @@ func runServe(
         port = try server.start()
     } catch {
         errors("receiptd: cannot listen on \(configuration.host):\(configuration.port): \(error)")
-        return 1
+        return ExitStatus.failure
     }
     let signals = ShutdownSignals(server: server, readiness: readiness, log: log)
     readiness.markReady()
@@ -79,7 +80,7 @@ func runServe(
     server.waitUntilStopped()
     signals.cancel()
     log.event("stopped")
-    return 0
+    return ExitStatus.success
 }
 
 private func hostForURL(_ host: String) -> String {
