@@ -45,14 +45,17 @@ func runVerify(_ arguments: [String]) -> Int32 {
         if showProgress {
             FileHandle.standardError.write(Data("\r[\(index + 1)/\(files.count)] \(file)\u{1B}[K".utf8))
         }
-        guard let data = FileManager.default.contents(atPath: file) else {
+        let data: [UInt8]
+        switch readInput(file) {
+        case .success(let bytes): data = bytes
+        case .failure(let problem):
             if showProgress { FileHandle.standardError.write(Data("\n".utf8)) }
-            printError("receiptd verify: \(file): cannot read the file")
+            printError("receiptd verify: \(file): \(problem.description)")
             unreadable += 1
             continue
         }
         // Files hold DER as Xcode and StoreKit write it, or base64 as it is copied from logs.
-        let bytes = ReceiptText.decodeDEROrBase64(Array(data))
+        let bytes = ReceiptText.decodeDEROrBase64(data)
         let result = validator.validate(bytes, deviceIdentifier: device, expectedBundleID: expectedBundleID)
         tally[result.error?.code.rawValue ?? "valid", default: 0] += 1
         if json {
@@ -70,6 +73,28 @@ func runVerify(_ arguments: [String]) -> Int32 {
     }
     if unreadable > 0 { return ExitStatus.usage }
     return tally.keys.allSatisfy { $0 == "valid" } ? ExitStatus.success : ExitStatus.failure
+}
+
+/// A file's bytes, or standard input's for `-`; a failure says what was there instead and what to do.
+func readInput(_ file: String) -> Result<[UInt8], UsageError> {
+    if file == "-" {
+        let data = FileHandle.standardInput.readDataToEndOfFile()
+        guard !data.isEmpty else {
+            return .failure(UsageError("standard input is empty: pipe the receipt in (receiptd verify - < receipt.der)"))
+        }
+        return .success(Array(data))
+    }
+    var isDirectory: ObjCBool = false
+    guard FileManager.default.fileExists(atPath: file, isDirectory: &isDirectory) else {
+        return .failure(UsageError("no such file"))
+    }
+    if isDirectory.boolValue {
+        return .failure(UsageError("is a directory: name the files in it (receiptd verify \(file)/*)"))
+    }
+    guard FileManager.default.isReadableFile(atPath: file), let data = FileManager.default.contents(atPath: file) else {
+        return .failure(UsageError("cannot be read (permission denied?)"))
+    }
+    return .success(Array(data))
 }
 
 extension JSONValue {

@@ -95,5 +95,18 @@ RECEIPTD_CONFIG="" check "an empty RECEIPTD_CONFIG is unset (defaults: Apple's r
 contains "so the test CA is untrusted" out.txt "certificate_untrusted"
 RECEIPTD_CONFIG=config.json check "RECEIPTD_CONFIG names the file" 0 "$R" verify good.der
 
+# What people actually pass: each answer names what it saw and what to do.
+mkdir receipts-folder
+check "verify a directory" 2 "$R" verify receipts-folder --config config.json
+contains "a directory is named as one" err.txt "is a directory"
+check "verify a missing file" 2 "$R" verify no-such.der --config config.json
+contains "a missing file is named as one" err.txt "no such file"
+check "verify - reads standard input" 0 sh -c "\"$R\" verify - --config config.json < good.der"
+check "verify - with nothing piped in" 2 sh -c "\"$R\" verify - --config config.json < /dev/null"
+contains "empty standard input is named" err.txt "standard input is empty"
+printf '\x89PNG\r\n\x1a\nnot really an image' > screenshot.png
+check "verify a PNG" 1 "$R" verify screenshot.png --config config.json --json
+contains "a PNG is named as an image" out.txt '"reason": "not_a_receipt_file"'
+
 [ "$failures" -eq 0 ] || { echo "test-cli: $failures failures"; exit 1; }
 echo "test-cli: all checks passed"

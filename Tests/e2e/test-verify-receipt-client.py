@@ -138,14 +138,14 @@ class ItunesIAPTests(unittest.TestCase):
         expected = ["POST /sandbox/verifyReceipt 200"]
         self.assertEqual(requests_logged("BOTH_LOG", sandbox_mark, expected), expected)
 
-    def test_sandbox_retry_on_one_production_only_server_is_served_by_its_sandbox_path(self):
-        # One server whose environments leave out Sandbox: /verifyReceipt answers 21007, and its
-        # /sandbox/verifyReceipt, like Apple's sandbox host, takes the sandbox receipt.
+    def test_sandbox_retry_on_one_production_only_server_is_refused_there_too(self):
+        # One server whose environments leave out Sandbox accepts no Sandbox receipt anywhere: /verifyReceipt
+        # answers 21007, the client retries at /sandbox/verifyReceipt, and that answers 21003.
         point_itunesiap_at(PRODUCTION_ONLY_URL, PRODUCTION_ONLY_URL)
         mark = log_mark("PRODUCTION_ONLY_LOG")
-        response = itunesiap.verify(receipt("sandbox"), SECRET, env=itunesiap.env.review)
-        self.assertEqual(response.status, 0)
-        self.assertEqual(response["environment"], "Sandbox")
+        with self.assertRaises(itunesiap.exceptions.InvalidReceipt) as refused:
+            itunesiap.verify(receipt("sandbox"), SECRET, env=itunesiap.env.review)
+        self.assertEqual(refused.exception.status, 21003)
         expected = ["POST /verifyReceipt 200", "POST /sandbox/verifyReceipt 200"]
         self.assertEqual(requests_logged("PRODUCTION_ONLY_LOG", mark, expected), expected)
 
