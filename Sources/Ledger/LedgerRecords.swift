@@ -162,7 +162,6 @@ enum LedgerStatements {
     static func insert(
         _ notification: NotificationFacts, receivedAt: Int64, _ connection: any SQLConnection
     ) throws(LedgerError) -> NotificationWrite {
-        try checkStorable(notification.signedPayload)
         let originalID = notification.transaction?.originalTransactionID ?? notification.renewal?.originalTransactionID
         let inserted = try connection.query(
             """
@@ -194,7 +193,6 @@ enum LedgerStatements {
     static func upsert(
         _ facts: TransactionFacts, source: TransactionSource, now: Int64, _ connection: any SQLConnection
     ) throws(LedgerError) {
-        try checkStorable(facts.payloadJSON)
         try connection.execute(
             """
             INSERT INTO transactions (transaction_id, original_transaction_id, product_id, bundle_id, type,
@@ -241,7 +239,6 @@ enum LedgerStatements {
     static func upsert(
         _ facts: RenewalFacts, source: TransactionSource, now: Int64, _ connection: any SQLConnection
     ) throws(LedgerError) {
-        try checkStorable(facts.payloadJSON)
         try connection.execute(
             """
             INSERT INTO renewal_infos (original_transaction_id, product_id, auto_renew_product_id,

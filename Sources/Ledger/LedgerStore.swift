@@ -11,7 +11,8 @@ public protocol LedgerStore: Sendable {
     func record(_ notification: NotificationFacts) throws(LedgerError) -> NotificationWrite
 
     /// Stores verified transactions; each replaces the stored version of its id only if its signed date is newer.
-    /// The source is added to each transaction's sources either way.
+    /// The source is added to each transaction's sources either way. Receipt entries carry the receipt's creation
+    /// date as their `signedDate`.
     func record(transactions: [TransactionFacts], source: TransactionSource) throws(LedgerError)
 
     /// Stores a verified renewal info; it replaces the stored one of its original transaction only if newer.

@@ -1,4 +1,5 @@
 internal import Dispatch
+internal import Glibc
 internal import Synchronization
 
 /// The one SQLite connection that writes, with group commit.
@@ -10,6 +11,9 @@ internal import Synchronization
 final class SQLiteWriter: Sendable {
     /// Bounds the work one fsync covers, and so the latency of the first caller in a long queue.
     static let maximumGroupSize = 256
+    /// How long the writer waits for the callers it just woke to come back (in 100 µs steps): a fraction of one
+    /// fsync, like PostgreSQL's `commit_delay`, so that a steady set of writers shares every commit.
+    static let lingerSteps = 10
 
     private let connection: SQLiteConnection
     private let queue = DispatchQueue(label: "receiptd.ledger.sqlite-writer")
@@ -40,7 +44,9 @@ final class SQLiteWriter: Sendable {
     }
 
     private func drain() {
+        var previousGroupSize = 0
         while true {
+            if previousGroupSize > 1 { awaitReturningWriters(previousGroupSize) }
             let group: [any GroupedWrite] = state.withLock { state in
                 guard !state.pending.isEmpty else {
                     state.draining = false
@@ -53,6 +59,16 @@ final class SQLiteWriter: Sendable {
             }
             if group.isEmpty { return }
             commit(group)
+            previousGroupSize = group.count
+        }
+    }
+
+    /// Without this pause the first caller to return after a commit would start a group of one, and groups would
+    /// alternate between tiny and large; a single writer (previous group of one) never waits.
+    private func awaitReturningWriters(_ expected: Int) {
+        for _ in 0..<Self.lingerSteps {
+            if state.withLock({ $0.pending.count }) >= expected { return }
+            usleep(100)
         }
     }
 
