@@ -60,7 +60,13 @@ struct TransactionRecordTests {
         bad.payloadJSON = "{\u{0}}"
         #expect(ledgerError { try ledger.record(transactions: [bad], source: .jws) }?.code == .invalidData)
         #expect(try ledger.counts().transactions == 0)
-        // The failed write left the writer usable.
+        // One call is one unit: the good transaction before the bad one is not kept either.
+        var laterBad = bad
+        laterBad.transactionID = "2000"
+        #expect(ledgerError { try ledger.record(transactions: [E.firstMonth, laterBad], source: .jws) }?.code
+            == .invalidData)
+        #expect(try ledger.counts().transactions == 0)
+        // The failed writes left the writer usable.
         try ledger.record(transactions: [E.firstMonth], source: .jws)
         #expect(try ledger.counts().transactions == 1)
     }
