@@ -1,0 +1,34 @@
+/// Why a ledger call failed: a stable machine code for programs and a sentence for people.
+///
+/// `unavailable` means the database could not be reached or could not commit (answer 503 and retry later);
+/// the other codes mean the call itself or the stored data is at fault. Messages never carry payloads or accounts.
+/// Equality compares the code only.
+public struct LedgerError: Error, Sendable, Hashable, CustomStringConvertible {
+    public struct Code: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
+        /// The database cannot be reached, opened, locked or written right now; retrying later may succeed.
+        public static let unavailable = Code(rawValue: "unavailable")
+        /// The database was migrated by a newer receiptd; this binary must not touch it.
+        public static let schemaTooNew = Code(rawValue: "schema_too_new")
+        /// The database rejected a value (a constraint, a type, a size, a NUL character in text).
+        public static let invalidData = Code(rawValue: "invalid_data")
+        /// A statement failed for another reason: a damaged schema, or a bug.
+        public static let queryFailed = Code(rawValue: "query_failed")
+    }
+
+    public let code: Code
+    public let message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { "\(code): \(message)" }
+
+    public static func == (lhs: LedgerError, rhs: LedgerError) -> Bool { lhs.code == rhs.code }
+    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
+}

@@ -1,0 +1,440 @@
+/// Where the shared ledger logic runs its statements: each call is one database transaction.
+protocol LedgerDatabase: Sendable {
+    /// Runs `body` in a write transaction and returns once it is durably committed.
+    func write<Result: Sendable>(
+        _ body: @escaping @Sendable (any SQLConnection) throws(LedgerError) -> Result
+    ) throws(LedgerError) -> Result
+
+    /// Runs `body` in a read transaction that sees one consistent snapshot.
+    func read<Result>(_ body: (any SQLConnection) throws(LedgerError) -> Result) throws(LedgerError) -> Result
+}
+
+/// The ledger's reads and writes, written once in SQL both databases accept.
+///
+/// Order is kept by the statements themselves: every upsert replaces a row only when the incoming signed date is
+/// strictly newer, so any interleaving of deliveries ends in the same rows.
+struct LedgerRecords<Database: LedgerDatabase>: Sendable {
+    let database: Database
+    let clock: LedgerClock
+
+    func record(_ notification: NotificationFacts) throws(LedgerError) -> NotificationWrite {
+        let receivedAt = clock()
+        return try database.write { connection throws(LedgerError) in
+            try LedgerStatements.insert(notification, receivedAt: receivedAt, connection)
+        }
+    }
+
+    func record(transactions: [TransactionFacts], source: TransactionSource) throws(LedgerError) {
+        guard !transactions.isEmpty else { return }
+        let now = clock()
+        // One lock order for every writer, so concurrent PostgreSQL batches cannot deadlock.
+        let sorted = transactions.sorted { $0.transactionID < $1.transactionID }
+        try database.write { connection throws(LedgerError) in
+            for transaction in sorted { try LedgerStatements.upsert(transaction, source: source, now: now, connection) }
+        }
+    }
+
+    func record(renewal: RenewalFacts, source: TransactionSource) throws(LedgerError) {
+        let now = clock()
+        try database.write { connection throws(LedgerError) in
+            try LedgerStatements.upsert(renewal, source: source, now: now, connection)
+        }
+    }
+
+    func claim(transactionID: String, account: String, at time: Int64) throws(LedgerError) -> ClaimOutcome {
+        try database.write { connection throws(LedgerError) in
+            try LedgerStatements.claim(transactionID: transactionID, account: account, at: time, connection)
+        }
+    }
+
+    func subscription(originalTransactionID: String) throws(LedgerError) -> SubscriptionFacts? {
+        try database.read { connection throws(LedgerError) in
+            let id = originalTransactionID
+            let transactions = try LedgerStatements.transactions(originalTransactionIDs: [id], connection)
+            let renewal = try LedgerStatements.renewals(originalTransactionIDs: [id], connection).first
+            let summary = try LedgerStatements.lastNotification(originalTransactionID: id, connection)
+            guard !transactions.isEmpty || renewal != nil || summary != nil else { return nil }
+            let updatedAt = try LedgerStatements.updatedAt(originalTransactionID: id, connection)
+            return SubscriptionFacts(
+                originalTransactionID: originalTransactionID,
+                transactions: transactions.map(\.facts),
+                renewal: renewal,
+                lastNotification: summary,
+                updatedAt: updatedAt
+            )
+        }
+    }
+
+    func transaction(id: String) throws(LedgerError) -> TransactionRecord? {
+        try database.read { connection throws(LedgerError) in
+            let rows = try connection.query(
+                "SELECT \(LedgerStatements.transactionColumns), first_seen FROM transactions WHERE transaction_id = $1",
+                [.text(id)]
+            )
+            guard let row = rows.first else { return nil }
+            var sources: [TransactionSource: Int64] = [:]
+            let sourceRows = try connection.query(
+                "SELECT source, first_seen FROM transaction_sources WHERE transaction_id = $1", [.text(id)]
+            )
+            for sourceRow in sourceRows {
+                guard let source = TransactionSource(rawValue: try sourceRow.requiredString(0)) else { continue }
+                sources[source] = try sourceRow.requiredInt64(1)
+            }
+            return TransactionRecord(
+                facts: try LedgerStatements.transactionFacts(row),
+                firstSeen: try row.requiredInt64(LedgerStatements.transactionColumnCount),
+                sources: sources,
+                claim: try LedgerStatements.existingClaim(transactionID: id, connection)
+            )
+        }
+    }
+
+    func transactions(originalTransactionIDs: [String]) throws(LedgerError) -> [TransactionFacts] {
+        try database.read { connection throws(LedgerError) in
+            try LedgerStatements.transactions(originalTransactionIDs: originalTransactionIDs, connection).map(\.facts)
+        }
+    }
+
+    func renewalInfos(originalTransactionIDs: [String]) throws(LedgerError) -> [RenewalFacts] {
+        try database.read { connection throws(LedgerError) in
+            try LedgerStatements.renewals(originalTransactionIDs: originalTransactionIDs, connection)
+        }
+    }
+
+    func notification(uuid: String) throws(LedgerError) -> StoredNotification? {
+        try database.read { connection throws(LedgerError) in
+            let rows = try connection.query(
+                """
+                SELECT uuid, type, subtype, signed_date, environment, bundle_id, signed_payload, transaction_id,
+                    original_transaction_id, app_transaction_json, received_at
+                FROM notifications WHERE uuid = $1
+                """,
+                [.text(uuid)]
+            )
+            guard let row = rows.first else { return nil }
+            return StoredNotification(
+                uuid: try row.requiredString(0),
+                type: try row.requiredString(1),
+                subtype: row.string(2),
+                signedDate: try row.requiredInt64(3),
+                environment: row.string(4),
+                bundleID: row.string(5),
+                signedPayload: try row.requiredString(6),
+                transactionID: row.string(7),
+                originalTransactionID: row.string(8),
+                appTransactionJSON: row.string(9),
+                receivedAt: try row.requiredInt64(10)
+            )
+        }
+    }
+
+    func ping() throws(LedgerError) {
+        try database.read { connection throws(LedgerError) in try connection.execute("SELECT 1") }
+    }
+
+    func schemaVersion() throws(LedgerError) -> Int {
+        try database.read { connection throws(LedgerError) in
+            guard let version = try connection.query("SELECT version FROM ledger_schema", []).first?.int(0) else {
+                throw LedgerError(.queryFailed, "ledger_schema holds no version")
+            }
+            return version
+        }
+    }
+
+    func counts() throws(LedgerError) -> LedgerCounts {
+        try database.read { connection throws(LedgerError) in
+            func count(_ sql: String) throws(LedgerError) -> Int64 {
+                try connection.query(sql, []).first?.requiredInt64(0) ?? 0
+            }
+            return LedgerCounts(
+                transactions: try count("SELECT count(*) FROM transactions"),
+                transactionSources: try count("SELECT count(*) FROM transaction_sources"),
+                renewalInfos: try count("SELECT count(*) FROM renewal_infos"),
+                notifications: try count("SELECT count(*) FROM notifications"),
+                claims: try count("SELECT count(*) FROM claims")
+            )
+        }
+    }
+}
+
+/// The statements behind ``LedgerRecords``; each runs inside the caller's transaction.
+enum LedgerStatements {
+    static func insert(
+        _ notification: NotificationFacts, receivedAt: Int64, _ connection: any SQLConnection
+    ) throws(LedgerError) -> NotificationWrite {
+        let originalID = notification.transaction?.originalTransactionID ?? notification.renewal?.originalTransactionID
+        let inserted = try connection.query(
+            """
+            INSERT INTO notifications (uuid, type, subtype, signed_date, environment, bundle_id, signed_payload,
+                transaction_id, original_transaction_id, app_transaction_json, received_at)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+            ON CONFLICT (uuid) DO NOTHING
+            RETURNING uuid
+            """,
+            [
+                .text(notification.uuid), .text(notification.type), SQLValue(notification.subtype),
+                .integer(notification.signedDate), SQLValue(notification.environment),
+                SQLValue(notification.bundleID), .text(notification.signedPayload),
+                SQLValue(notification.transaction?.transactionID), SQLValue(originalID),
+                SQLValue(notification.appTransactionJSON), .integer(receivedAt),
+            ]
+        )
+        // A retried delivery must not touch anything, not even first_seen of its transaction's sources.
+        guard !inserted.isEmpty else { return .duplicate }
+        if let transaction = notification.transaction {
+            try upsert(transaction, source: .notification, now: receivedAt, connection)
+        }
+        if let renewal = notification.renewal {
+            try upsert(renewal, source: .notification, now: receivedAt, connection)
+        }
+        return .stored
+    }
+
+    static func upsert(
+        _ facts: TransactionFacts, source: TransactionSource, now: Int64, _ connection: any SQLConnection
+    ) throws(LedgerError) {
+        try connection.execute(
+            """
+            INSERT INTO transactions (transaction_id, original_transaction_id, product_id, bundle_id, type,
+                purchase_date, original_purchase_date, expires_date, revocation_date, revocation_reason,
+                in_app_ownership_type, web_order_line_item_id, environment, signed_date, payload_json,
+                first_seen, updated_at)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $16)
+            ON CONFLICT (transaction_id) DO UPDATE SET
+                original_transaction_id = excluded.original_transaction_id,
+                product_id = excluded.product_id,
+                bundle_id = excluded.bundle_id,
+                type = excluded.type,
+                purchase_date = excluded.purchase_date,
+                original_purchase_date = excluded.original_purchase_date,
+                expires_date = excluded.expires_date,
+                revocation_date = excluded.revocation_date,
+                revocation_reason = excluded.revocation_reason,
+                in_app_ownership_type = excluded.in_app_ownership_type,
+                web_order_line_item_id = excluded.web_order_line_item_id,
+                environment = excluded.environment,
+                signed_date = excluded.signed_date,
+                payload_json = excluded.payload_json,
+                updated_at = excluded.updated_at
+            WHERE excluded.signed_date > transactions.signed_date
+            """,
+            [
+                .text(facts.transactionID), .text(facts.originalTransactionID), .text(facts.productID),
+                SQLValue(facts.bundleID), SQLValue(facts.type), SQLValue(facts.purchaseDate),
+                SQLValue(facts.originalPurchaseDate), SQLValue(facts.expiresDate), SQLValue(facts.revocationDate),
+                SQLValue(facts.revocationReason), SQLValue(facts.inAppOwnershipType),
+                SQLValue(facts.webOrderLineItemID), SQLValue(facts.environment), .integer(facts.signedDate),
+                .text(facts.payloadJSON), .integer(now),
+            ]
+        )
+        try connection.execute(
+            """
+            INSERT INTO transaction_sources (transaction_id, source, first_seen) VALUES ($1, $2, $3)
+            ON CONFLICT (transaction_id, source) DO NOTHING
+            """,
+            [.text(facts.transactionID), .text(source.rawValue), .integer(now)]
+        )
+    }
+
+    static func upsert(
+        _ facts: RenewalFacts, source: TransactionSource, now: Int64, _ connection: any SQLConnection
+    ) throws(LedgerError) {
+        try connection.execute(
+            """
+            INSERT INTO renewal_infos (original_transaction_id, product_id, auto_renew_product_id,
+                auto_renew_status, expiration_intent, is_in_billing_retry_period, grace_period_expires_date,
+                price_increase_status, environment, signed_date, payload_json, source, updated_at)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+            ON CONFLICT (original_transaction_id) DO UPDATE SET
+                product_id = excluded.product_id,
+                auto_renew_product_id = excluded.auto_renew_product_id,
+                auto_renew_status = excluded.auto_renew_status,
+                expiration_intent = excluded.expiration_intent,
+                is_in_billing_retry_period = excluded.is_in_billing_retry_period,
+                grace_period_expires_date = excluded.grace_period_expires_date,
+                price_increase_status = excluded.price_increase_status,
+                environment = excluded.environment,
+                signed_date = excluded.signed_date,
+                payload_json = excluded.payload_json,
+                source = excluded.source,
+                updated_at = excluded.updated_at
+            WHERE excluded.signed_date > renewal_infos.signed_date
+            """,
+            [
+                .text(facts.originalTransactionID), SQLValue(facts.productID), SQLValue(facts.autoRenewProductID),
+                SQLValue(facts.autoRenewStatus), SQLValue(facts.expirationIntent),
+                SQLValue(facts.isInBillingRetryPeriod), SQLValue(facts.gracePeriodExpiresDate),
+                SQLValue(facts.priceIncreaseStatus), SQLValue(facts.environment), .integer(facts.signedDate),
+                .text(facts.payloadJSON), .text(source.rawValue), .integer(now),
+            ]
+        )
+    }
+
+    /// Insert-or-nothing on the primary key, then read back: of any number of concurrent claims, exactly one inserts.
+    static func claim(
+        transactionID: String, account: String, at time: Int64, _ connection: any SQLConnection
+    ) throws(LedgerError) -> ClaimOutcome {
+        let known = try connection.query(
+            "SELECT 1 FROM transactions WHERE transaction_id = $1", [.text(transactionID)]
+        )
+        guard !known.isEmpty else { return .unknownTransaction }
+        let inserted = try connection.query(
+            """
+            INSERT INTO claims (transaction_id, account, claimed_at) VALUES ($1, $2, $3)
+            ON CONFLICT (transaction_id) DO NOTHING
+            RETURNING claimed_at
+            """,
+            [.text(transactionID), .text(account), .integer(time)]
+        )
+        if !inserted.isEmpty { return .granted(first: true, claimedAt: time) }
+        guard let existing = try existingClaim(transactionID: transactionID, connection) else {
+            throw LedgerError(.queryFailed, "a claim conflicted but cannot be read back")
+        }
+        if existing.account == account { return .granted(first: false, claimedAt: existing.claimedAt) }
+        return .alreadyClaimed(existing)
+    }
+
+    static func existingClaim(transactionID: String, _ connection: any SQLConnection) throws(LedgerError) -> Claim? {
+        let rows = try connection.query(
+            "SELECT account, claimed_at FROM claims WHERE transaction_id = $1", [.text(transactionID)]
+        )
+        guard let row = rows.first else { return nil }
+        return Claim(account: try row.requiredString(0), claimedAt: try row.requiredInt64(1))
+    }
+
+    static let transactionColumns = """
+        transaction_id, original_transaction_id, product_id, bundle_id, type, purchase_date, original_purchase_date, \
+        expires_date, revocation_date, revocation_reason, in_app_ownership_type, web_order_line_item_id, \
+        environment, signed_date, payload_json, updated_at
+        """
+    static let transactionColumnCount = 16
+
+    static func transactionFacts(_ row: SQLRow) throws(LedgerError) -> TransactionFacts {
+        TransactionFacts(
+            transactionID: try row.requiredString(0),
+            originalTransactionID: try row.requiredString(1),
+            productID: try row.requiredString(2),
+            bundleID: row.string(3),
+            type: row.string(4),
+            purchaseDate: row.int64(5),
+            originalPurchaseDate: row.int64(6),
+            expiresDate: row.int64(7),
+            revocationDate: row.int64(8),
+            revocationReason: row.int(9),
+            inAppOwnershipType: row.string(10),
+            webOrderLineItemID: row.string(11),
+            environment: row.string(12),
+            signedDate: try row.requiredInt64(13),
+            payloadJSON: try row.requiredString(14)
+        )
+    }
+
+    /// Keeps IN lists well under SQLite's bound-parameter limit.
+    static let idsPerStatement = 500
+
+    static func transactions(
+        originalTransactionIDs ids: [String], _ connection: any SQLConnection
+    ) throws(LedgerError) -> [(facts: TransactionFacts, updatedAt: Int64)] {
+        var found: [(facts: TransactionFacts, updatedAt: Int64)] = []
+        for chunk in chunks(Array(Set(ids)).sorted()) {
+            let rows = try connection.query(
+                """
+                SELECT \(transactionColumns) FROM transactions
+                WHERE original_transaction_id IN (\(placeholders(chunk.count)))
+                """,
+                chunk.map(SQLValue.text)
+            )
+            for row in rows { found.append((try transactionFacts(row), try row.requiredInt64(15))) }
+        }
+        // Sorted here, not in SQL: the two databases order NULLs and text differently.
+        return found.sorted { lhs, rhs in
+            (lhs.facts.purchaseDate ?? .min, lhs.facts.expiresDate ?? .min, lhs.facts.transactionID)
+                > (rhs.facts.purchaseDate ?? .min, rhs.facts.expiresDate ?? .min, rhs.facts.transactionID)
+        }
+    }
+
+    static func renewals(
+        originalTransactionIDs ids: [String], _ connection: any SQLConnection
+    ) throws(LedgerError) -> [RenewalFacts] {
+        var found: [RenewalFacts] = []
+        for chunk in chunks(Array(Set(ids)).sorted()) {
+            let rows = try connection.query(
+                """
+                SELECT original_transaction_id, product_id, auto_renew_product_id, auto_renew_status, expiration_intent,
+                    is_in_billing_retry_period, grace_period_expires_date, price_increase_status, environment,
+                    signed_date, payload_json
+                FROM renewal_infos WHERE original_transaction_id IN (\(placeholders(chunk.count)))
+                """,
+                chunk.map(SQLValue.text)
+            )
+            for row in rows {
+                found.append(
+                    RenewalFacts(
+                        originalTransactionID: try row.requiredString(0),
+                        productID: row.string(1),
+                        autoRenewProductID: row.string(2),
+                        autoRenewStatus: row.bool(3),
+                        expirationIntent: row.int(4),
+                        isInBillingRetryPeriod: row.bool(5),
+                        gracePeriodExpiresDate: row.int64(6),
+                        priceIncreaseStatus: row.int(7),
+                        environment: row.string(8),
+                        signedDate: try row.requiredInt64(9),
+                        payloadJSON: try row.requiredString(10)
+                    )
+                )
+            }
+        }
+        return found.sorted { $0.originalTransactionID < $1.originalTransactionID }
+    }
+
+    static func lastNotification(
+        originalTransactionID: String, _ connection: any SQLConnection
+    ) throws(LedgerError) -> NotificationSummary? {
+        let rows = try connection.query(
+            """
+            SELECT uuid, type, subtype, signed_date FROM notifications
+            WHERE original_transaction_id = $1 AND signed_date = (
+                SELECT max(signed_date) FROM notifications WHERE original_transaction_id = $1
+            )
+            """,
+            [.text(originalTransactionID)]
+        )
+        var summaries: [NotificationSummary] = []
+        for row in rows {
+            summaries.append(
+                NotificationSummary(
+                    uuid: try row.requiredString(0),
+                    type: try row.requiredString(1),
+                    subtype: row.string(2),
+                    signedDate: try row.requiredInt64(3)
+                )
+            )
+        }
+        // Equal signed dates: the greatest uuid, compared in Swift so both databases agree.
+        return summaries.max { $0.uuid < $1.uuid }
+    }
+
+    static func updatedAt(originalTransactionID: String, _ connection: any SQLConnection) throws(LedgerError) -> Int64 {
+        let rows = try connection.query(
+            """
+            SELECT max(updated_at) FROM transactions WHERE original_transaction_id = $1
+            UNION ALL SELECT max(updated_at) FROM renewal_infos WHERE original_transaction_id = $1
+            UNION ALL SELECT max(received_at) FROM notifications WHERE original_transaction_id = $1
+            """,
+            [.text(originalTransactionID)]
+        )
+        return rows.compactMap { $0.int64(0) }.max() ?? 0
+    }
+
+    static func chunks(_ ids: [String]) -> [ArraySlice<String>] {
+        stride(from: 0, to: ids.count, by: idsPerStatement).map { ids[$0..<min($0 + idsPerStatement, ids.count)] }
+    }
+
+    static func placeholders(_ count: Int) -> String {
+        (1...count).map { "$\($0)" }.joined(separator: ", ")
+    }
+}
+
+/// The ledger's clock in Unix milliseconds; injected so tests control first-seen and updated-at times.
+public typealias LedgerClock = @Sendable () -> Int64

@@ -1,0 +1,123 @@
+/// The ledger's tables, as an ordered list of migrations shared by SQLite and PostgreSQL.
+///
+/// Version N is reached by applying migrations 1...N in order, each once; the applied version is one row in
+/// `ledger_schema`. Never edit a shipped migration: append a new one.
+enum LedgerSchema {
+    struct Migration: Sendable {
+        var version: Int
+        var statements: [String]
+    }
+
+    static let migrations: [Migration] = [
+        Migration(version: 1, statements: [
+            """
+            CREATE TABLE transactions (
+                transaction_id TEXT PRIMARY KEY,
+                original_transaction_id TEXT NOT NULL,
+                product_id TEXT NOT NULL,
+                bundle_id TEXT,
+                type TEXT,
+                purchase_date BIGINT,
+                original_purchase_date BIGINT,
+                expires_date BIGINT,
+                revocation_date BIGINT,
+                revocation_reason INTEGER,
+                in_app_ownership_type TEXT,
+                web_order_line_item_id TEXT,
+                environment TEXT,
+                signed_date BIGINT NOT NULL,
+                payload_json TEXT NOT NULL,
+                first_seen BIGINT NOT NULL,
+                updated_at BIGINT NOT NULL
+            )
+            """,
+            "CREATE INDEX transactions_by_original ON transactions (original_transaction_id)",
+            """
+            CREATE TABLE transaction_sources (
+                transaction_id TEXT NOT NULL,
+                source TEXT NOT NULL,
+                first_seen BIGINT NOT NULL,
+                PRIMARY KEY (transaction_id, source)
+            )
+            """,
+            """
+            CREATE TABLE renewal_infos (
+                original_transaction_id TEXT PRIMARY KEY,
+                product_id TEXT,
+                auto_renew_product_id TEXT,
+                auto_renew_status INTEGER,
+                expiration_intent INTEGER,
+                is_in_billing_retry_period INTEGER,
+                grace_period_expires_date BIGINT,
+                environment TEXT,
+                signed_date BIGINT NOT NULL,
+                payload_json TEXT NOT NULL,
+                source TEXT NOT NULL,
+                updated_at BIGINT NOT NULL
+            )
+            """,
+            """
+            CREATE TABLE notifications (
+                uuid TEXT PRIMARY KEY,
+                type TEXT NOT NULL,
+                subtype TEXT,
+                signed_date BIGINT NOT NULL,
+                environment TEXT,
+                bundle_id TEXT,
+                signed_payload TEXT NOT NULL,
+                transaction_id TEXT,
+                original_transaction_id TEXT,
+                app_transaction_json TEXT,
+                received_at BIGINT NOT NULL
+            )
+            """,
+            "CREATE INDEX notifications_by_original ON notifications (original_transaction_id, signed_date)",
+            """
+            CREATE TABLE claims (
+                transaction_id TEXT PRIMARY KEY,
+                account TEXT NOT NULL,
+                claimed_at BIGINT NOT NULL
+            )
+            """,
+        ]),
+        // Apple added priceIncreaseStatus to renewal infos after version 1 shipped.
+        Migration(version: 2, statements: [
+            "ALTER TABLE renewal_infos ADD COLUMN price_increase_status INTEGER"
+        ]),
+    ]
+
+    static var latestVersion: Int { migrations.last?.version ?? 0 }
+
+    /// The applied version; 0 for a database the ledger never touched. Creates the version table if missing, so it
+    /// must run inside the migrating transaction.
+    static func appliedVersion(_ connection: any SQLConnection) throws(LedgerError) -> Int {
+        try connection.execute("CREATE TABLE IF NOT EXISTS ledger_schema (version BIGINT NOT NULL)")
+        let rows = try connection.query("SELECT version FROM ledger_schema", [])
+        guard let row = rows.first else { return 0 }
+        guard rows.count == 1, let version = row.int(0) else {
+            throw LedgerError(.queryFailed, "ledger_schema must hold exactly one version row")
+        }
+        return version
+    }
+
+    /// Brings the schema forward to `target`; call inside one transaction so a failed step changes nothing.
+    static func migrate(_ connection: any SQLConnection, to target: Int = latestVersion) throws(LedgerError) {
+        let applied = try appliedVersion(connection)
+        guard applied <= latestVersion else {
+            throw LedgerError(
+                .schemaTooNew,
+                "the database has ledger schema version \(applied), newer than version \(latestVersion) of this "
+                    + "receiptd; upgrade receiptd or restore a backup"
+            )
+        }
+        guard applied < target else { return }
+        for migration in migrations where migration.version > applied && migration.version <= target {
+            for statement in migration.statements { try connection.execute(statement) }
+        }
+        if applied == 0 {
+            try connection.execute("INSERT INTO ledger_schema (version) VALUES ($1)", [.integer(Int64(target))])
+        } else {
+            try connection.execute("UPDATE ledger_schema SET version = $1", [.integer(Int64(target))])
+        }
+    }
+}

@@ -1,0 +1,73 @@
+internal import Glibc
+
+/// The purchase ledger: everything that verified, kept so that subscription answers stay true later.
+///
+/// Every call blocks until done and is safe from any thread. Writes return only after a durable commit. State for one
+/// transaction or one subscription only moves forward in signed date, so repeated and out-of-order deliveries
+/// converge. Failures are ``LedgerError``s; `unavailable` means the database cannot be reached right now.
+public protocol LedgerStore: Sendable {
+    /// Stores a verified notification and merges its transaction and renewal info; `.duplicate` (and no other
+    /// effect) if its uuid was stored before.
+    func record(_ notification: NotificationFacts) throws(LedgerError) -> NotificationWrite
+
+    /// Stores verified transactions; each replaces the stored version of its id only if its signed date is newer.
+    /// The source is added to each transaction's sources either way. Receipt entries carry the receipt's creation
+    /// date as their `signedDate`.
+    func record(transactions: [TransactionFacts], source: TransactionSource) throws(LedgerError)
+
+    /// Stores a verified renewal info; it replaces the stored one of its original transaction only if newer.
+    func record(renewal: RenewalFacts, source: TransactionSource) throws(LedgerError)
+
+    /// All facts about one subscription, or nil if the ledger has none.
+    func subscription(originalTransactionID: String) throws(LedgerError) -> SubscriptionFacts?
+
+    /// One transaction with its sources and claim, or nil if never recorded.
+    func transaction(id: String) throws(LedgerError) -> TransactionRecord?
+
+    /// Grants a recorded transaction to one account, once; concurrent claims (from any number of processes sharing
+    /// the database) have exactly one winner.
+    func claim(transactionID: String, account: String, at time: Int64) throws(LedgerError) -> ClaimOutcome
+
+    /// All transactions of these original ids, newest first by purchase date.
+    func transactions(originalTransactionIDs: [String]) throws(LedgerError) -> [TransactionFacts]
+
+    /// The latest renewal info of each of these original ids that has one.
+    func renewalInfos(originalTransactionIDs: [String]) throws(LedgerError) -> [RenewalFacts]
+
+    /// One stored notification by uuid.
+    func notification(uuid: String) throws(LedgerError) -> StoredNotification?
+
+    /// Succeeds when the database answers a trivial query: for readiness checks.
+    func ping() throws(LedgerError)
+
+    /// The schema version the database is at.
+    func schemaVersion() throws(LedgerError) -> Int
+
+    /// Rows per table.
+    func counts() throws(LedgerError) -> LedgerCounts
+}
+
+/// Where the ledger lives: `"store": {"sqlite": "PATH"}` or `"store": {"postgres": "CONNINFO"}`.
+public enum LedgerConfiguration: Sendable, Hashable {
+    /// A SQLite database file, created if missing.
+    case sqlite(path: String)
+    /// A PostgreSQL database, as a libpq connection string (`host=… dbname=…` or a `postgresql://` URI).
+    case postgres(connectionString: String)
+}
+
+/// Opens the configured ledger and migrates its schema forward.
+public func openLedger(
+    _ configuration: LedgerConfiguration, clock: @escaping LedgerClock = unixMillisecondsNow
+) throws(LedgerError) -> any LedgerStore {
+    switch configuration {
+    case .sqlite(let path): try SQLiteLedger(path: path, clock: clock)
+    case .postgres(let connectionString): try PostgresLedger(connectionString: connectionString, clock: clock)
+    }
+}
+
+/// The wall clock in Unix milliseconds: the default ``LedgerClock``.
+public func unixMillisecondsNow() -> Int64 {
+    var now = timespec()
+    clock_gettime(CLOCK_REALTIME, &now)
+    return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
+}

@@ -1,0 +1,90 @@
+/// A value bound to or read from a statement. Booleans are stored as integers 0 and 1 on both databases.
+enum SQLValue: Sendable, Hashable {
+    case null
+    case integer(Int64)
+    case text(String)
+
+    init(_ value: String?) { self = value.map(SQLValue.text) ?? .null }
+    init(_ value: Int64?) { self = value.map(SQLValue.integer) ?? .null }
+    init(_ value: Int?) { self = value.map { .integer(Int64($0)) } ?? .null }
+    init(_ value: Bool?) { self = value.map { .integer($0 ? 1 : 0) } ?? .null }
+}
+
+/// One result row. PostgreSQL answers in text, SQLite in typed values: the accessors accept both.
+struct SQLRow: Sendable {
+    var values: [SQLValue]
+
+    func string(_ column: Int) -> String? {
+        switch values[column] {
+        case .null: nil
+        case .text(let text): text
+        case .integer(let number): String(number)
+        }
+    }
+
+    func int64(_ column: Int) -> Int64? {
+        switch values[column] {
+        case .null: nil
+        case .integer(let number): number
+        case .text(let text): Int64(text)
+        }
+    }
+
+    func int(_ column: Int) -> Int? { int64(column).map { Int($0) } }
+    func bool(_ column: Int) -> Bool? { int64(column).map { $0 != 0 } }
+
+    func requiredString(_ column: Int) throws(LedgerError) -> String {
+        guard let value = string(column) else {
+            throw LedgerError(.queryFailed, "column \(column) is unexpectedly NULL")
+        }
+        return value
+    }
+
+    func requiredInt64(_ column: Int) throws(LedgerError) -> Int64 {
+        guard let value = int64(column) else {
+            throw LedgerError(.queryFailed, "column \(column) is unexpectedly NULL or not an integer")
+        }
+        return value
+    }
+}
+
+/// One open database connection, used by one thread at a time.
+///
+/// SQL is written once for both databases with PostgreSQL's `$1` placeholders; the SQLite connection maps them to
+/// `?1`. Only placeholders carry values: no value is ever spliced into SQL text.
+protocol SQLConnection: AnyObject {
+    /// Runs one statement and returns its rows (none for statements without a result).
+    func query(_ sql: String, _ parameters: [SQLValue]) throws(LedgerError) -> [SQLRow]
+}
+
+extension SQLConnection {
+    func execute(_ sql: String, _ parameters: [SQLValue] = []) throws(LedgerError) {
+        _ = try query(sql, parameters)
+    }
+
+    /// Runs `body` between `begin` and COMMIT; rolls back if `body` or the commit fails.
+    func inTransaction<Result>(
+        begin: String, _ body: () throws(LedgerError) -> Result
+    ) throws(LedgerError) -> Result {
+        try execute(begin)
+        return try inTransactionAlreadyBegun(body)
+    }
+
+    /// Runs `body` in the transaction the caller began, then COMMIT; rolls back if either fails.
+    func inTransactionAlreadyBegun<Result>(_ body: () throws(LedgerError) -> Result) throws(LedgerError) -> Result {
+        do throws(LedgerError) {
+            let result = try body()
+            try execute("COMMIT")
+            return result
+        } catch {
+            // A failed COMMIT may already have ended the transaction; a ROLLBACK error then says nothing new.
+            try? execute("ROLLBACK")
+            throw error
+        }
+    }
+}
+
+/// Strings with NUL cannot be stored as PostgreSQL text and would be cut short by SQLite's C API.
+func checkStorable(_ text: String) throws(LedgerError) {
+    if text.utf8.contains(0) { throw LedgerError(.invalidData, "text contains a NUL character") }
+}

@@ -1,0 +1,149 @@
+internal import Dispatch
+internal import Glibc
+internal import Synchronization
+
+/// The one SQLite connection that writes, with group commit.
+///
+/// SQLite allows one writer, and with `synchronous=FULL` every COMMIT waits for an fsync. Callers enqueue their work
+/// and block; a serial queue drains everything pending into one transaction (each piece in its own savepoint, so a
+/// failing piece is undone alone), commits once, then wakes each caller with its own result. Pieces run in arrival
+/// order inside the transaction, so a duplicate uuid later in a group sees the earlier insert.
+final class SQLiteWriter: Sendable {
+    /// Bounds the work one fsync covers, and so the latency of the first caller in a long queue.
+    static let maximumGroupSize = 256
+    /// How long the writer waits for the callers it just woke to come back (in 100 µs steps): a fraction of one
+    /// fsync, like PostgreSQL's `commit_delay`, so that a steady set of writers shares every commit.
+    static let lingerSteps = 10
+
+    private let connection: SQLiteConnection
+    private let queue = DispatchQueue(label: "receiptd.ledger.sqlite-writer")
+    private let state = Mutex(State())
+
+    private struct State {
+        var pending: [any GroupedWrite] = []
+        var draining = false
+    }
+
+    init(connection: SQLiteConnection) {
+        self.connection = connection
+    }
+
+    /// Runs `body` in the next group transaction and returns after that transaction committed.
+    func write<Result: Sendable>(
+        _ body: @escaping @Sendable (any SQLConnection) throws(LedgerError) -> Result
+    ) throws(LedgerError) -> Result {
+        let write = PendingWrite(body)
+        let startDrain = state.withLock { state in
+            state.pending.append(write)
+            if state.draining { return false }
+            state.draining = true
+            return true
+        }
+        if startDrain { queue.async { self.drain() } }
+        return try write.wait()
+    }
+
+    private func drain() {
+        var previousGroupSize = 0
+        while true {
+            if previousGroupSize > 1 { awaitReturningWriters(previousGroupSize) }
+            let group: [any GroupedWrite] = state.withLock { state in
+                guard !state.pending.isEmpty else {
+                    state.draining = false
+                    return []
+                }
+                let count = min(state.pending.count, Self.maximumGroupSize)
+                let group = Array(state.pending.prefix(count))
+                state.pending.removeFirst(count)
+                return group
+            }
+            if group.isEmpty { return }
+            commit(group)
+            previousGroupSize = group.count
+        }
+    }
+
+    /// Without this pause the first caller to return after a commit would start a group of one, and groups would
+    /// alternate between tiny and large; a single writer (previous group of one) never waits.
+    private func awaitReturningWriters(_ expected: Int) {
+        for _ in 0..<Self.lingerSteps {
+            if state.withLock({ $0.pending.count }) >= expected { return }
+            usleep(100)
+        }
+    }
+
+    private func commit(_ group: [any GroupedWrite]) {
+        do throws(LedgerError) {
+            try connection.execute("BEGIN IMMEDIATE")
+        } catch {
+            for write in group { write.finish(error) }
+            return
+        }
+        do throws(LedgerError) {
+            for write in group {
+                try connection.execute("SAVEPOINT grouped_write")
+                if write.run(connection) {
+                    try connection.execute("RELEASE grouped_write")
+                } else {
+                    try connection.execute("ROLLBACK TO grouped_write")
+                    try connection.execute("RELEASE grouped_write")
+                }
+            }
+            try connection.execute("COMMIT")
+        } catch {
+            try? connection.execute("ROLLBACK")
+            for write in group { write.finish(error) }
+            return
+        }
+        for write in group { write.finish(nil) }
+    }
+}
+
+/// A queued write as the writer sees it, whatever its result type.
+private protocol GroupedWrite: Sendable {
+    /// Runs the work inside the open transaction; false if it failed and its savepoint must be rolled back.
+    func run(_ connection: SQLiteConnection) -> Bool
+    /// Wakes the caller: with the work's own result, or with `failure` when the group did not commit.
+    func finish(_ failure: LedgerError?)
+}
+
+/// One caller's work and, once the group is done, its result.
+///
+/// `outcome` is written on the writer queue before `done` is signalled and read by the caller after waiting on
+/// `done`; the semaphore orders the two, which the `@unchecked Sendable` relies on.
+private final class PendingWrite<Result: Sendable>: GroupedWrite, @unchecked Sendable {
+    private let body: @Sendable (any SQLConnection) throws(LedgerError) -> Result
+    private var outcome: Swift.Result<Result, LedgerError>?
+    private let done = DispatchSemaphore(value: 0)
+
+    init(_ body: @escaping @Sendable (any SQLConnection) throws(LedgerError) -> Result) {
+        self.body = body
+    }
+
+    func run(_ connection: SQLiteConnection) -> Bool {
+        do throws(LedgerError) {
+            outcome = .success(try body(connection))
+            return true
+        } catch {
+            outcome = .failure(error)
+            return false
+        }
+    }
+
+    func finish(_ failure: LedgerError?) {
+        if let failure {
+            // A piece that failed on its own keeps its own reason; the others learn the group did not commit.
+            switch outcome {
+            case .failure?: break
+            case .success?, nil: outcome = .failure(failure)
+            }
+        }
+        done.signal()
+    }
+
+    func wait() throws(LedgerError) -> Result {
+        done.wait()
+        guard let outcome else { throw LedgerError(.queryFailed, "a grouped write finished without a result") }
+        return try outcome.get()
+    }
+}

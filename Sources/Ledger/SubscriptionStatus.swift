@@ -1,0 +1,73 @@
+/// Everything the ledger knows about one subscription (one original transaction id).
+public struct SubscriptionFacts: Sendable, Hashable {
+    public var originalTransactionID: String
+    /// Every transaction of this original id, newest first (by purchase date, then expires date).
+    public var transactions: [TransactionFacts]
+    /// The newest renewal info by signed date.
+    public var renewal: RenewalFacts?
+    /// The newest notification by signed date, not the last one received.
+    public var lastNotification: NotificationSummary?
+    /// When the ledger last stored something about this subscription (Unix milliseconds, the ledger's clock).
+    public var updatedAt: Int64
+
+    public init(
+        originalTransactionID: String, transactions: [TransactionFacts], renewal: RenewalFacts?,
+        lastNotification: NotificationSummary?, updatedAt: Int64
+    ) {
+        self.originalTransactionID = originalTransactionID
+        self.transactions = transactions
+        self.renewal = renewal
+        self.lastNotification = lastNotification
+        self.updatedAt = updatedAt
+    }
+
+    /// The transaction that decides the status: the greatest expires date; without one, the latest purchase date.
+    public var latestTransaction: TransactionFacts? {
+        SubscriptionStatus.latest(of: transactions)
+    }
+
+    /// The status at `now` (Unix milliseconds); see ``SubscriptionStatus/init(latest:renewal:now:)``.
+    public func status(at now: Int64) -> SubscriptionStatus? {
+        SubscriptionStatus(latest: latestTransaction, renewal: renewal, now: now)
+    }
+}
+
+/// A subscription's status, computed from stored facts and a given time.
+public enum SubscriptionStatus: String, Sendable, Hashable, CaseIterable {
+    case active
+    case inGracePeriod = "in_grace_period"
+    case inBillingRetry = "in_billing_retry"
+    case expired
+    case revoked
+
+    /// The status of a subscription whose latest transaction is `latest`, at `now`; nil without a transaction.
+    ///
+    /// `revoked` when `latest` has a revocation date; else `active` while its expires date is after `now` (or it has
+    /// none: a purchase that does not expire); else `inGracePeriod` while the renewal info says billing retry and
+    /// `now` is before the grace period's end; else `inBillingRetry` while in billing retry; else `expired`.
+    public init?(latest: TransactionFacts?, renewal: RenewalFacts?, now: Int64) {
+        guard let latest else { return nil }
+        if latest.revocationDate != nil {
+            self = .revoked
+        } else if latest.expiresDate.map({ $0 > now }) ?? true {
+            self = .active
+        } else if renewal?.isInBillingRetryPeriod == true {
+            if let graceEnd = renewal?.gracePeriodExpiresDate, now < graceEnd {
+                self = .inGracePeriod
+            } else {
+                self = .inBillingRetry
+            }
+        } else {
+            self = .expired
+        }
+    }
+
+    /// The greatest expires date wins; ties and transactions without one fall back to the latest purchase date, then
+    /// the newest signed date, then the transaction id so that the choice never depends on input order.
+    static func latest(of transactions: [TransactionFacts]) -> TransactionFacts? {
+        transactions.max { lhs, rhs in
+            (lhs.expiresDate ?? .min, lhs.purchaseDate ?? .min, lhs.signedDate, lhs.transactionID)
+                < (rhs.expiresDate ?? .min, rhs.purchaseDate ?? .min, rhs.signedDate, rhs.transactionID)
+        }
+    }
+}

@@ -1,0 +1,52 @@
+@testable import Ledger
+import Testing
+
+/// The schema moves forward at open, from nothing or from the previous version, and never backwards.
+struct SchemaMigrationTests {
+    typealias E = AppleEvents
+
+    @Test(arguments: Backend.tested)
+    func emptyDatabase_migratesToTheLatestVersion(_ backend: Backend) throws {
+        let ledger = try makeLedger(backend)
+        #expect(try ledger.schemaVersion() == LedgerSchema.latestVersion)
+        #expect(try ledger.counts() == LedgerCounts(
+            transactions: 0, transactionSources: 0, renewalInfos: 0, notifications: 0, claims: 0))
+        try ledger.ping()
+    }
+
+    @Test(arguments: Backend.tested)
+    func previousVersion_migratesKeepingItsRows(_ backend: Backend) throws {
+        let location = try DatabaseLocation.fresh(backend)
+        let previous = LedgerSchema.latestVersion - 1
+        do {
+            let old = try location.open(schemaVersion: previous)
+            #expect(try old.schemaVersion() == previous)
+            try old.record(transactions: [E.firstMonth], source: .receipt)
+        }
+        let ledger = try location.open()
+        #expect(try ledger.schemaVersion() == LedgerSchema.latestVersion)
+        #expect(try ledger.transaction(id: "1000")?.facts == E.firstMonth)
+        var renewal = E.renewal(signed: E.t0)
+        renewal.priceIncreaseStatus = 1
+        try ledger.record(renewal: renewal, source: .jws)
+        #expect(try ledger.renewalInfos(originalTransactionIDs: [E.original]).first?.priceIncreaseStatus == 1)
+        // Opening again is a no-op.
+        #expect(try location.open().schemaVersion() == LedgerSchema.latestVersion)
+    }
+
+    @Test(arguments: Backend.tested)
+    func newerSchema_isAClearError(_ backend: Backend) throws {
+        let location = try DatabaseLocation.fresh(backend)
+        _ = try location.open()
+        let newer = LedgerSchema.latestVersion + 7
+        try location.rawConnection().execute("UPDATE ledger_schema SET version = $1", [.integer(Int64(newer))])
+        let error = ledgerError { _ = try location.open() }
+        #expect(error?.code == .schemaTooNew)
+        #expect(error?.message.contains("\(newer)") == true)
+        #expect(error?.message.contains("\(LedgerSchema.latestVersion)") == true)
+    }
+
+    @Test func migrations_areNumberedInOrderFromOne() {
+        #expect(LedgerSchema.migrations.map(\.version) == Array(1...LedgerSchema.migrations.count))
+    }
+}
