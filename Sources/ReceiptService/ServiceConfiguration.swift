@@ -44,8 +44,9 @@ public struct ConfigurationError: Error, Sendable, Hashable, CustomStringConvert
 ///
 /// The keys are a contract: `host`, `port`, `trusted_roots`, `apps` (`bundle_id`, `versions`, `shared_secret`),
 /// `environments`, `max_receipt_bytes`, `max_body_bytes`, `max_header_bytes`, `max_connections`,
-/// `header_read_timeout`, `body_read_timeout`, `idle_timeout`, `shutdown_grace_period`, `log_format`. Unknown keys are
-/// refused so that a typo never silently leaves a default in force.
+/// `header_read_timeout`, `body_read_timeout`, `idle_timeout`, `shutdown_grace_period`, `log_format`, `store`
+/// (`sqlite` or `postgres`), `apps[].app_apple_id`. Unknown keys are refused so that a typo never silently leaves a
+/// default in force.
 public struct ServiceConfiguration: Sendable {
     /// An app whose receipts are accepted.
     public struct App: Sendable, Hashable {
@@ -54,12 +55,23 @@ public struct ServiceConfiguration: Sendable {
         public var versions: [String]
         /// When set, `/verifyReceipt` answers 21004 unless the request's `password` equals it.
         public var sharedSecret: String?
+        /// The App Store's numeric id of the app: Production StoreKit 2 data must carry it when set.
+        public var appAppleID: Int64?
 
-        public init(bundleID: String, versions: [String] = [], sharedSecret: String? = nil) {
+        public init(bundleID: String, versions: [String] = [], sharedSecret: String? = nil, appAppleID: Int64? = nil) {
             self.bundleID = bundleID
             self.versions = versions
             self.sharedSecret = sharedSecret
+            self.appAppleID = appAppleID
         }
+    }
+
+    /// Where the ledger lives (`store`); nil keeps receiptd stateless.
+    public enum Store: Sendable, Hashable {
+        /// A SQLite file, resolved against the configuration file's folder: one replica only.
+        case sqlite(path: String)
+        /// A libpq connection string: shared by every replica.
+        case postgres(connectionString: String)
     }
 
     public enum LogFormat: String, Sendable, Hashable, CaseIterable {
@@ -85,6 +97,7 @@ public struct ServiceConfiguration: Sendable {
     public var idleTimeout: Double = 60
     public var shutdownGracePeriod: Double = 10
     public var logFormat = LogFormat.text
+    public var store: Store?
     /// The file this was read from, as given; nil when running on defaults.
     public var sourcePath: String?
 
@@ -143,11 +156,20 @@ extension ServiceConfiguration {
     public static func resolve(
         configPath: String?, environment: [String: String], fileExists: (String) -> Bool
     ) throws(ConfigurationError) -> ServiceConfiguration {
+        var configuration: ServiceConfiguration
         if let path = configPath ?? environment["RECEIPTD_CONFIG"].flatMap({ $0.isEmpty ? nil : $0 }) {
-            return try load(contentsOfFile: path)
+            configuration = try load(contentsOfFile: path)
+        } else if fileExists(defaultPath) {
+            configuration = try load(contentsOfFile: defaultPath)
+        } else {
+            configuration = ServiceConfiguration()
         }
-        if fileExists(defaultPath) { return try load(contentsOfFile: defaultPath) }
-        return ServiceConfiguration()
+        // The connection string carries a password: an environment variable (a Kubernetes Secret) keeps it out of
+        // the file, and wins over it.
+        if let connectionString = environment["RECEIPTD_STORE_POSTGRES"], !connectionString.isEmpty {
+            configuration.store = .postgres(connectionString: connectionString)
+        }
+        return configuration
     }
 
     /// Reads a configuration file; relative `trusted_roots` resolve against the file's folder.
@@ -199,6 +221,7 @@ extension ServiceConfiguration {
                     throw reader.invalid(key, "expected \"text\" or \"json\"")
                 }
                 configuration.logFormat = format
+            case "store": configuration.store = try reader.store(value, baseDirectory: baseDirectory)
             default:
                 throw ConfigurationError(.unknownKey, "config \(path): \(key): unknown key")
             }
@@ -282,6 +305,21 @@ private struct ConfigurationReader {
         return strings
     }
 
+    func store(_ value: JSONValue, baseDirectory: String) throws(ConfigurationError) -> ServiceConfiguration.Store {
+        let expectation = "expected {\"sqlite\": \"PATH\"} or {\"postgres\": \"CONNINFO\"}"
+        guard case .object(let members) = value, members.count == 1 else { throw invalid("store", expectation) }
+        let (key, member) = members[0]
+        switch key {
+        case "sqlite":
+            let file = try nonEmptyString(member, "store.sqlite")
+            return .sqlite(path: file.hasPrefix("/") ? file : (baseDirectory as NSString).appendingPathComponent(file))
+        case "postgres":
+            return .postgres(connectionString: try nonEmptyString(member, "store.postgres"))
+        default:
+            throw ConfigurationError(.unknownKey, "config \(path): store.\(key): unknown key (\(expectation))")
+        }
+    }
+
     func environments(_ value: JSONValue) throws(ConfigurationError) -> [ReceiptEnvironment] {
         let names = try strings(value, "environments")
         var environments: [ReceiptEnvironment] = []
@@ -316,6 +354,12 @@ private struct ConfigurationReader {
                     case .null: app.sharedSecret = nil
                     case .string(let text): app.sharedSecret = text.isEmpty ? nil : text
                     default: throw invalid("\(prefix).shared_secret", "expected a string or null")
+                    }
+                case "app_apple_id":
+                    switch value {
+                    case .null: app.appAppleID = nil
+                    case .integer(let number) where number > 0: app.appAppleID = number
+                    default: throw invalid("\(prefix).app_apple_id", "expected a positive integer or null")
                     }
                 default:
                     throw ConfigurationError(.unknownKey, "config \(path): \(prefix).\(key): unknown key")

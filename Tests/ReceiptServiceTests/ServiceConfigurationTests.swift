@@ -110,6 +110,10 @@ struct ServiceConfigurationTests {
         ("{\"idle_timeout\": -1}", "idle_timeout: expected seconds above 0"),
         ("{\"log_format\": \"xml\"}", "log_format: expected \"text\" or \"json\""),
         ("{\"trusted_roots\": \"a.pem\"}", "trusted_roots: expected an array of strings"),
+        ("{\"store\": \"ledger.sqlite\"}", "store: expected {\"sqlite\": \"PATH\"} or {\"postgres\": \"CONNINFO\"}"),
+        ("{\"store\": {\"sqlite\": \"a\", \"postgres\": \"b\"}}", "store: expected {\"sqlite\""),
+        ("{\"store\": {\"sqlite\": \"\"}}", "store.sqlite: expected a non-empty string"),
+        ("{\"apps\": [{\"bundle_id\": \"a\", \"app_apple_id\": \"123\"}]}", "apps[0].app_apple_id: expected a positive"),
     ])
     func badValue_isRefusedNamingTheKey(json: String, fragment: String) {
         #expect {
@@ -119,6 +123,30 @@ struct ServiceConfigurationTests {
             return error?.code == .invalidValue && error?.description.contains(fragment) == true
                 && error?.description.hasPrefix("config Config/x.json: ") == true
         }
+    }
+
+    @Test func store_sqliteResolvesAgainstTheConfigFolder_postgresIsKeptAsWritten() throws {
+        let sqlite = try ServiceConfiguration.parse(
+            Array(#"{"store": {"sqlite": "ledger/receiptd.sqlite"}, "apps": [{"bundle_id": "a", "app_apple_id": 42}]}"#.utf8),
+            path: "Config/x.json", baseDirectory: "Config")
+        #expect(sqlite.store == .sqlite(path: "Config/ledger/receiptd.sqlite"))
+        #expect(sqlite.apps.first?.appAppleID == 42)
+        let postgres = try ServiceConfiguration.parse(
+            Array(#"{"store": {"postgres": "host=/tmp dbname=receiptd"}}"#.utf8), path: "x.json", baseDirectory: ".")
+        #expect(postgres.store == .postgres(connectionString: "host=/tmp dbname=receiptd"))
+        #expect(try ServiceConfiguration.parse(Array("{}".utf8), path: "x.json", baseDirectory: ".").store == nil)
+    }
+
+    @Test func storePostgresVariable_winsOverTheFile() throws {
+        let folder = try ScratchFolder()
+        let file = try folder.write("c.json", #"{"store": {"sqlite": "ledger.sqlite"}}"#)
+        let configuration = try ServiceConfiguration.resolve(
+            configPath: file, environment: ["RECEIPTD_STORE_POSTGRES": "host=/run/pg user=receiptd"],
+            fileExists: { _ in true })
+        #expect(configuration.store == .postgres(connectionString: "host=/run/pg user=receiptd"))
+        let unset = try ServiceConfiguration.resolve(
+            configPath: file, environment: ["RECEIPTD_STORE_POSTGRES": ""], fileExists: { _ in true })
+        #expect(unset.store == .sqlite(path: (folder.path as NSString).appendingPathComponent("ledger.sqlite")))
     }
 
     @Test(arguments: ["", "{", "[]", "{\"a\": tru}"])
