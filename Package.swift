@@ -15,6 +15,7 @@ let package = Package(
         .executable(name: "receiptd", targets: ["receiptd"]),
         .library(name: "ReceiptEngine", targets: ["ReceiptEngine"]),
         .library(name: "ReceiptForge", targets: ["ReceiptForge"]),
+        .library(name: "StoreKitJWS", targets: ["StoreKitJWS"]),
         .library(name: "HTTP1Server", targets: ["HTTP1Server"]),
         // For the separate Benchmarks/ package, which times validation together with the JSON answer.
         .library(name: "ReceiptService", targets: ["ReceiptService"]),
@@ -33,6 +34,10 @@ let package = Package(
         // Test PKIs and forged receipts for `receiptd testing`, tests, fuzzing and benchmarks; nothing that
         // validates depends on it.
         .target(name: "ReceiptForge", dependencies: ["CryptoFloor", "ReceiptEngine"], swiftSettings: strictSettings),
+        // Verify StoreKit 2 signed data and App Store Server Notifications V2 (pure Swift over the floor, with the
+        // engine's trust model and checks). Knows nothing of HTTP.
+        .target(
+            name: "StoreKitJWS", dependencies: ["CryptoFloor", "ReceiptEngine", "JSONText"], swiftSettings: strictSettings),
         // JSON values that keep member order, with a strict parser and a compact or pretty writer.
         .target(name: "JSONText", swiftSettings: strictSettings),
         // epoll and eventfd, which Swift's Glibc module leaves out; only HTTP1Server imports it.
@@ -46,6 +51,11 @@ let package = Package(
         .executableTarget(name: "FuzzReceipt", dependencies: ["ReceiptEngine", "ReceiptForge"], path: "Fuzz/FuzzReceipt", swiftSettings: strictSettings),
         .executableTarget(name: "FuzzHTTPRequest", dependencies: ["HTTP1Server"], path: "Fuzz/FuzzHTTPRequest", swiftSettings: strictSettings),
         .testTarget(name: "ReceiptEngineTests", dependencies: ["CryptoFloor", "ReceiptEngine", "ReceiptForge"], swiftSettings: strictSettings),
+        .testTarget(
+            name: "StoreKitJWSTests",
+            dependencies: ["StoreKitJWS", "CryptoFloor", "ReceiptEngine", "ReceiptForge", "JSONText"],
+            swiftSettings: strictSettings
+        ),
         .testTarget(name: "HTTP1ServerTests", dependencies: ["HTTP1Server"], swiftSettings: strictSettings),
         .testTarget(
             name: "ReceiptServiceTests",
