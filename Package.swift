@@ -33,7 +33,8 @@ let package = Package(
         .target(name: "ReceiptEngine", dependencies: ["CryptoFloor"], swiftSettings: strictSettings),
         // Test PKIs and forged receipts for `receiptd testing`, tests, fuzzing and benchmarks; nothing that
         // validates depends on it.
-        .target(name: "ReceiptForge", dependencies: ["CryptoFloor", "ReceiptEngine"], swiftSettings: strictSettings),
+        .target(
+            name: "ReceiptForge", dependencies: ["CryptoFloor", "ReceiptEngine", "JSONText"], swiftSettings: strictSettings),
         // Verify StoreKit 2 signed data and App Store Server Notifications V2 (pure Swift over the floor, with the
         // engine's trust model and checks). Knows nothing of HTTP.
         .target(
