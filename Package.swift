@@ -50,6 +50,9 @@ let package = Package(
         .executableTarget(name: "receiptd", dependencies: ["ReceiptService", "ReceiptEngine", "ReceiptForge", "JSONText"], swiftSettings: strictSettings),
         // libFuzzer targets (see scripts/fuzz-smoke); a plain build links them as programs that do nothing.
         .executableTarget(name: "FuzzReceipt", dependencies: ["ReceiptEngine", "ReceiptForge"], path: "Fuzz/FuzzReceipt", swiftSettings: strictSettings),
+        .executableTarget(
+            name: "FuzzJWS", dependencies: ["StoreKitJWS", "ReceiptEngine", "ReceiptForge", "JSONText"], path: "Fuzz/FuzzJWS",
+            swiftSettings: strictSettings),
         .executableTarget(name: "FuzzHTTPRequest", dependencies: ["HTTP1Server"], path: "Fuzz/FuzzHTTPRequest", swiftSettings: strictSettings),
         .testTarget(name: "ReceiptEngineTests", dependencies: ["CryptoFloor", "ReceiptEngine", "ReceiptForge"], swiftSettings: strictSettings),
         .testTarget(

@@ -153,6 +153,22 @@ public struct JWSTestAuthority: Sendable {
         return text
     }
 
+    /// Signs exactly these header and payload bytes (ES256 with the leaf key), for fuzzing the header.
+    public func sign(headerBytes: [UInt8], payloadBytes: [UInt8]) throws -> String {
+        let signingInput = Self.base64URL(headerBytes) + "." + Self.base64URL(payloadBytes)
+        return signingInput + "." + Self.base64URL(try leafKey.signES256(Array(signingInput.utf8)))
+    }
+
+    /// The header `sign` writes, as JSON bytes.
+    public var header: [UInt8] {
+        var header: [(key: String, value: JSONValue)] = [
+            ("alg", .string("ES256")),
+            ("x5c", .array(certificatesDER.map { .string(Data($0).base64EncodedString()) })),
+        ]
+        if let keyID { header.append(("kid", .string(keyID))) }
+        return JSONValue.object(header).serialized()
+    }
+
     static func base64URL(_ bytes: [UInt8]) -> String {
         Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
             .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
