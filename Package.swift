@@ -15,6 +15,7 @@ let package = Package(
         .executable(name: "receiptd", targets: ["receiptd"]),
         .library(name: "ReceiptEngine", targets: ["ReceiptEngine"]),
         .library(name: "ReceiptForge", targets: ["ReceiptForge"]),
+        .library(name: "StoreKitJWS", targets: ["StoreKitJWS"]),
         .library(name: "HTTP1Server", targets: ["HTTP1Server"]),
         // For the separate Benchmarks/ package, which times validation together with the JSON answer.
         .library(name: "ReceiptService", targets: ["ReceiptService"]),
@@ -32,7 +33,12 @@ let package = Package(
         .target(name: "ReceiptEngine", dependencies: ["CryptoFloor"], swiftSettings: strictSettings),
         // Test PKIs and forged receipts for `receiptd testing`, tests, fuzzing and benchmarks; nothing that
         // validates depends on it.
-        .target(name: "ReceiptForge", dependencies: ["CryptoFloor", "ReceiptEngine"], swiftSettings: strictSettings),
+        .target(
+            name: "ReceiptForge", dependencies: ["CryptoFloor", "ReceiptEngine", "JSONText"], swiftSettings: strictSettings),
+        // Verify StoreKit 2 signed data and App Store Server Notifications V2 (pure Swift over the floor, with the
+        // engine's trust model and checks). Knows nothing of HTTP.
+        .target(
+            name: "StoreKitJWS", dependencies: ["CryptoFloor", "ReceiptEngine", "JSONText"], swiftSettings: strictSettings),
         // JSON values that keep member order, with a strict parser and a compact or pretty writer.
         .target(name: "JSONText", swiftSettings: strictSettings),
         // epoll and eventfd, which Swift's Glibc module leaves out; only HTTP1Server imports it.
@@ -49,6 +55,9 @@ let package = Package(
         ),
         // libFuzzer targets (see scripts/fuzz-smoke); a plain build links them as programs that do nothing.
         .executableTarget(name: "FuzzReceipt", dependencies: ["ReceiptEngine", "ReceiptForge"], path: "Fuzz/FuzzReceipt", swiftSettings: strictSettings),
+        .executableTarget(
+            name: "FuzzJWS", dependencies: ["StoreKitJWS", "ReceiptEngine", "ReceiptForge", "JSONText"], path: "Fuzz/FuzzJWS",
+            swiftSettings: strictSettings),
         .executableTarget(name: "FuzzHTTPRequest", dependencies: ["HTTP1Server"], path: "Fuzz/FuzzHTTPRequest", swiftSettings: strictSettings),
         .systemLibrary(
             name: "CSQLite",
@@ -64,6 +73,11 @@ let package = Package(
         // receipts, JWS or HTTP: the service maps verified data into its value types.
         .target(name: "Ledger", dependencies: ["CSQLite", "CPostgres"], swiftSettings: strictSettings),
         .testTarget(name: "ReceiptEngineTests", dependencies: ["CryptoFloor", "ReceiptEngine", "ReceiptForge"], swiftSettings: strictSettings),
+        .testTarget(
+            name: "StoreKitJWSTests",
+            dependencies: ["StoreKitJWS", "CryptoFloor", "ReceiptEngine", "ReceiptForge", "JSONText"],
+            swiftSettings: strictSettings
+        ),
         .testTarget(name: "HTTP1ServerTests", dependencies: ["HTTP1Server"], swiftSettings: strictSettings),
         .testTarget(name: "LedgerTests", dependencies: ["Ledger"], swiftSettings: strictSettings),
         // Also tests the executable's commands (`@testable import receiptd`): serve live, flags, config resolution.

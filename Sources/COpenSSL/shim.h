@@ -4,8 +4,10 @@
 #include <openssl/asn1.h>
 #include <openssl/bio.h>
 #include <openssl/bn.h>
+#include <openssl/ec.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/objects.h>
 #include <openssl/pem.h>
 #include <openssl/pkcs7.h>
@@ -27,5 +29,7 @@ static inline long receiptd_BIO_get_mem_data(BIO *bio, char **data) { return BIO
 
 // EVP_RSA_gen is a variadic macro in OpenSSL 3.
 static inline EVP_PKEY *receiptd_rsa_generate(unsigned int bits) { return EVP_RSA_gen(bits); }
+// EVP_EC_gen is a macro in OpenSSL 3 as well; `curve` is a group name such as "P-256".
+static inline EVP_PKEY *receiptd_ec_generate(const char *curve) { return EVP_EC_gen(curve); }
 
 #endif

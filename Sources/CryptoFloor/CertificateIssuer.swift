@@ -2,9 +2,9 @@ internal import COpenSSL
 
 /// Owns one private `EVP_PKEY`, for the test PKI only.
 package final class PrivateKey: @unchecked Sendable {
-    fileprivate let pointer: OpaquePointer
+    let pointer: OpaquePointer
 
-    private init(owning pointer: OpaquePointer) { self.pointer = pointer }
+    init(owning pointer: OpaquePointer) { self.pointer = pointer }
     deinit { EVP_PKEY_free(pointer) }
 
     package static func generateRSA(bits: Int) throws(OpenSSLError) -> PrivateKey {
@@ -60,7 +60,8 @@ package struct CertificateTemplate {
 }
 
 package enum CertificateIssuer {
-    /// Issues a certificate for `subjectKey`, signed by `issuerKey` (SHA-256); self-signed when `issuer` is nil.
+    /// Issues a certificate for `subjectKey`, signed by `issuerKey` (SHA-384 for a P-384 issuer, as Apple's G3 root and
+    /// WWDR intermediate sign, SHA-256 otherwise); self-signed when `issuer` is nil.
     package static func issue(
         _ template: CertificateTemplate, subjectKey: PrivateKey, issuer: X509Certificate?, issuerKey: PrivateKey
     ) throws(OpenSSLError) -> X509Certificate {
@@ -100,7 +101,9 @@ package enum CertificateIssuer {
         }
         for marker in template.markers { try addMarker(marker, to: certificate) }
 
-        guard X509_sign(certificate, issuerKey.pointer, EVP_sha256()) > 0 else { throw OpenSSLError("X509_sign") }
+        guard X509_sign(certificate, issuerKey.pointer, issuerKey.certificateDigest.algorithm) > 0 else {
+            throw OpenSSLError("X509_sign")
+        }
         var encoded: UnsafeMutablePointer<UInt8>?
         let length = i2d_X509(certificate, &encoded)
         guard length > 0, let encoded else { throw OpenSSLError("i2d_X509") }

@@ -96,9 +96,9 @@ package final class X509Certificate: @unchecked Sendable {
 
 /// Owns one `EVP_PKEY` used only to verify; OpenSSL 3 allows concurrent verifications with one key.
 package final class PublicKey: @unchecked Sendable {
-    private let pointer: OpaquePointer
+    let pointer: OpaquePointer
 
-    fileprivate init(owning pointer: OpaquePointer) { self.pointer = pointer }
+    init(owning pointer: OpaquePointer) { self.pointer = pointer }
     deinit { EVP_PKEY_free(pointer) }
 
     /// RSA PKCS#1 v1.5 or ECDSA, as the key's type dictates.

@@ -106,6 +106,18 @@ public struct SubscriptionStatus: Sendable, Hashable {
     public var isActive: Bool
     public var isCancelled: Bool
 
+    public init(
+        productID: String?, originalTransactionID: String, latestTransactionID: String?, expiresDate: ReceiptDate,
+        isActive: Bool, isCancelled: Bool
+    ) {
+        self.productID = productID
+        self.originalTransactionID = originalTransactionID
+        self.latestTransactionID = latestTransactionID
+        self.expiresDate = expiresDate
+        self.isActive = isActive
+        self.isCancelled = isCancelled
+    }
+
     /// One entry per original transaction that has expiry dates, from the renewal that expires last; ordered by
     /// original transaction id so the output is stable.
     public static func summarize(_ purchases: [InAppPurchase], at now: ReceiptDate) -> [SubscriptionStatus] {

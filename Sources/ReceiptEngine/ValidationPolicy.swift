@@ -5,10 +5,14 @@ public struct AppPolicy: Sendable, Hashable {
     public var bundleID: String
     /// Accepted application versions (attribute 3); empty accepts any.
     public var acceptedVersions: [String]
+    /// The app's Apple ID (App Store Connect's numeric id), compared with the `appAppleId` StoreKit 2 signs into
+    /// Production notifications and app transactions; nil leaves that check `skipped`.
+    public var appAppleID: Int64?
 
-    public init(bundleID: String, acceptedVersions: [String] = []) {
+    public init(bundleID: String, acceptedVersions: [String] = [], appAppleID: Int64? = nil) {
         self.bundleID = bundleID
         self.acceptedVersions = acceptedVersions
+        self.appAppleID = appAppleID
     }
 }
 

@@ -1,0 +1,113 @@
+internal import JSONText
+internal import ReceiptEngine
+
+/// The protected header of a StoreKit 2 JWS, as far as verification reads it.
+struct JWSHeader {
+    /// Xcode's StoreKit testing names its one self-signed certificate so.
+    static let xcodeKeyID = "Apple_Xcode_Key"
+
+    /// `x5c` exactly as received (standard base64 text): the chain cache compares these, so a known chain is
+    /// found without decoding a certificate.
+    let certificates: [String]
+    let isXcode: Bool
+}
+
+/// A compact JWS split and decoded, not yet trusted.
+struct CompactJWS {
+    /// JSON nesting beyond this is refused: Apple's payloads nest three deep, and deep nesting only costs stack.
+    static let maximumJSONDepth = 16
+
+    /// The exact ASCII of `header.payload` as received: what the signature covers (RFC 7515 §5.2).
+    let signingInput: [UInt8]
+    let header: JWSHeader
+    let payload: JSONValue
+    let signature: [UInt8]
+
+    /// Splits and decodes `text` after trimming surrounding whitespace (a JWS pasted from a log). Every refusal is
+    /// `malformed_jws`.
+    init(parsing text: some Collection<UInt8>) throws(ValidationError) {
+        let bytes = Array(text)
+        var start = 0
+        var end = bytes.count
+        while start < end, Self.isWhitespace(bytes[start]) { start += 1 }
+        while end > start, Self.isWhitespace(bytes[end - 1]) { end -= 1 }
+        guard start < end else { throw Self.malformed("the JWS is empty") }
+
+        var dots: [Int] = []
+        for index in start..<end where bytes[index] == UInt8(ascii: ".") {
+            dots.append(index)
+            guard dots.count <= 2 else { throw Self.malformed("a compact JWS has exactly three segments") }
+        }
+        guard dots.count == 2 else { throw Self.malformed("a compact JWS has exactly three segments") }
+        let headerText = bytes[start..<dots[0]]
+        let payloadText = bytes[(dots[0] + 1)..<dots[1]]
+        let signatureText = bytes[(dots[1] + 1)..<end]
+
+        guard let headerBytes = Base64.decode(headerText, alphabet: .url), !headerBytes.isEmpty else {
+            throw Self.malformed("the header is not base64url without padding")
+        }
+        header = try Self.header(headerBytes)
+
+        guard let signature = Base64.decode(signatureText, alphabet: .url) else {
+            throw Self.malformed("the signature is not base64url without padding")
+        }
+        guard signature.count == 64 else {
+            throw Self.malformed("an ES256 signature is 64 bytes (r‖s), not \(signature.count)")
+        }
+        self.signature = signature
+
+        guard let payloadBytes = Base64.decode(payloadText, alphabet: .url), !payloadBytes.isEmpty else {
+            throw Self.malformed("the payload is not base64url without padding")
+        }
+        payload = try Self.object(payloadBytes, "payload")
+        signingInput = Array(bytes[start..<dots[1]])
+    }
+
+    private static func isWhitespace(_ byte: UInt8) -> Bool {
+        byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D
+    }
+
+    static func malformed(_ message: String) -> ValidationError { ValidationError(.malformedJWS, message) }
+
+    /// A JSON object whose member names are unique: RFC 7515 §4 lets a parser either refuse duplicates or take the
+    /// last one, and `JSONValue` lookups take the first, so duplicates are refused rather than read differently
+    /// from other verifiers.
+    private static func object(_ bytes: [UInt8], _ name: String) throws(ValidationError) -> JSONValue {
+        let value: JSONValue
+        do {
+            value = try JSONValue(parsing: bytes, maximumDepth: maximumJSONDepth)
+        } catch {
+            throw malformed("the \(name) is not JSON: \(error.description)")
+        }
+        guard case .object(let members) = value else { throw malformed("the \(name) is not a JSON object") }
+        var names = Set<String>()
+        for member in members where !names.insert(member.key).inserted {
+            throw malformed("the \(name) repeats the member \(member.key)")
+        }
+        return value
+    }
+
+    private static func header(_ bytes: [UInt8]) throws(ValidationError) -> JWSHeader {
+        let header = try object(bytes, "header")
+        guard header["crit"] == nil else {
+            throw malformed("the header lists critical extensions (crit), which StoreKit 2 never uses")
+        }
+        guard case .string(let algorithm)? = header["alg"] else { throw malformed("the header has no alg") }
+        guard algorithm == "ES256" else { throw malformed("the header's alg is \(algorithm), not ES256") }
+        guard case .array(let entries)? = header["x5c"] else { throw malformed("the header has no x5c array") }
+        var certificates: [String] = []
+        for entry in entries {
+            guard case .string(let text) = entry, !text.isEmpty else {
+                throw malformed("an x5c entry is not a base64 string")
+            }
+            certificates.append(text)
+        }
+        var isXcode = false
+        if case .string(let keyID)? = header["kid"], keyID == JWSHeader.xcodeKeyID, certificates.count == 1 {
+            isXcode = true
+        } else if certificates.count != 3 {
+            throw malformed("x5c holds \(certificates.count) certificates, not 3 (leaf, intermediate, root)")
+        }
+        return JWSHeader(certificates: certificates, isXcode: isXcode)
+    }
+}

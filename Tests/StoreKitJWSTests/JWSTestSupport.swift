@@ -1,0 +1,93 @@
+import Foundation
+import JSONText
+import ReceiptEngine
+import ReceiptForge
+import StoreKitJWS
+
+/// EC test PKIs made once per test run, and forged payloads of every kind.
+enum JWSPKI {
+    static let now = Date()
+    static let day: TimeInterval = 86_400
+    static let bundleID = "com.example.app"
+    static let appAppleID: Int64 = 1_234_567_890
+
+    static let standard: JWSTestAuthority = try! .generate()
+    static let xcode: JWSTestAuthority = try! .generateXcode()
+
+    /// Never trusted; its root carries both of Apple's markers.
+    static let rogue: JWSTestAuthority = {
+        var options = JWSTestAuthority.Options(now: now)
+        options.rootHasMarkers = true
+        return try! .generate(options)
+    }()
+
+    /// Valid from three years ago until yesterday: expired today, as Apple's older leaves are.
+    static let expired: JWSTestAuthority = {
+        var options = JWSTestAuthority.Options(now: now)
+        options.notBefore = now.addingTimeInterval(-3 * 365 * day)
+        options.notAfter = now.addingTimeInterval(-day)
+        return try! .generate(options)
+    }()
+
+    static let leafWithoutMarker: JWSTestAuthority = {
+        var options = JWSTestAuthority.Options(now: now)
+        options.leafHasMarker = false
+        return try! .generate(options)
+    }()
+
+    static let intermediateWithoutMarker: JWSTestAuthority = {
+        var options = JWSTestAuthority.Options(now: now)
+        options.intermediateHasMarker = false
+        return try! .generate(options)
+    }()
+
+    static let app = AppPolicy(bundleID: bundleID, acceptedVersions: ["1.0", "1.1"], appAppleID: appAppleID)
+
+    static func verifier(
+        _ authorities: [JWSTestAuthority] = [standard, expired, leafWithoutMarker, intermediateWithoutMarker],
+        apps: [AppPolicy] = [app], environments: Set<ReceiptEnvironment> = [.production, .sandbox]
+    ) -> JWSVerifier {
+        JWSVerifier(
+            policy: ValidationPolicy(
+                additionalTrustAnchors: authorities.map(\.rootAnchor), apps: apps, environments: environments))
+    }
+
+    static var signedDate: Date { now.addingTimeInterval(-3600) }
+
+    static func transaction(environment: String = "Sandbox", signed: Date = signedDate) -> TransactionBlueprint {
+        TransactionBlueprint(bundleID: bundleID, signedDate: signed, environment: environment)
+    }
+
+    static func renewalInfo(environment: String = "Sandbox") -> RenewalInfoBlueprint {
+        RenewalInfoBlueprint(signedDate: signedDate, environment: environment)
+    }
+
+    static func appTransaction(receiptType: String = "Production") -> AppTransactionBlueprint {
+        var blueprint = AppTransactionBlueprint(bundleID: bundleID, receiptCreationDate: signedDate, receiptType: receiptType)
+        blueprint.appAppleID = appAppleID
+        return blueprint
+    }
+
+    static func notification(
+        type: String = "DID_RENEW", subtype: String? = nil, environment: String = "Production",
+        by authority: JWSTestAuthority = standard
+    ) throws -> NotificationBlueprint {
+        var blueprint = NotificationBlueprint(
+            type: type, subtype: subtype, bundleID: bundleID, signedDate: signedDate, environment: environment)
+        blueprint.appAppleID = appAppleID
+        blueprint.status = 1
+        blueprint.signedTransactionInfo = try authority.sign(transaction(environment: environment).payload)
+        blueprint.signedRenewalInfo = try authority.sign(renewalInfo(environment: environment).payload)
+        return blueprint
+    }
+
+    /// A valid JWS of each kind signed by the standard chain.
+    static func forged(_ kind: JWSKind) throws -> String {
+        switch kind {
+        case .transaction: try standard.sign(transaction().payload)
+        case .renewalInfo: try standard.sign(renewalInfo().payload)
+        case .appTransaction: try standard.sign(appTransaction().payload)
+        case .notification: try standard.sign(notification().payload)
+        }
+    }
+}
