@@ -1,6 +1,7 @@
 internal import Foundation
 public import HTTP1Server
 public import ReceiptEngine
+public import StoreKitJWS
 import JSONText
 
 /// Why receiptd cannot start with the configuration it was given. `description` is the one line printed to stderr,
@@ -118,12 +119,15 @@ public struct ServiceConfiguration: Sendable {
     public func makeValidationPolicy() -> ValidationPolicy {
         ValidationPolicy(
             additionalTrustAnchors: trustAnchors,
-            apps: apps.map { AppPolicy(bundleID: $0.bundleID, acceptedVersions: $0.versions) },
+            apps: apps.map { AppPolicy(bundleID: $0.bundleID, acceptedVersions: $0.versions, appAppleID: $0.appAppleID) },
             environments: Set(environments),
             maximumReceiptBytes: maxReceiptBytes)
     }
 
     public func makeValidator() -> ReceiptValidator { ReceiptValidator(policy: makeValidationPolicy()) }
+
+    /// StoreKit 2 signed data is checked against the same policy as receipts: one trust model, one vocabulary.
+    public func makeJWSVerifier() -> JWSVerifier { JWSVerifier(policy: makeValidationPolicy()) }
 
     public var httpServerConfiguration: HTTPServerConfiguration {
         var configuration = HTTPServerConfiguration()
