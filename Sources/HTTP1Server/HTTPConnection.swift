@@ -193,7 +193,9 @@ final class HTTPConnection: @unchecked Sendable {
             )
             return (bytes, closes)
         }
-        if let limit = server.configuration.inlineHandlingMaxBodyBytes, request.body.count <= limit {
+        if let limit = server.configuration.inlineHandlingMaxBodyBytes, request.body.count <= limit,
+            server.configuration.mayHandleInline?(request) ?? true
+        {
             let (bytes, closes) = respond()
             slots[sequence - firstSlotSequence] = .ready(bytes, closeAfter: closes)
             flush()  // the caller, `process()`, goes on with any request pipelined behind this one

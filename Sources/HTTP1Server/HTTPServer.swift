@@ -23,6 +23,9 @@ public struct HTTPServerConfiguration: Sendable {
     /// quick on small requests: while one runs, the other connections sharing its loop wait. nil, the default, sends
     /// every request to the handler queue.
     public var inlineHandlingMaxBodyBytes: Int?
+    /// Further says which requests under that size may run inline: a handler that may wait (on a database, say)
+    /// answers `false` for them. nil allows every one.
+    public var mayHandleInline: (@Sendable (HTTPRequest) -> Bool)?
 
     public init() {}
 }

@@ -23,17 +23,17 @@ public struct SubscriptionFacts: Sendable, Hashable {
 
     /// The transaction that decides the status: the greatest expires date; without one, the latest purchase date.
     public var latestTransaction: TransactionFacts? {
-        SubscriptionStatus.latest(of: transactions)
+        SubscriptionState.latest(of: transactions)
     }
 
-    /// The status at `now` (Unix milliseconds); see ``SubscriptionStatus/init(latest:renewal:now:)``.
-    public func status(at now: Int64) -> SubscriptionStatus? {
-        SubscriptionStatus(latest: latestTransaction, renewal: renewal, now: now)
+    /// The status at `now` (Unix milliseconds); see ``SubscriptionState/init(latest:renewal:now:)``.
+    public func status(at now: Int64) -> SubscriptionState? {
+        SubscriptionState(latest: latestTransaction, renewal: renewal, now: now)
     }
 }
 
 /// A subscription's status, computed from stored facts and a given time.
-public enum SubscriptionStatus: String, Sendable, Hashable, CaseIterable {
+public enum SubscriptionState: String, Sendable, Hashable, CaseIterable {
     case active
     case inGracePeriod = "in_grace_period"
     case inBillingRetry = "in_billing_retry"

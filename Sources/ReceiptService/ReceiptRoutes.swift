@@ -1,19 +1,29 @@
 public import Foundation
 public import HTTP1Server
 public import ReceiptEngine
+public import StoreKitJWS
 import JSONText
+import Ledger
 
 /// receiptd's HTTP interface as a pure function of a request: no sockets, so every route is tested directly.
 ///
 /// Routes:
-/// - `POST /v1/validate`: receiptd's own API; 200 valid, 422 invalid, 400 bad upload, 415 unknown body type.
-/// - `POST /verifyReceipt`, `POST /sandbox/verifyReceipt`: drop-in for Apple's deprecated endpoint (always 200).
+/// - `POST /v1/validate`: receiptd's own API for receipts and StoreKit 2 JWS; 200 valid, 422 invalid, 400 bad
+///   upload, 415 unknown body type.
+/// - `POST /v1/notifications`: App Store Server Notifications V2, acknowledged once durably in the ledger.
+/// - `GET /v1/subscriptions/{original_transaction_id}`, `GET /v1/transactions/{transaction_id}`,
+///   `POST /v1/transactions/{transaction_id}/claim`: what the ledger knows.
+/// - `POST /verifyReceipt`, `POST /sandbox/verifyReceipt`: drop-in for Apple's deprecated endpoint.
 /// - `GET /healthz`, `GET /readyz`, `GET /metrics`, `GET /` (the support page).
 public struct ReceiptRoutes: Sendable {
-    /// The routes receiptd knows, named by their path; `unmatched` labels everything else in metrics.
+    /// The routes receiptd knows, named by their path template; `unmatched` labels everything else in metrics.
     enum Route: String, Sendable, CaseIterable {
         case supportPage = "/"
         case validate = "/v1/validate"
+        case notifications = "/v1/notifications"
+        case subscription = "/v1/subscriptions/{original_transaction_id}"
+        case transaction = "/v1/transactions/{transaction_id}"
+        case claim = "/v1/transactions/{transaction_id}/claim"
         case verifyReceipt = "/verifyReceipt"
         case sandboxVerifyReceipt = "/sandbox/verifyReceipt"
         case health = "/healthz"
@@ -23,28 +33,63 @@ public struct ReceiptRoutes: Sendable {
 
         var allowedMethod: HTTPMethod {
             switch self {
-            case .validate, .verifyReceipt, .sandboxVerifyReceipt: .post
+            case .validate, .notifications, .claim, .verifyReceipt, .sandboxVerifyReceipt: .post
             default: .get
+            }
+        }
+
+        /// The route a path names, and the id in it for the ledger's routes. Ids are one non-empty segment.
+        static func match(_ path: String) -> (route: Route, id: String?) {
+            if let route = Route(rawValue: path), route != .unmatched { return (route, nil) }
+            var segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+            guard segments.first == "v1", segments.count >= 3, segments.allSatisfy({ !$0.isEmpty }) else {
+                return (.unmatched, nil)
+            }
+            segments = segments.dropFirst()
+            let id = String(segments[segments.startIndex + 1])
+            switch (segments.first, segments.count, segments.last) {
+            case ("subscriptions", 2, _): return (.subscription, id)
+            case ("transactions", 2, _): return (.transaction, id)
+            case ("transactions", 3, "claim"): return (.claim, id)
+            default: return (.unmatched, nil)
+            }
+        }
+
+        /// Whether answering may wait on the database; such requests never run on an event loop.
+        var usesLedger: Bool {
+            switch self {
+            case .validate, .notifications, .subscription, .transaction, .claim, .verifyReceipt, .sandboxVerifyReceipt,
+                .readiness:
+                true
+            default: false
             }
         }
     }
 
     public let configuration: ServiceConfiguration
     public let validator: ReceiptValidator
+    public let jwsVerifier: JWSVerifier
+    public let ledger: PurchaseLedger
     /// `/sandbox/verifyReceipt` mirrors Apple's sandbox host: Sandbox receipts only, and only while `environments`
     /// accepts them (an operator who removes Sandbox wants none accepted anywhere).
     private let sandboxValidator: ReceiptValidator
     public let metrics: ServiceMetrics
     public let readiness: ServiceReadiness
-    private let clock: @Sendable () -> Date
+    let clock: @Sendable () -> Date
 
-    /// - Parameter clock: "now" for subscription activity and Apple's `request_date`; injected so tests are exact.
+    /// - Parameters:
+    ///   - jwsVerifier: StoreKit 2 verification; by default made from the validator's policy.
+    ///   - ledger: where verified data is remembered; stateless by default.
+    ///   - clock: "now" for subscription activity and Apple's `request_date`; injected so tests are exact.
     public init(
-        configuration: ServiceConfiguration, validator: ReceiptValidator, metrics: ServiceMetrics,
-        readiness: ServiceReadiness = ServiceReadiness(), clock: @escaping @Sendable () -> Date = { Date() }
+        configuration: ServiceConfiguration, validator: ReceiptValidator, jwsVerifier: JWSVerifier? = nil,
+        ledger: PurchaseLedger = .none, metrics: ServiceMetrics, readiness: ServiceReadiness = ServiceReadiness(),
+        clock: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.configuration = configuration
         self.validator = validator
+        self.jwsVerifier = jwsVerifier ?? JWSVerifier(policy: validator.policy)
+        self.ledger = ledger
         var sandboxPolicy = validator.policy
         sandboxPolicy.environments = validator.policy.environments.intersection([.sandbox])
         self.sandboxValidator = ReceiptValidator(policy: sandboxPolicy)
@@ -56,15 +101,21 @@ public struct ReceiptRoutes: Sendable {
     /// Answers one request and records it in the metrics.
     public func handle(_ request: HTTPRequest) -> HTTPResponse {
         let started = ContinuousClock.now
-        let route = Route(rawValue: request.path) ?? .unmatched
-        let response = respond(to: request, route: route)
+        let (route, id) = Route.match(request.path)
+        let response = respond(to: request, route: route, id: id)
         let elapsed = ContinuousClock.now - started
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         metrics.recordRequest(route: route.rawValue, status: response.status.code, seconds: seconds)
         return response
     }
 
-    private func respond(to request: HTTPRequest, route: Route) -> HTTPResponse {
+    /// Whether the server may answer `request` on the event loop that read it: not when the answer may wait on the
+    /// ledger's database, which would stall every other connection on that loop.
+    public func mayAnswerInline(_ request: HTTPRequest) -> Bool {
+        !ledger.isConfigured || !Route.match(request.path).route.usesLedger
+    }
+
+    private func respond(to request: HTTPRequest, route: Route, id: String?) -> HTTPResponse {
         switch route {
         case .verifyReceipt: return verifyReceipt(request, endpoint: .production)
         case .sandboxVerifyReceipt: return verifyReceipt(request, endpoint: .sandbox)
@@ -85,11 +136,15 @@ public struct ReceiptRoutes: Sendable {
         }
         switch route {
         case .validate: return validate(request)
+        case .notifications: return receiveNotification(request)
+        case .subscription: return subscription(originalTransactionID: id ?? "")
+        case .transaction: return transaction(id: id ?? "")
+        case .claim: return claim(request, transactionID: id ?? "")
         case .health: return json(status: 200, .object([("status", .string("ok"))]))
         case .readiness:
-            return readiness.isReady
-                ? json(status: 200, .object([("status", .string("ready"))]))
-                : json(status: 503, .object([("status", .string("shutting_down"))]))
+            guard readiness.isReady else { return json(status: 503, .object([("status", .string("shutting_down"))])) }
+            guard ledger.isReachable else { return json(status: 503, .object([("status", .string("store_unavailable"))])) }
+            return json(status: 200, .object([("status", .string("ready"))]))
         case .metrics:
             return HTTPResponse(
                 status: .ok, headers: HTTPHeaders([(.contentType, "text/plain; version=0.0.4; charset=utf-8")]),
@@ -132,19 +187,54 @@ public struct ReceiptRoutes: Sendable {
         let wantsHTML = AcceptHeader(request.headers["Accept"]).prefersHTML
         let submission: ReceiptSubmission
         let deviceIdentifier: DeviceIdentifier?
+        let requiredKind: String?
         do {
             submission = try ReceiptSubmission(request: request)
             deviceIdentifier = try Self.deviceIdentifier(submission: submission, request: request)
+            requiredKind = try Self.requiredKind(request)
         } catch {
             return problem(error, html: wantsHTML)
         }
-        let result = validator.validate(submission.receipt, deviceIdentifier: deviceIdentifier, at: clock())
+        switch submission.signedData {
+        case .receipt(let receipt):
+            return validateReceipt(
+                receipt, deviceIdentifier: deviceIdentifier, requiredKind: requiredKind, wantsHTML: wantsHTML)
+        case .jws(let text):
+            return validateJWS(text, deviceIdentifier: deviceIdentifier, requiredKind: requiredKind, wantsHTML: wantsHTML)
+        }
+    }
+
+    private func validateReceipt(
+        _ receipt: [UInt8], deviceIdentifier: DeviceIdentifier?, requiredKind: String?, wantsHTML: Bool
+    ) -> HTTPResponse {
+        let now = clock()
+        var result = validator.validate(receipt, deviceIdentifier: deviceIdentifier, at: now)
+        if let requiredKind, requiredKind != "receipt", result.isValid {
+            result.error = ValidationError(.kindMismatch, "expected a \(requiredKind), got a receipt")
+        }
         metrics.recordValidation(result)
         let status: HTTPStatus = result.isValid ? .ok : .unprocessableContent
         if wantsHTML { return html(status: status, ResultHTML.page(result)) }
-        return HTTPResponse(
-            status: status, headers: HTTPHeaders([(.contentType, "application/json")]),
-            body: ResultJSON.encode(result))
+        guard ledger.isConfigured else {
+            return HTTPResponse(
+                status: status, headers: HTTPHeaders([(.contentType, "application/json")]),
+                body: ResultJSON.encode(result))
+        }
+        var facts: [TransactionFacts] = []
+        if result.isValid, let decoded = result.receipt { facts = LedgerFacts.transactions(of: decoded) }
+        let view = ledgerView(
+            recording: facts, source: .receipt, subscriptions: result.subscriptions,
+            inputAsOf: result.receipt?.creationDate, now: now)
+        return json(status: status, view.applied(to: ResultJSON.value(of: result)))
+    }
+
+    /// `?kind=`: the kind of signed data the caller requires (`receipt` or a StoreKit 2 kind).
+    static func requiredKind(_ request: HTTPRequest) throws(RequestProblem) -> String? {
+        guard let kind = request.queryValue("kind"), !kind.isEmpty else { return nil }
+        guard ServiceMetrics.verdictKinds.contains(kind) else {
+            throw .badRequest("kind must be one of \(ServiceMetrics.verdictKinds.joined(separator: ", ")), not \(kind)")
+        }
+        return kind
     }
 
     /// The body's device id, else the `X-Device-Id` header, else `?device_id=`; an empty value means none (an HTML
@@ -190,7 +280,7 @@ public struct ReceiptRoutes: Sendable {
 
     // MARK: - Answers
 
-    private func problem(_ problem: RequestProblem, html wantsHTML: Bool = false) -> HTTPResponse {
+    func problem(_ problem: RequestProblem, html wantsHTML: Bool = false) -> HTTPResponse {
         if wantsHTML {
             return html(
                 status: problem.status,
@@ -199,12 +289,12 @@ public struct ReceiptRoutes: Sendable {
         return json(status: problem.status, .object([("error", ResultJSON.errorObject(code: problem.code, message: problem.message))]))
     }
 
-    private func json(status: HTTPStatus, _ value: JSONValue) -> HTTPResponse {
+    func json(status: HTTPStatus, _ value: JSONValue) -> HTTPResponse {
         HTTPResponse(
             status: status, headers: HTTPHeaders([(.contentType, "application/json")]), body: value.serialized())
     }
 
-    private func html(status: HTTPStatus, _ page: String) -> HTTPResponse {
+    func html(status: HTTPStatus, _ page: String) -> HTTPResponse {
         HTTPResponse(
             status: status, headers: HTTPHeaders([(.contentType, "text/html; charset=utf-8")]),
             body: Array(page.utf8))

@@ -1,5 +1,6 @@
 internal import HTTP1Server
 import JSONText
+import StoreKitJWS
 
 /// A request that cannot be answered with a verdict: the status, a stable code and a message for the client.
 struct RequestProblem: Error, Sendable, Hashable {
@@ -12,9 +13,17 @@ struct RequestProblem: Error, Sendable, Hashable {
     }
 }
 
-/// The receipt bytes and device id a `POST /v1/validate` carries, whichever of the accepted forms it came in.
+/// The signed data and device id a `POST /v1/validate` carries, whichever of the accepted forms it came in.
 struct ReceiptSubmission: Sendable, Hashable {
-    var receipt: [UInt8]
+    /// What was signed: a classic receipt or a StoreKit 2 compact JWS, told apart by their look.
+    enum SignedData: Sendable, Hashable {
+        /// DER (or BER) bytes.
+        case receipt([UInt8])
+        /// The JWS text as received; the verifier trims surrounding whitespace.
+        case jws([UInt8])
+    }
+
+    var signedData: SignedData
     /// From the body (JSON member or form field), when it had one; the query and header are fallbacks.
     var deviceID: String?
 
@@ -31,7 +40,7 @@ struct ReceiptSubmission: Sendable, Hashable {
         case nil, "application/octet-stream", "application/pkcs7-mime", "application/x-pkcs7-mime":
             try self.init(rawOrBase64: request.body[...])
         case "text/plain":
-            self.init(receipt: try Self.decodeBase64(request.body[...]), deviceID: nil)
+            try self.init(text: request.body[...], deviceID: nil)
         case "application/json":
             try self.init(json: request.body)
         case "multipart/form-data":
@@ -47,20 +56,29 @@ struct ReceiptSubmission: Sendable, Hashable {
         }
     }
 
-    init(receipt: [UInt8], deviceID: String?) {
-        self.receipt = receipt
+    init(signedData: SignedData, deviceID: String?) {
+        self.signedData = signedData
         self.deviceID = deviceID
     }
 
-    /// Raw DER, or base64 text sent with a binary type (a common client mistake that costs nothing to forgive).
+    /// A JWS, or a receipt's base64 (as copied from a log: whitespace and newlines are ignored).
+    private init(text: ArraySlice<UInt8>, deviceID: String?) throws(RequestProblem) {
+        if JWSVerifier.looksLikeJWS(text) {
+            self.init(signedData: .jws(Array(text)), deviceID: deviceID)
+        } else {
+            self.init(signedData: .receipt(try Self.decodeBase64(text)), deviceID: deviceID)
+        }
+    }
+
+    /// Raw DER, or text sent with a binary type (a common client mistake that costs nothing to forgive).
     private init(rawOrBase64 bytes: ArraySlice<UInt8>, deviceID: String? = nil) throws(RequestProblem) {
-        if Base64Text.looksLikeBase64(bytes) {
-            self.init(receipt: try Self.decodeBase64(bytes), deviceID: deviceID)
+        if JWSVerifier.looksLikeJWS(bytes) || Base64Text.looksLikeBase64(bytes) {
+            try self.init(text: bytes, deviceID: deviceID)
         } else {
             guard bytes.contains(where: { !Base64Text.isWhitespace($0) }) else {
                 throw .badRequest("missing receipt: the body is empty")
             }
-            self.init(receipt: Array(bytes), deviceID: deviceID)
+            self.init(signedData: .receipt(Array(bytes)), deviceID: deviceID)
         }
     }
 
@@ -71,18 +89,33 @@ struct ReceiptSubmission: Sendable, Hashable {
         } catch {
             throw .badRequest("body is not valid JSON: \(error)")
         }
-        guard case .object = json else { throw .badRequest("expected a JSON object with a \"receipt\" member") }
-        guard let receiptValue = json["receipt"], receiptValue != .null else {
-            throw .badRequest("missing receipt: expected a \"receipt\" member holding base64")
+        guard case .object = json else {
+            throw .badRequest("expected a JSON object with a \"receipt\", \"jws\" or \"signedPayload\" member")
         }
-        guard case .string(let base64) = receiptValue else { throw .badRequest("\"receipt\" must be a base64 string") }
+        // `signedPayload` is Apple's notification body as staff copy it from a log; `jws` any StoreKit 2 JWS.
+        let key = ["receipt", "jws", "signedPayload"].first { json[$0] != nil && json[$0] != .null }
+        guard let key, let value = json[key] else {
+            throw .badRequest(
+                "missing receipt: expected a \"receipt\" member holding base64 (or \"jws\" or \"signedPayload\" "
+                    + "holding a StoreKit 2 JWS)")
+        }
+        guard case .string(let text) = value else {
+            throw .badRequest(key == "receipt" ? "\"receipt\" must be a base64 string" : "\"\(key)\" must be a string")
+        }
         let deviceID: String?
         switch json["device_id"] {
         case nil, .null?: deviceID = nil
         case .string(let text)?: deviceID = text
         default: throw .badRequest("\"device_id\" must be a string")
         }
-        self.init(receipt: try Self.decodeBase64(Array(base64.utf8)[...]), deviceID: deviceID)
+        if key != "receipt" {
+            guard JWSVerifier.looksLikeJWS(text.utf8) else {
+                throw .badRequest("\"\(key)\" is not a compact JWS (three base64url segments separated by dots)")
+            }
+            self.init(signedData: .jws(Array(text.utf8)), deviceID: deviceID)
+        } else {
+            try self.init(text: Array(text.utf8)[...], deviceID: deviceID)
+        }
     }
 
     private init(multipart body: [UInt8], boundary: String) throws(RequestProblem) {

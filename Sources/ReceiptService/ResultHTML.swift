@@ -1,4 +1,6 @@
 public import ReceiptEngine
+public import StoreKitJWS
+import JSONText
 
 /// The verdict as a small self-contained page, for a person who posted the support form from a browser.
 ///
@@ -74,6 +76,53 @@ public enum ResultHTML {
                 })
         }
         return document(title: result.isValid ? "Valid receipt" : "Receipt not valid", body: body)
+    }
+
+    /// A StoreKit 2 verdict: the same verdict and checks as a receipt's, then every normalized field of what was
+    /// signed (a notification's nested transaction and renewal info too).
+    public static func page(_ result: JWSValidationResult) -> String {
+        let kind = result.kind.map { String($0.rawValue.map { $0 == "_" ? " " : $0 }) } ?? "JWS"
+        var body = ""
+        if let error = result.error {
+            body += "<p id=\"verdict\" data-state=\"invalid\" class=\"verdict invalid\">Not valid</p>\n"
+            body += "<p id=\"error\">\(escape(SupportPage.sentence(for: error.code.rawValue)))<br>"
+            body += "\(escape(error.message)) <code>\(escape(error.code.rawValue))</code></p>\n"
+        } else {
+            body += "<p id=\"verdict\" data-state=\"valid\" class=\"verdict valid\">Valid \(escape(kind))</p>\n"
+        }
+        if let environment = result.environment {
+            body += "<p>Environment: \(escape(environment.rawValue))</p>\n"
+        }
+        body += "<h2>Checks</h2>\n"
+        body += table(
+            id: "checks", header: ["Check", "Outcome"],
+            rows: [
+                ["Signature", result.checks.signature.rawValue], ["Bundle ID", result.checks.bundleID.rawValue],
+                ["Environment", result.checks.environment.rawValue], ["App Apple ID", result.checks.appAppleID.rawValue],
+                ["Version", result.checks.version.rawValue], ["Device hash", result.checks.deviceHash.rawValue],
+            ])
+        let sections: [(id: String, title: String, value: JSONValue?)] = [
+            ("notification", "Notification", result.notification.map(JWSResultJSON.notification)),
+            ("transaction", "Transaction", result.transaction.map(JWSResultJSON.transaction)),
+            ("renewal-info", "Renewal info", result.renewalInfo.map(JWSResultJSON.renewalInfo)),
+            ("app-transaction", "App transaction", result.appTransaction.map(JWSResultJSON.appTransaction)),
+        ]
+        for section in sections {
+            guard case .object(let members)? = section.value else { continue }
+            body += "<h2>\(section.title)</h2>\n"
+            body += table(
+                id: section.id, header: ["Field", "Value"],
+                rows: members.map { member in [member.key, Self.text(member.value)] })
+        }
+        return document(title: result.isValid ? "Valid \(kind)" : "Not a valid \(kind)", body: body)
+    }
+
+    private static func text(_ value: JSONValue) -> String {
+        switch value {
+        case .null: "—"
+        case .string(let text): text
+        default: String(decoding: value.serialized(), as: UTF8.self)
+        }
     }
 
     /// A page for a request that never reached the engine (bad upload, wrong type).

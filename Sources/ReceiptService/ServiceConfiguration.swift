@@ -2,6 +2,7 @@ internal import Foundation
 public import HTTP1Server
 public import ReceiptEngine
 public import StoreKitJWS
+import Ledger
 import JSONText
 
 /// Why receiptd cannot start with the configuration it was given. `description` is the one line printed to stderr,
@@ -125,6 +126,31 @@ public struct ServiceConfiguration: Sendable {
     }
 
     public func makeValidator() -> ReceiptValidator { ReceiptValidator(policy: makeValidationPolicy()) }
+
+    /// The ledger `store` names (opened on first use), or a stateless one without `store`.
+    public func makeLedger() -> PurchaseLedger {
+        switch store {
+        case nil: return .none
+        case .sqlite(let path)?:
+            return PurchaseLedger(opening: { () throws(LedgerError) in
+                // The folder is part of the default config (git-ignored): make it rather than fail the first run.
+                let folder = (path as NSString).deletingLastPathComponent
+                if !folder.isEmpty { try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) }
+                return try openLedger(.sqlite(path: path))
+            })
+        case .postgres(let connectionString)?:
+            return PurchaseLedger(opening: { () throws(LedgerError) in try openLedger(.postgres(connectionString: connectionString)) })
+        }
+    }
+
+    /// What `store` is, for logs: the SQLite path, or only "postgres" (the connection string may hold a password).
+    public var storeDescription: String {
+        switch store {
+        case nil: "none"
+        case .sqlite(let path)?: "sqlite:\(path)"
+        case .postgres?: "postgres"
+        }
+    }
 
     /// StoreKit 2 signed data is checked against the same policy as receipts: one trust model, one vocabulary.
     public func makeJWSVerifier() -> JWSVerifier { JWSVerifier(policy: makeValidationPolicy()) }

@@ -16,9 +16,19 @@ public final class ServiceMetrics: Sendable {
         var status: Int
     }
 
+    private struct VerdictKey: Hashable, Comparable {
+        var kind: String
+        var result: String
+        static func < (lhs: VerdictKey, rhs: VerdictKey) -> Bool { (lhs.kind, lhs.result) < (rhs.kind, rhs.result) }
+    }
+
+    /// What `receiptd_verdicts_total` labels a verdict with: `receipt` or a StoreKit 2 kind.
+    public static let verdictKinds = ["receipt", "transaction", "renewal_info", "app_transaction", "notification"]
+
     private struct State {
         var requests: [RequestKey: Int] = [:]
         var validations: [String: Int] = [:]
+        var verdicts: [VerdictKey: Int] = [:]
         var bucketCounts = [Int](repeating: 0, count: ServiceMetrics.durationBuckets.count)
         var durationSum: Double = 0
         var durationCount = 0
@@ -32,6 +42,10 @@ public final class ServiceMetrics: Sendable {
         // Every verdict appears from the start, so that rate() and alerts work before the first failure.
         initial.validations["valid"] = 0
         for code in ValidationError.Code.all { initial.validations[code.rawValue] = 0 }
+        for kind in Self.verdictKinds {
+            initial.verdicts[VerdictKey(kind: kind, result: "valid")] = 0
+            for code in ValidationError.Code.all { initial.verdicts[VerdictKey(kind: kind, result: code.rawValue)] = 0 }
+        }
         state = Mutex(initial)
     }
 
@@ -55,16 +69,25 @@ public final class ServiceMetrics: Sendable {
     /// One verdict: `"valid"` or the engine's error code.
     public func recordValidation(_ result: ValidationResult) {
         let label = result.error?.code.rawValue ?? "valid"
-        state.withLock { $0.validations[label, default: 0] += 1 }
+        state.withLock { state in
+            state.validations[label, default: 0] += 1
+            state.verdicts[VerdictKey(kind: "receipt", result: label), default: 0] += 1
+        }
+    }
+
+    /// One StoreKit 2 verdict; `kind` is nil when the JWS did not verify far enough to tell (counted as `unknown`).
+    public func recordVerdict(kind: String?, error: ValidationError?) {
+        let key = VerdictKey(kind: kind ?? "unknown", result: error?.code.rawValue ?? "valid")
+        state.withLock { $0.verdicts[key, default: 0] += 1 }
     }
 
     /// The exposition text, series sorted so that scrapes diff cleanly.
     public func exposition() -> String {
         let snapshot = state.withLock { state in
             (state.requests, state.validations, state.bucketCounts, state.durationSum, state.durationCount,
-             state.openConnections)
+             state.openConnections, state.verdicts)
         }
-        let (requests, validations, bucketCounts, durationSum, durationCount, openConnectionsSource) = snapshot
+        let (requests, validations, bucketCounts, durationSum, durationCount, openConnectionsSource, verdicts) = snapshot
         // Read outside the lock: the source belongs to the server and may take its own lock.
         let openConnections = openConnectionsSource?() ?? 0
 
@@ -79,6 +102,11 @@ public final class ServiceMetrics: Sendable {
         text += "# TYPE receiptd_validations_total counter\n"
         for (result, count) in validations.sorted(by: { $0.key < $1.key }) {
             text += "receiptd_validations_total{result=\"\(Self.escape(result))\"} \(count)\n"
+        }
+        text += "# HELP receiptd_verdicts_total Verdicts on receipts and StoreKit 2 JWS, by kind and result.\n"
+        text += "# TYPE receiptd_verdicts_total counter\n"
+        for (key, count) in verdicts.sorted(by: { $0.key < $1.key }) {
+            text += "receiptd_verdicts_total{kind=\"\(Self.escape(key.kind))\",result=\"\(Self.escape(key.result))\"} \(count)\n"
         }
         text += "# HELP receiptd_request_duration_seconds Time to answer a request, in seconds.\n"
         text += "# TYPE receiptd_request_duration_seconds histogram\n"

@@ -55,7 +55,7 @@ public enum JWSResultJSON {
         ])
     }
 
-    static func transaction(_ transaction: SignedTransaction) -> JSONValue {
+    public static func transaction(_ transaction: SignedTransaction) -> JSONValue {
         .object([
             ("transaction_id", .string(transaction.transactionID)),
             ("original_transaction_id", .string(transaction.originalTransactionID)),
@@ -77,7 +77,7 @@ public enum JWSResultJSON {
         ])
     }
 
-    static func renewalInfo(_ info: SignedRenewalInfo) -> JSONValue {
+    public static func renewalInfo(_ info: SignedRenewalInfo) -> JSONValue {
         .object([
             ("original_transaction_id", .string(info.originalTransactionID)),
             ("product_id", .string(info.productID)),
@@ -92,7 +92,7 @@ public enum JWSResultJSON {
         ])
     }
 
-    static func appTransaction(_ transaction: SignedAppTransaction) -> JSONValue {
+    public static func appTransaction(_ transaction: SignedAppTransaction) -> JSONValue {
         .object([
             ("bundle_id", .string(transaction.bundleID)),
             ("app_apple_id", .integer(transaction.appAppleID)),
@@ -106,7 +106,7 @@ public enum JWSResultJSON {
         ])
     }
 
-    static func notification(_ notification: SignedNotification) -> JSONValue {
+    public static func notification(_ notification: SignedNotification) -> JSONValue {
         .object([
             ("notification_type", .string(notification.notificationType)),
             ("subtype", .string(notification.subtype)),

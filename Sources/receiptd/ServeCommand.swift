@@ -3,6 +3,7 @@ import Foundation
 import HTTP1Server
 import ReceiptEngine
 import ReceiptService
+import Ledger
 
 #if canImport(Glibc)
 import Glibc
@@ -48,11 +49,20 @@ func runServe(
     let log = ServiceLog(format: configuration.logFormat, sink: output)
     let metrics = ServiceMetrics()
     let readiness = ServiceReadiness(isReady: false)
+    let ledger = configuration.makeLedger()
+    do {
+        try ledger.openNow()
+    } catch {
+        errors("receiptd: store \(configuration.storeDescription): \(error.message)")
+        return ExitStatus.failure
+    }
     let routes = ReceiptRoutes(
-        configuration: configuration, validator: configuration.makeValidator(), metrics: metrics,
-        readiness: readiness)
+        configuration: configuration, validator: configuration.makeValidator(),
+        jwsVerifier: configuration.makeJWSVerifier(), ledger: ledger, metrics: metrics, readiness: readiness)
+    var httpConfiguration = configuration.httpServerConfiguration
+    httpConfiguration.mayHandleInline = routes.mayAnswerInline
     let server = HTTPServer(
-        configuration: configuration.httpServerConfiguration, handler: routes.handle, failureResponse: routes.failureResponse,
+        configuration: httpConfiguration, handler: routes.handle, failureResponse: routes.failureResponse,
         accessLog: log.access)
     // Weak: the server holds the routes, which hold the metrics; a strong capture would make a cycle that outlives
     // a failed start (tests call this function many times in one process).
@@ -74,6 +84,7 @@ func runServe(
             ("apps", String(configuration.apps.count)),
             ("environments", configuration.environments.map(\.rawValue).joined(separator: ",")),
             ("config", configuration.sourcePath ?? "defaults"),
+            ("store", configuration.storeDescription),
         ])
     for note in configuration.startupNotes { log.event("note", [("message", note)]) }
 

@@ -38,7 +38,7 @@ struct NotificationOrderingTests {
         var name: String
         var notifications: [NotificationFacts]
         var now: Int64
-        var expected: SubscriptionStatus
+        var expected: SubscriptionState
         var testDescription: String { name }
     }
 

@@ -11,7 +11,7 @@ struct SubscriptionStatusTests {
         var latest: TransactionFacts?
         var renewal: RenewalFacts?
         var now: Int64
-        var expected: SubscriptionStatus?
+        var expected: SubscriptionState?
         var testDescription: String { name }
     }
 
@@ -41,7 +41,7 @@ struct SubscriptionStatusTests {
 
     @Test(arguments: cases)
     func status_followsTheDocumentedOrder(_ example: Case) {
-        let status = SubscriptionStatus(latest: example.latest, renewal: example.renewal, now: example.now)
+        let status = SubscriptionState(latest: example.latest, renewal: example.renewal, now: example.now)
         #expect(status == example.expected)
     }
 

@@ -146,14 +146,14 @@ struct ValidateRouteTests {
             "/v1/validate?device_id=00:00:00:00:00:01", contentType: "application/octet-stream", body: junkDER,
             headers: [("X-Device-Id", mac)])
         let fromBody = try ReceiptRoutes.deviceIdentifier(
-            submission: ReceiptSubmission(receipt: junkDER, deviceID: uuid), request: request)
+            submission: ReceiptSubmission(signedData: .receipt(junkDER), deviceID: uuid), request: request)
         #expect(fromBody == DeviceIdentifier(uuid))
         let fromHeader = try ReceiptRoutes.deviceIdentifier(
-            submission: ReceiptSubmission(receipt: junkDER, deviceID: ""), request: request)
+            submission: ReceiptSubmission(signedData: .receipt(junkDER), deviceID: ""), request: request)
         #expect(fromHeader == DeviceIdentifier(mac))
         let queryOnly = post("/v1/validate?device_id=00:00:00:00:00:01", contentType: nil, body: junkDER)
         let fromQuery = try ReceiptRoutes.deviceIdentifier(
-            submission: ReceiptSubmission(receipt: junkDER, deviceID: nil), request: queryOnly)
+            submission: ReceiptSubmission(signedData: .receipt(junkDER), deviceID: nil), request: queryOnly)
         #expect(fromQuery == DeviceIdentifier("00:00:00:00:00:01"))
     }
 

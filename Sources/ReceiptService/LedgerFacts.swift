@@ -1,0 +1,101 @@
+import JSONText
+import Ledger
+import ReceiptEngine
+import StoreKitJWS
+
+/// Verified data in the ledger's vocabulary: facts with the instant they were signed, which orders them.
+///
+/// Only what verified is ever mapped: callers hand over results whose signature and chain held.
+enum LedgerFacts {
+    /// A transaction's facts, from its verified payload; nil when the payload lacks an id the ledger keys on.
+    static func transaction(_ payload: JSONValue) -> TransactionFacts? {
+        let transaction = SignedTransaction(payload: payload)
+        guard let transactionID = transaction.transactionID, let signedDate = transaction.signedDate else { return nil }
+        return TransactionFacts(
+            transactionID: transactionID, originalTransactionID: transaction.originalTransactionID ?? transactionID,
+            productID: transaction.productID ?? "", bundleID: transaction.bundleID, type: transaction.type,
+            purchaseDate: transaction.purchaseDate?.millisecondsSince1970,
+            originalPurchaseDate: transaction.originalPurchaseDate?.millisecondsSince1970,
+            expiresDate: transaction.expiresDate?.millisecondsSince1970,
+            revocationDate: transaction.revocationDate?.millisecondsSince1970,
+            revocationReason: transaction.revocationReason.map { Int($0) },
+            inAppOwnershipType: transaction.inAppOwnershipType, webOrderLineItemID: transaction.webOrderLineItemID,
+            environment: transaction.environment, signedDate: signedDate.millisecondsSince1970,
+            payloadJSON: text(payload))
+    }
+
+    /// Renewal info's facts, from its verified payload.
+    static func renewal(_ payload: JSONValue) -> RenewalFacts? {
+        let info = SignedRenewalInfo(payload: payload)
+        guard let originalTransactionID = info.originalTransactionID, let signedDate = info.signedDate else { return nil }
+        let priceIncreaseStatus: Int? =
+            if case .integer(let status)? = payload["priceIncreaseStatus"] { Int(status) } else { nil }
+        return RenewalFacts(
+            originalTransactionID: originalTransactionID, productID: info.productID,
+            autoRenewProductID: info.autoRenewProductID, autoRenewStatus: info.autoRenewStatus,
+            expirationIntent: info.expirationIntent.map { Int($0) }, isInBillingRetryPeriod: info.isInBillingRetryPeriod,
+            gracePeriodExpiresDate: info.gracePeriodExpiresDate?.millisecondsSince1970,
+            priceIncreaseStatus: priceIncreaseStatus, environment: info.environment,
+            signedDate: signedDate.millisecondsSince1970, payloadJSON: text(payload))
+    }
+
+    /// A verified notification with its verified nested payloads; nil when it lacks a uuid or a signing date.
+    static func notification(_ result: JWSValidationResult, signedPayload: String) -> NotificationFacts? {
+        guard result.isValid, let notification = result.notification, let uuid = notification.notificationUUID,
+            let type = notification.notificationType, let signedDate = notification.signedDate
+        else { return nil }
+        func nested(_ member: String) -> JSONValue? { result.nestedPayloads.first { $0.member == member }?.payload }
+        return NotificationFacts(
+            uuid: uuid, type: type, subtype: notification.subtype, signedDate: signedDate.millisecondsSince1970,
+            environment: notification.environment, bundleID: notification.bundleID, signedPayload: signedPayload,
+            transaction: nested("signedTransactionInfo").flatMap(transaction),
+            renewal: nested("signedRenewalInfo").flatMap(renewal),
+            appTransactionJSON: nested("signedAppTransactionInfo").map(text))
+    }
+
+    /// A receipt's in-app entries, as of the receipt's creation date, in the camelCase shape Apple signs for StoreKit
+    /// 2 so that every transaction in the ledger reads the same way.
+    static func transactions(of receipt: Receipt) -> [TransactionFacts] {
+        receipt.inAppPurchases.compactMap { purchase in
+            guard let transactionID = purchase.transactionID else { return nil }
+            let originalTransactionID = purchase.originalTransactionID ?? transactionID
+            // Receipts do not name the product type; an expiry date is what marks an auto-renewable subscription.
+            let type: String? = purchase.expiresDate == nil ? nil : "Auto-Renewable Subscription"
+            var members: [(key: String, value: JSONValue)] = [
+                ("transactionId", .string(transactionID)), ("originalTransactionId", .string(originalTransactionID)),
+                ("bundleId", .string(receipt.bundleID)), ("productId", .string(purchase.productID)),
+            ]
+            func date(_ key: String, _ value: ReceiptDate?) {
+                if let value { members.append((key, .integer(value.millisecondsSince1970))) }
+            }
+            date("purchaseDate", purchase.purchaseDate)
+            date("originalPurchaseDate", purchase.originalPurchaseDate)
+            date("expiresDate", purchase.expiresDate)
+            date("revocationDate", purchase.cancellationDate)
+            if let quantity = purchase.quantity { members.append(("quantity", .integer(quantity))) }
+            if let type { members.append(("type", .string(type))) }
+            if let webOrder = purchase.webOrderLineItemID {
+                members.append(("webOrderLineItemId", .string(String(webOrder))))
+            }
+            if let environment = receipt.environment { members.append(("environment", .string(environment.rawValue))) }
+            members.append(("signedDate", .integer(receipt.creationDate.millisecondsSince1970)))
+            return TransactionFacts(
+                transactionID: transactionID, originalTransactionID: originalTransactionID,
+                productID: purchase.productID ?? "", bundleID: receipt.bundleID, type: type,
+                purchaseDate: purchase.purchaseDate?.millisecondsSince1970,
+                originalPurchaseDate: purchase.originalPurchaseDate?.millisecondsSince1970,
+                expiresDate: purchase.expiresDate?.millisecondsSince1970,
+                revocationDate: purchase.cancellationDate?.millisecondsSince1970,
+                webOrderLineItemID: purchase.webOrderLineItemID.map { String($0) },
+                environment: receipt.environment?.rawValue, signedDate: receipt.creationDate.millisecondsSince1970,
+                payloadJSON: text(.object(members)))
+        }
+    }
+
+    /// The stored payload back as JSON; the ledger holds only text this service wrote from verified JSON.
+    static func payload(_ text: String) -> JSONValue {
+        (try? JSONValue(parsing: Array(text.utf8))) ?? .object([])
+    }
+
+    private static func text(_ value: JSONValue) -> String { String(decoding: value.serialized(), as: UTF8.self) }
+}

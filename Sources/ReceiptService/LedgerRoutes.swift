@@ -1,0 +1,224 @@
+import Foundation
+import HTTP1Server
+import JSONText
+import Ledger
+import ReceiptEngine
+import StoreKitJWS
+
+/// What the ledger knows: subscriptions, transactions, and claims that grant a purchase exactly once.
+extension ReceiptRoutes {
+    func subscription(originalTransactionID: String) -> HTTPResponse {
+        let facts: SubscriptionFacts?
+        do {
+            facts = try ledger.withStore { (store) throws(LedgerError) in
+                try store.subscription(originalTransactionID: originalTransactionID)
+            }
+        } catch {
+            return problem(Self.storeProblem(error))
+        }
+        guard let facts else {
+            return problem(RequestProblem(
+                status: .notFound, code: "not_found",
+                message: "the ledger has never seen original transaction \(originalTransactionID)"))
+        }
+        return json(status: .ok, Self.subscriptionJSON(facts, now: clock()))
+    }
+
+    func transaction(id: String) -> HTTPResponse {
+        let record: TransactionRecord?
+        do {
+            record = try ledger.withStore { (store) throws(LedgerError) in try store.transaction(id: id) }
+        } catch {
+            return problem(Self.storeProblem(error))
+        }
+        guard let record else {
+            return problem(RequestProblem(
+                status: .notFound, code: "not_found", message: "the ledger has never seen transaction \(id) verified"))
+        }
+        let sources = record.sources.sorted { ($0.value, $0.key.rawValue) < ($1.value, $1.key.rawValue) }
+        return json(
+            status: .ok,
+            .object([
+                ("transaction", Self.transactionJSON(record.facts)),
+                ("first_seen", Self.date(record.firstSeen)),
+                ("sources", .array(sources.map { .string($0.key.rawValue) })),
+                ("claim", record.claim.map(Self.claimJSON) ?? .null),
+            ]))
+    }
+
+    /// `{"account": "…"}`: the first account to claim a verified transaction owns it; the same account again is told
+    /// it already did; any other account gets 409 with the existing claim.
+    func claim(_ request: HTTPRequest, transactionID: String) -> HTTPResponse {
+        guard let body = try? JSONValue(parsing: request.body), case .object = body,
+            case .string(let account)? = body["account"], !account.isEmpty
+        else {
+            return problem(.badRequest("expected a JSON object {\"account\": \"…\"} naming who the purchase is granted to"))
+        }
+        let now = Int64((clock().timeIntervalSince1970 * 1000).rounded(.down))
+        let outcome: ClaimOutcome
+        do {
+            outcome = try ledger.withStore { (store) throws(LedgerError) in
+                try store.claim(transactionID: transactionID, account: account, at: now)
+            }
+        } catch {
+            return problem(Self.storeProblem(error))
+        }
+        switch outcome {
+        case .granted(let first, let claimedAt):
+            return json(
+                status: .ok,
+                .object([
+                    ("transaction_id", .string(transactionID)), ("account", .string(account)),
+                    ("claimed_at", Self.date(claimedAt)), ("first_claim", .bool(first)),
+                ]))
+        case .alreadyClaimed(let existing):
+            return json(
+                status: .conflict,
+                .object([
+                    ("error", ResultJSON.errorObject(
+                        code: "already_claimed", message: "transaction \(transactionID) is claimed by another account")),
+                    ("claim", Self.claimJSON(existing)),
+                ]))
+        case .unknownTransaction:
+            return problem(RequestProblem(
+                status: .notFound, code: "not_found",
+                message: "the ledger has never seen transaction \(transactionID) verified: validate it first"))
+        }
+    }
+
+    // MARK: - The ledger beside a verdict
+
+    /// Records what a verdict verified, then reads each of its subscriptions back: what the ledger knows that is
+    /// newer than the input (a renewal, a refund) wins, and says so. A ledger that cannot be reached changes nothing
+    /// in the verdict; the answer says `"ledger": "unavailable"`.
+    func ledgerView(
+        recording transactions: [TransactionFacts], renewal: RenewalFacts? = nil, source: TransactionSource,
+        subscriptions: [SubscriptionStatus], inputAsOf: ReceiptDate?, now: Date
+    ) -> LedgerView {
+        let inputSource = source == .receipt ? "receipt" : "jws"
+        let fromInput = { (status: SubscriptionStatus) in
+            Self.subscriptionEntry(status, source: inputSource, asOf: inputAsOf)
+        }
+        let known: [(SubscriptionStatus, SubscriptionFacts?)]
+        do {
+            known = try ledger.withStore { (store) throws(LedgerError) in
+                if !transactions.isEmpty { try store.record(transactions: transactions, source: source) }
+                if let renewal { try store.record(renewal: renewal, source: source) }
+                var known: [(SubscriptionStatus, SubscriptionFacts?)] = []
+                for status in subscriptions {
+                    known.append((status, try store.subscription(originalTransactionID: status.originalTransactionID)))
+                }
+                return known
+            }
+        } catch {
+            return LedgerView(availability: "unavailable", subscriptions: subscriptions.map(fromInput))
+        }
+        let nowMilliseconds = Int64((now.timeIntervalSince1970 * 1000).rounded(.down))
+        let entries = known.map { status, facts -> JSONValue in
+            guard let facts, let latest = facts.latestTransaction, let expires = latest.expiresDate else {
+                return fromInput(status)
+            }
+            let ledgerAsOf = max(
+                facts.transactions.map(\.signedDate).max() ?? .min, facts.renewal?.signedDate ?? .min)
+            guard ledgerAsOf > inputAsOf?.millisecondsSince1970 ?? .min else { return fromInput(status) }
+            let state = facts.status(at: nowMilliseconds)
+            return Self.subscriptionEntry(
+                SubscriptionStatus(
+                    productID: latest.productID, originalTransactionID: facts.originalTransactionID,
+                    latestTransactionID: latest.transactionID, expiresDate: ReceiptDate(millisecondsSince1970: expires),
+                    isActive: state == .active || state == .inGracePeriod, isCancelled: state == .revoked),
+                source: "ledger", asOf: ReceiptDate(millisecondsSince1970: ledgerAsOf))
+        }
+        return LedgerView(availability: "available", subscriptions: entries)
+    }
+
+    static func subscriptionEntry(_ status: SubscriptionStatus, source: String, asOf: ReceiptDate?) -> JSONValue {
+        .object([
+            ("product_id", .string(status.productID)),
+            ("original_transaction_id", .string(status.originalTransactionID)),
+            ("latest_transaction_id", .string(status.latestTransactionID)),
+            ("expires_date", .string(status.expiresDate.rfc3339)),
+            ("active", .bool(status.isActive)),
+            ("cancelled", .bool(status.isCancelled)),
+            ("source", .string(source)),
+            ("as_of", .string(asOf?.rfc3339)),
+        ])
+    }
+
+    // MARK: - JSON
+
+    static func subscriptionJSON(_ facts: SubscriptionFacts, now: Date) -> JSONValue {
+        let latest = facts.latestTransaction
+        let renewal = facts.renewal
+        let nowMilliseconds = Int64((now.timeIntervalSince1970 * 1000).rounded(.down))
+        // Known only through renewal info: nothing is owned, so nothing is active.
+        let status = facts.status(at: nowMilliseconds) ?? .expired
+        return .object([
+            ("original_transaction_id", .string(facts.originalTransactionID)),
+            ("product_id", .string(latest?.productID ?? renewal?.productID)),
+            ("status", .string(status.rawValue)),
+            ("expires_date", date(latest?.expiresDate)),
+            ("auto_renew_status", renewal?.autoRenewStatus.map(JSONValue.bool) ?? .null),
+            ("auto_renew_product_id", .string(renewal?.autoRenewProductID)),
+            ("is_in_billing_retry_period", renewal?.isInBillingRetryPeriod.map(JSONValue.bool) ?? .null),
+            ("grace_period_expires_date", date(renewal?.gracePeriodExpiresDate)),
+            ("expiration_intent", .integer(renewal?.expirationIntent.map { Int64($0) })),
+            ("revocation_date", date(latest?.revocationDate)),
+            ("environment", .string(latest?.environment ?? renewal?.environment)),
+            ("latest_transaction", latest.map(transactionJSON) ?? .null),
+            ("transactions", .array(facts.transactions.map(transactionJSON))),
+            ("last_notification", facts.lastNotification.map { notification in
+                .object([
+                    ("notification_type", .string(notification.type)), ("subtype", .string(notification.subtype)),
+                    ("notification_uuid", .string(notification.uuid)), ("signed_date", date(notification.signedDate)),
+                ])
+            } ?? .null),
+            ("updated_at", date(facts.updatedAt)),
+        ])
+    }
+
+    /// The StoreKit 2 issue's normalized keys, read from the payload the ledger stored.
+    static func transactionJSON(_ facts: TransactionFacts) -> JSONValue {
+        JWSResultJSON.transaction(SignedTransaction(payload: LedgerFacts.payload(facts.payloadJSON)))
+    }
+
+    static func claimJSON(_ claim: Claim) -> JSONValue {
+        .object([("account", .string(claim.account)), ("claimed_at", date(claim.claimedAt))])
+    }
+
+    static func date(_ milliseconds: Int64?) -> JSONValue {
+        .string(milliseconds.map { ReceiptDate(millisecondsSince1970: $0).rfc3339 })
+    }
+
+    /// 503 either way, so that Apple (and any client) retries: nothing is lost while the store is missing or down.
+    static func storeProblem(_ unavailability: PurchaseLedger.Unavailability) -> RequestProblem {
+        switch unavailability {
+        case .notConfigured:
+            RequestProblem(
+                status: .serviceUnavailable, code: "store_not_configured",
+                message: "this receiptd keeps no ledger: add \"store\" to its config ({\"sqlite\": \"PATH\"} or "
+                    + "{\"postgres\": \"CONNINFO\"})")
+        case .unavailable(let error):
+            RequestProblem(
+                status: .serviceUnavailable, code: "store_unavailable",
+                message: "the ledger cannot be reached (\(error.code.rawValue)); try again shortly")
+        }
+    }
+}
+
+/// A verdict's subscriptions as the ledger sees them, and whether it could be asked.
+struct LedgerView {
+    /// `available` or `unavailable`.
+    var availability: String
+    var subscriptions: [JSONValue]
+
+    /// The verdict with its `subscriptions` replaced and `ledger` added.
+    func applied(to verdict: JSONValue) -> JSONValue {
+        guard case .object(var members) = verdict else { return verdict }
+        if let index = members.firstIndex(where: { $0.key == "subscriptions" }) {
+            members[index].value = .array(subscriptions)
+        }
+        members.append(("ledger", .string(availability)))
+        return .object(members)
+    }
+}

@@ -1,0 +1,82 @@
+import HTTP1Server
+import JSONText
+import Ledger
+import ReceiptEngine
+import StoreKitJWS
+
+/// StoreKit 2 on `/v1/validate` and Apple's delivery endpoint, `/v1/notifications`.
+extension ReceiptRoutes {
+    func validateJWS(
+        _ text: [UInt8], deviceIdentifier: DeviceIdentifier?, requiredKind: String?, wantsHTML: Bool
+    ) -> HTTPResponse {
+        let now = clock()
+        var result = jwsVerifier.verify(
+            text, deviceIdentifier: deviceIdentifier, requiredKind: requiredKind.flatMap(JWSKind.init(rawValue:)),
+            at: now)
+        if requiredKind == "receipt", result.isValid {
+            result.error = ValidationError(.kindMismatch, "expected a receipt, got a \(result.kind?.rawValue ?? "JWS")")
+        }
+        metrics.recordVerdict(kind: result.kind?.rawValue, error: result.error)
+        let status: HTTPStatus = result.isValid ? .ok : .unprocessableContent
+        if wantsHTML { return html(status: status, ResultHTML.page(result)) }
+        guard ledger.isConfigured else { return json(status: status, JWSResultJSON.value(of: result)) }
+        var transactions: [TransactionFacts] = []
+        var renewal: RenewalFacts?
+        if result.isValid, let payload = result.payload {
+            switch result.kind {
+            case .transaction?: transactions = LedgerFacts.transaction(payload).map { [$0] } ?? []
+            case .renewalInfo?: renewal = LedgerFacts.renewal(payload)
+            default: break
+            }
+        }
+        let view = ledgerView(
+            recording: transactions, renewal: renewal, source: .jws, subscriptions: result.subscriptions,
+            inputAsOf: result.signedDate, now: now)
+        return json(status: status, view.applied(to: JWSResultJSON.value(of: result)))
+    }
+
+    /// Apple's delivery: 200 only once the notification is durably in the ledger (Apple retries anything else, for
+    /// days in Production), so nothing Apple said is lost; the same uuid again is 200 with `"duplicate": true`.
+    func receiveNotification(_ request: HTTPRequest) -> HTTPResponse {
+        let signedPayload: String
+        do {
+            signedPayload = try Self.signedPayload(request.body)
+        } catch {
+            return problem(error)
+        }
+        guard ledger.isConfigured else { return problem(Self.storeProblem(.notConfigured)) }
+        let result = jwsVerifier.verify(signedPayload, requiredKind: .notification, at: clock())
+        metrics.recordVerdict(kind: result.kind?.rawValue, error: result.error)
+        guard result.isValid else { return json(status: .unprocessableContent, JWSResultJSON.value(of: result)) }
+        guard let facts = LedgerFacts.notification(result, signedPayload: signedPayload) else {
+            // A verified notification always has both; refusing keeps it in Apple's retry queue rather than lost.
+            return problem(RequestProblem(
+                status: .unprocessableContent, code: "malformed_jws",
+                message: "the notification carries no notificationUUID, notificationType or signedDate"))
+        }
+        let write: NotificationWrite
+        do {
+            write = try ledger.withStore { (store) throws(LedgerError) in try store.record(facts) }
+        } catch {
+            return problem(Self.storeProblem(error))
+        }
+        return json(
+            status: .ok,
+            .object([
+                ("received", .bool(true)), ("notification_uuid", .string(facts.uuid)),
+                ("notification_type", .string(facts.type)), ("subtype", .string(facts.subtype)),
+                ("duplicate", .bool(write == .duplicate)),
+            ]))
+    }
+
+    /// `{"signedPayload": "<JWS>"}`, as Apple posts it.
+    static func signedPayload(_ body: [UInt8]) throws(RequestProblem) -> String {
+        guard let json = try? JSONValue(parsing: body), case .object = json else {
+            throw .badRequest("expected Apple's notification body: a JSON object {\"signedPayload\": \"<JWS>\"}")
+        }
+        guard case .string(let text)? = json["signedPayload"], !text.isEmpty else {
+            throw .badRequest("missing signedPayload: expected {\"signedPayload\": \"<JWS>\"}")
+        }
+        return text
+    }
+}
