@@ -181,6 +181,15 @@ struct PayloadTests {
         #expect(result.error?.message.contains("attribute \(type)") == true)
     }
 
+    @Test func downloadID_isReadFromAttribute15_andAbsentWithoutIt() throws {
+        var blueprint = TestPKI.blueprint()
+        #expect(TestPKI.validator().validate(try blueprint.forge(with: TestPKI.standard)).receipt?.downloadID == nil)
+        blueprint.downloadID = 64_031_548_855_196
+        let result = TestPKI.validator().validate(try blueprint.forge(with: TestPKI.standard))
+        #expect(result.error == nil)
+        #expect(result.receipt?.downloadID == 64_031_548_855_196)
+    }
+
     @Test func emptyBundleID_readsAsAbsent_andIsMalformed() throws {
         var blueprint = TestPKI.blueprint()
         blueprint.bundleID = ""
