@@ -9,6 +9,9 @@ public import ReceiptEngine
 /// - `POST /verifyReceipt`, `POST /sandbox/verifyReceipt`: drop-in for Apple's deprecated endpoint (always 200).
 /// - `GET /healthz`, `GET /readyz`, `GET /metrics`, `GET /` (the support page).
 public struct ReceiptRoutes: Sendable {
+    /// receiptd's release, reported by `/healthz` so that whoever checks a port learns which server answered.
+    public static let version = "0.3.0"
+
     /// The routes receiptd knows, named by their path; `unmatched` labels everything else in metrics.
     enum Route: String, Sendable, CaseIterable {
         case supportPage = "/"
@@ -36,6 +39,8 @@ public struct ReceiptRoutes: Sendable {
     public let metrics: ServiceMetrics
     public let readiness: ServiceReadiness
     private let clock: @Sendable () -> Date
+    /// When these routes were made, which is when the server starts: `/healthz`'s `started_at`.
+    private let startedAt: ReceiptDate
 
     /// - Parameter clock: "now" for subscription activity and Apple's `request_date`; injected so tests are exact.
     public init(
@@ -50,6 +55,7 @@ public struct ReceiptRoutes: Sendable {
         self.metrics = metrics
         self.readiness = readiness
         self.clock = clock
+        self.startedAt = ReceiptDate(clock())
     }
 
     /// Answers one request and records it in the metrics.
@@ -84,7 +90,13 @@ public struct ReceiptRoutes: Sendable {
         }
         switch route {
         case .validate: return validate(request)
-        case .health: return json(status: 200, .object([("status", .string("ok"))]))
+        case .health:
+            return json(
+                status: 200,
+                .object([
+                    ("status", .string("ok")), ("version", .string(Self.version)),
+                    ("started_at", .string(startedAt.rfc3339)),
+                ]))
         case .readiness:
             return readiness.isReady
                 ? json(status: 200, .object([("status", .string("ready"))]))
