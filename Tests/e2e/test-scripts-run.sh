@@ -45,7 +45,8 @@ grep -q 'listening address=http://127.0.0.1:8080 ' "$log" || fail "scripts/run d
 grep -q "config=Config/receiptd.json" "$log" || fail "scripts/run did not serve Config/receiptd.json"
 
 health="$(curl -sS --max-time 5 http://127.0.0.1:8080/healthz)" || fail "GET /healthz on 127.0.0.1:8080 failed"
-jq -e '.status == "ok"' <<<"$health" >/dev/null || fail "/healthz answered $health"
+jq -e '.status == "ok" and (.version | type) == "string" and (.started_at | test("^[0-9-]+T[0-9:]+Z$"))' \
+    <<<"$health" >/dev/null || fail "/healthz answered $health"
 # The exec'd binary is scripts/run's own pid, so the server that answered is the one this test started.
 [ "$(basename "$(readlink "/proc/$pid/exe")")" = receiptd ] \
     || fail "scripts/run's process is $(readlink "/proc/$pid/exe"), not receiptd: it must exec the server"
