@@ -30,10 +30,12 @@ cd "$E2E_ROOT"
 
 # sh_block N: the Nth ```sh block of docs/testing.md.
 sh_block() {
-    awk -v n="$1" '/^```/ { if (inside) { inside = 0; next } if ($0 == "```sh" && ++k == n) { inside = 1; next } } inside' \
-        docs/testing.md
+    awk -v n="$1" '
+        /^```/ { if (inside) { inside = 0; next } if ($0 == "```sh" && ++k == n) { inside = 1; next } }
+        inside' docs/testing.md
 }
-[ "$(grep -c '^```sh$' docs/testing.md)" -eq 3 ] || { echo "e2e: docs/testing.md no longer has 3 sh blocks: update this test" >&2; exit 1; }
+[ "$(grep -c '^```sh$' docs/testing.md)" -eq 3 ] \
+    || { echo "e2e: docs/testing.md no longer has 3 sh blocks: update this test" >&2; exit 1; }
 
 echo "== docs/testing.md, the recipe"
 sh_block 1 >"$WORK/recipe.sh"

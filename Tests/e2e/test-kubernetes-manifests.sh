@@ -38,4 +38,5 @@ if [ "$listed" != "$present" ]; then
 fi
 
 [ "$failed" -eq 0 ] || exit 1
-echo "test-kubernetes-manifests: $(echo "$present" | wc -l) manifests valid against the Kubernetes 1.37 schemas (strict)"
+echo "test-kubernetes-manifests: $(echo "$present" | wc -l) manifests valid against the Kubernetes 1.37 schemas" \
+    "(strict)"

@@ -41,7 +41,8 @@ for _ in $(seq 1 480); do
     kill -0 "$pid" 2>/dev/null || fail "scripts/run exited before listening on 127.0.0.1:8080"
     sleep 1
 done
-grep -q 'listening address=http://127.0.0.1:8080 ' "$log" || fail "scripts/run did not listen on 127.0.0.1:8080 within 8 minutes"
+grep -q 'listening address=http://127.0.0.1:8080 ' "$log" \
+    || fail "scripts/run did not listen on 127.0.0.1:8080 within 8 minutes"
 grep -q "config=Config/receiptd.json" "$log" || fail "scripts/run did not serve Config/receiptd.json"
 
 health="$(curl -sS --max-time 5 http://127.0.0.1:8080/healthz)" || fail "GET /healthz on 127.0.0.1:8080 failed"
