@@ -153,8 +153,8 @@ enum AppleVerifyReceipt {
         }
         members.append(("is_trial_period", .string(purchase.isTrialPeriod ? "true" : "false")))
         members.append(("is_in_intro_offer_period", .string(purchase.isInIntroOfferPeriod ? "true" : "false")))
-        // No receipt attribute tells a family-shared purchase from the owner's own, so every entry is the owner's
-        // (Apple's FAMILY_SHARED needs the App Store Server API); clients with strict schemas require the field.
+        // Apple's answers always carry it, and no receipt attribute tells a family-shared purchase from the owner's
+        // own, so every entry is the owner's; FAMILY_SHARED needs the App Store Server API.
         members.append(("in_app_ownership_type", .string("PURCHASED")))
         if let date = purchase.cancellationDate { appendDate(&members, "cancellation_date", date) }
         if let offer = purchase.promotionalOfferID { members.append(("promotional_offer_id", .string(offer))) }
