@@ -16,7 +16,7 @@ receipt=$fixtures/receipts/tpinapp_1.der
 cores=$(nproc)
 
 if ! command -v wrk >/dev/null && [ -z "${SKIP_HTTP:-}" ]; then
-    apt-get install -y wrk >/dev/null
+    apt-get install -y --no-install-recommends wrk >/dev/null
 fi
 
 echo "== build (release)"

@@ -35,13 +35,15 @@ public struct Receipt: Sendable, Hashable {
     public var originalPurchaseDate: ReceiptDate?
     /// Attribute 16 (Apple's `version_external_identifier`).
     public var versionExternalIdentifier: Int64?
+    /// Attribute 15, undocumented (Apple's `download_id`); 0 or absent outside production.
+    public var downloadID: Int64?
     /// Attribute 17, one entry per in-app purchase set, in the order the receipt holds them.
     public var inAppPurchases: [InAppPurchase]
 
     public init(
         receiptType: String? = nil, appItemID: Int64? = nil, bundleID: String, applicationVersion: String,
         originalApplicationVersion: String? = nil, creationDate: ReceiptDate, expirationDate: ReceiptDate? = nil,
-        originalPurchaseDate: ReceiptDate? = nil, versionExternalIdentifier: Int64? = nil,
+        originalPurchaseDate: ReceiptDate? = nil, versionExternalIdentifier: Int64? = nil, downloadID: Int64? = nil,
         inAppPurchases: [InAppPurchase] = []
     ) {
         self.receiptType = receiptType
@@ -53,6 +55,7 @@ public struct Receipt: Sendable, Hashable {
         self.expirationDate = expirationDate
         self.originalPurchaseDate = originalPurchaseDate
         self.versionExternalIdentifier = versionExternalIdentifier
+        self.downloadID = downloadID
         self.inAppPurchases = inAppPurchases
     }
 

@@ -39,6 +39,7 @@ struct ReceiptPayload {
                 if fields.creationDate == nil {
                     fields.creationDate = try Self.date(value, reader, field: "creation date")
                 }
+            case 15: if fields.downloadID == nil { fields.downloadID = try Self.integer(value, reader) }
             case 16:
                 if fields.versionExternalIdentifier == nil {
                     fields.versionExternalIdentifier = try Self.integer(value, reader)
@@ -80,7 +81,8 @@ struct ReceiptPayload {
             applicationVersion: version, originalApplicationVersion: fields.originalApplicationVersion,
             creationDate: creationDate, expirationDate: fields.expirationDate,
             originalPurchaseDate: fields.originalPurchaseDate,
-            versionExternalIdentifier: fields.versionExternalIdentifier, inAppPurchases: purchases)
+            versionExternalIdentifier: fields.versionExternalIdentifier, downloadID: fields.downloadID,
+            inAppPurchases: purchases)
         self.bundleIDEncoding = bundleIDEncoding
         opaqueValue = opaque
         deviceHash = hash
@@ -102,6 +104,7 @@ struct ReceiptPayload {
         var deviceHash: [UInt8]?
         var creationDate: ReceiptDate?
         var versionExternalIdentifier: Int64?
+        var downloadID: Int64?
         var originalPurchaseDate: ReceiptDate?
         var originalApplicationVersion: String?
         var expirationDate: ReceiptDate?

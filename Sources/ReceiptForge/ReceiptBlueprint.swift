@@ -133,6 +133,8 @@ public struct ReceiptBlueprint: Sendable {
     /// Attribute 0 as Apple writes it: "Production", "ProductionSandbox" or "Xcode".
     public var receiptType = "Production"
     public var appItemID: Int64 = 0
+    /// Attribute 15 (Apple's `download_id`), written only when set.
+    public var downloadID: Int64?
     public var bundleID: String
     public var applicationVersion: String
     public var originalApplicationVersion: String
@@ -178,7 +180,7 @@ public struct ReceiptBlueprint: Sendable {
             .utf8(0, receiptType), .integer(1, appItemID), .utf8(2, bundleID), .utf8(3, applicationVersion),
             ReceiptAttributeBlueprint(type: 4, value: opaqueValue), ReceiptAttributeBlueprint(type: 5, value: deviceHash),
             .date(12, creationDate), .date(18, originalPurchaseDate ?? creationDate), .utf8(19, originalApplicationVersion),
-        ] + (expirationDate.map { [.date(21, $0)] } ?? [])
+        ] + (downloadID.map { [.integer(15, $0)] } ?? []) + (expirationDate.map { [.date(21, $0)] } ?? [])
         return (base + purchaseSets + extraAttributes).filter { !omittedTypes.contains($0.type) }
     }
 

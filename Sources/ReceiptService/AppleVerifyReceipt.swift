@@ -4,9 +4,9 @@ import JSONText
 /// The statuses of Apple's deprecated `verifyReceipt` that receiptd can produce.
 public enum AppleReceiptStatus: Int, Sendable, Hashable {
     case valid = 0
-    /// Not a POST, not JSON, or no `receipt-data`.
+    /// Not a POST, or a body that is not a JSON object.
     case badRequest = 21000
-    /// `receipt-data` is not base64 or not a receipt.
+    /// `receipt-data` missing, empty, not a string, not base64 or not a receipt: Apple's "malformed or missing".
     case malformedReceipt = 21002
     /// The receipt could not be authenticated: signature, certificate chain, version or device.
     case notAuthenticated = 21003
@@ -26,12 +26,15 @@ struct AppleVerifyRequest: Sendable {
     var password: String?
     var excludeOldTransactions: Bool
 
-    /// nil for anything Apple answers 21000 to.
+    /// nil for a body that is not a JSON object (Apple's 21000); a missing or non-string `receipt-data` reads as
+    /// empty, which Apple answers 21002, "malformed or missing".
     init?(body: [UInt8]) {
-        guard let json = try? JSONValue(parsing: body), case .string(let receiptData)? = json["receipt-data"],
-            !receiptData.isEmpty
-        else { return nil }
-        self.receiptData = receiptData
+        guard let json = try? JSONValue(parsing: body), case .object = json else { return nil }
+        if case .string(let receiptData)? = json["receipt-data"] {
+            self.receiptData = receiptData
+        } else {
+            receiptData = ""
+        }
         if case .string(let password)? = json["password"] { self.password = password } else { self.password = nil }
         switch json["exclude-old-transactions"] {
         case .bool(let flag)?: excludeOldTransactions = flag
@@ -121,9 +124,8 @@ enum AppleVerifyReceipt {
         members.append(("app_item_id", .integer(receipt.appItemID ?? 0)))
         members.append(("bundle_id", .string(receipt.bundleID)))
         members.append(("application_version", .string(receipt.applicationVersion)))
-        // The engine does not decode the download id (attribute 15 in Apple's numbering is undocumented); Apple
-        // sandbox answers carry 0 too.
-        members.append(("download_id", .integer(0)))
+        // Attribute 15, undocumented; Apple answers 0 where a receipt has none, as sandbox receipts often do.
+        members.append(("download_id", .integer(receipt.downloadID ?? 0)))
         members.append(("version_external_identifier", .integer(receipt.versionExternalIdentifier ?? 0)))
         appendDate(&members, "receipt_creation_date", receipt.creationDate)
         appendDate(&members, "request_date", requestDate)
@@ -152,6 +154,9 @@ enum AppleVerifyReceipt {
         }
         members.append(("is_trial_period", .string(purchase.isTrialPeriod ? "true" : "false")))
         members.append(("is_in_intro_offer_period", .string(purchase.isInIntroOfferPeriod ? "true" : "false")))
+        // Apple's answers always carry it, and no receipt attribute tells a family-shared purchase from the owner's
+        // own, so every entry is the owner's; FAMILY_SHARED needs the App Store Server API.
+        members.append(("in_app_ownership_type", .string("PURCHASED")))
         if let date = purchase.cancellationDate { appendDate(&members, "cancellation_date", date) }
         if let offer = purchase.promotionalOfferID { members.append(("promotional_offer_id", .string(offer))) }
         return .object(members)

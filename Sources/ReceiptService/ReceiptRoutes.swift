@@ -76,6 +76,8 @@ public struct ReceiptRoutes: Sendable {
     public let metrics: ServiceMetrics
     public let readiness: ServiceReadiness
     let clock: @Sendable () -> Date
+    /// When these routes were made, which is when the server starts: `/healthz`'s `started_at`.
+    private let startedAt: ReceiptDate
 
     /// - Parameters:
     ///   - jwsVerifier: StoreKit 2 verification; by default made from the validator's policy.
@@ -96,6 +98,7 @@ public struct ReceiptRoutes: Sendable {
         self.metrics = metrics
         self.readiness = readiness
         self.clock = clock
+        self.startedAt = ReceiptDate(clock())
     }
 
     /// Answers one request and records it in the metrics.
@@ -140,7 +143,13 @@ public struct ReceiptRoutes: Sendable {
         case .subscription: return subscription(originalTransactionID: id ?? "")
         case .transaction: return transaction(id: id ?? "")
         case .claim: return claim(request, transactionID: id ?? "")
-        case .health: return json(status: 200, .object([("status", .string("ok"))]))
+        case .health:
+            return json(
+                status: 200,
+                .object([
+                    ("status", .string("ok")), ("version", .string(ReceiptdVersion.current)),
+                    ("started_at", .string(startedAt.rfc3339)),
+                ]))
         case .readiness:
             guard readiness.isReady else { return json(status: 503, .object([("status", .string("shutting_down"))])) }
             guard ledger.isReachable else { return json(status: 503, .object([("status", .string("store_unavailable"))])) }

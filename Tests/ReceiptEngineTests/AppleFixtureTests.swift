@@ -5,7 +5,10 @@ import Testing
 
 /// The real receipts in `../shared/fixtures/apple/` (present in CI; never copied into the project).
 enum AppleFixtures {
-    static let directory: URL = URL(fileURLWithPath: #filePath)
+    /// `RECEIPTD_APPLE_FIXTURES` overrides it: naming a missing folder shows what a clone without them runs.
+    static let directory: URL =
+        ProcessInfo.processInfo.environment["RECEIPTD_APPLE_FIXTURES"].map { URL(fileURLWithPath: $0) }
+        ?? URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent("shared/fixtures/apple")
 
@@ -27,11 +30,15 @@ enum AppleFixtures {
         var testDescription: String { file }
     }
 
-    static let entries: [Entry] = {
-        guard let data = try? Data(contentsOf: directory.appendingPathComponent("manifest.json")) else { return [] }
+    /// The manifest's receipts, or why they cannot be read. Kept as a `Result` so that a manifest which stops
+    /// decoding fails `manifest_decodesAndListsReceipts` instead of leaving the parameterized tests zero cases.
+    static let manifest: Result<[Entry], any Error> = Result {
         struct Manifest: Decodable { let receipts: [Entry] }
-        return (try? JSONDecoder().decode(Manifest.self, from: data).receipts) ?? []
-    }()
+        let data = try Data(contentsOf: directory.appendingPathComponent("manifest.json"))
+        return try JSONDecoder().decode(Manifest.self, from: data).receipts
+    }
+
+    static let entries: [Entry] = (try? manifest.get()) ?? []
 
     static func bytes(_ file: String) throws -> [UInt8] {
         Array(try Data(contentsOf: directory.appendingPathComponent(file)))
@@ -44,6 +51,11 @@ enum AppleFixtures {
 
 @Suite(.enabled(if: AppleFixtures.available, "../shared/fixtures/apple is not here"))
 struct AppleFixtureTests {
+    @Test func manifest_decodesAndListsReceipts() throws {
+        let entries = try AppleFixtures.manifest.get()
+        #expect(!entries.isEmpty)
+    }
+
     @Test(arguments: AppleFixtures.entries)
     func realReceipt_givesManifestVerdictAndFields(_ entry: AppleFixtures.Entry) throws {
         let validator = ReceiptValidator(policy: ValidationPolicy())

@@ -124,20 +124,28 @@ struct SignatureAndContainerTests {
         }
     }
 
-    static let garbage: [(String, [UInt8])] = [
-        ("empty", []),
-        ("random", (0..<4096).map { _ in UInt8.random(in: 0...255) }),
-        ("sequence of nothing", [0x30, 0x00]),
-        ("huge length", [0x30, 0x84, 0x7F, 0xFF, 0xFF, 0xFF, 0x00]),
-        ("indefinite without end", [0x30, 0x80, 0x30, 0x80, 0x02, 0x01, 0x00]),
-        ("deep nesting", Array((0..<100_000).map { _ in [UInt8(0x30), 0x80] }.joined())),
-        ("base64 text, not DER", Array("MIIT".utf8)),
+    /// Named by its description alone: swift-testing otherwise prints every byte of every argument, and the deep
+    /// nesting case alone made a 900,000-character line in the test log.
+    struct Garbage: Sendable, CustomTestStringConvertible {
+        let name: String
+        let bytes: [UInt8]
+        var testDescription: String { "\(name) (\(bytes.count) bytes)" }
+    }
+
+    static let garbage: [Garbage] = [
+        Garbage(name: "empty", bytes: []),
+        Garbage(name: "random", bytes: (0..<4096).map { _ in UInt8.random(in: 0...255) }),
+        Garbage(name: "sequence of nothing", bytes: [0x30, 0x00]),
+        Garbage(name: "huge length", bytes: [0x30, 0x84, 0x7F, 0xFF, 0xFF, 0xFF, 0x00]),
+        Garbage(name: "indefinite without end", bytes: [0x30, 0x80, 0x30, 0x80, 0x02, 0x01, 0x00]),
+        Garbage(name: "deep nesting", bytes: Array((0..<100_000).map { _ in [UInt8(0x30), 0x80] }.joined())),
+        Garbage(name: "base64 text, not DER", bytes: Array("MIIT".utf8)),
     ]
 
     @Test(arguments: garbage)
-    func garbage_isMalformed(_ name: String, _ bytes: [UInt8]) {
-        let result = TestPKI.validator().validate(bytes)
-        #expect(result.error?.code == .malformedReceipt, "\(name)")
+    func garbage_isMalformed(_ garbage: Garbage) {
+        let result = TestPKI.validator().validate(garbage.bytes)
+        #expect(result.error?.code == .malformedReceipt, "\(garbage.name)")
     }
 
     @Test func truncatedReceipt_isMalformedAtEveryLength() throws {
@@ -178,6 +186,15 @@ struct PayloadTests {
         let result = TestPKI.validator().validate(try blueprint.forge(with: TestPKI.standard))
         #expect(result.error?.code == .malformedReceipt)
         #expect(result.error?.message.contains("attribute \(type)") == true)
+    }
+
+    @Test func downloadID_isReadFromAttribute15_andAbsentWithoutIt() throws {
+        var blueprint = TestPKI.blueprint()
+        #expect(TestPKI.validator().validate(try blueprint.forge(with: TestPKI.standard)).receipt?.downloadID == nil)
+        blueprint.downloadID = 64_031_548_855_196
+        let result = TestPKI.validator().validate(try blueprint.forge(with: TestPKI.standard))
+        #expect(result.error == nil)
+        #expect(result.receipt?.downloadID == 64_031_548_855_196)
     }
 
     @Test func emptyBundleID_readsAsAbsent_andIsMalformed() throws {

@@ -10,10 +10,11 @@ import JSONText
 
 /// `/healthz`, `/readyz`, `/metrics` and `/`.
 struct OperationsRouteTests {
-    @Test func health_isOKJSON() {
+    @Test func health_isOKJSON_namingVersionAndStartTime() {
         let response = makeRoutes().handle(get("/healthz"))
         #expect(response.status == 200)
-        #expect(response.text == #"{"status":"ok"}"#)
+        #expect(
+            response.text == #"{"status":"ok","version":"\#(ReceiptdVersion.current)","started_at":"2024-05-01T12:00:00Z"}"#)
         #expect(response.headers["Content-Type"] == "application/json")
     }
 

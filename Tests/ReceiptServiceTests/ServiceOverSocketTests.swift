@@ -136,7 +136,7 @@ final class ServiceOverSocketTests {
         #expect(try await status("/verifyReceipt", #"{"receipt-data": "\#(data)", "password": "s3cret"}"#) == .integer(0))
         #expect(try await status("/verifyReceipt", #"{"receipt-data": "\#(data)", "password": "x"}"#) == .integer(21004))
         #expect(try await status("/verifyReceipt", #"{"receipt-data": "AAAA", "password": "s3cret"}"#) == .integer(21002))
-        #expect(try await status("/verifyReceipt", #"{"password": "s3cret"}"#) == .integer(21000))
+        #expect(try await status("/verifyReceipt", #"{"password": "s3cret"}"#) == .integer(21002))
         #expect(try await status("/sandbox/verifyReceipt", #"{"receipt-data": "\#(data)", "password": "s3cret"}"#) == .integer(21008))
     }
 

@@ -8,7 +8,10 @@ import JSONText
 
 /// The real receipts in `../shared/fixtures/apple/` (present in CI; read in place, never copied into the project).
 enum AppleFixtures {
-    static let directory: URL = URL(fileURLWithPath: #filePath)
+    /// `RECEIPTD_APPLE_FIXTURES` overrides it: naming a missing folder shows what a clone without them runs.
+    static let directory: URL =
+        ProcessInfo.processInfo.environment["RECEIPTD_APPLE_FIXTURES"].map { URL(fileURLWithPath: $0) }
+        ?? URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent("shared/fixtures/apple")
 

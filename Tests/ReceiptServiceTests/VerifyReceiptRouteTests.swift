@@ -4,6 +4,7 @@ import ReceiptEngine
 import Testing
 
 @testable import ReceiptService
+import ReceiptForge
 import JSONText
 
 /// `POST /verifyReceipt` and `/sandbox/verifyReceipt`: Apple's drop-in, answered with HTTP 200 and a status.
@@ -19,10 +20,8 @@ struct VerifyReceiptRouteTests {
         return response.json ?? .null
     }
 
-    @Test(arguments: [
-        "", "not json", "[]", "{}", "{\"receipt-data\": 5}", "{\"receipt-data\": \"\"}", "{\"password\": \"x\"}",
-    ])
-    func unusableBody_isStatus21000(body: String) {
+    @Test(arguments: ["", "not json", "[]", "\"receipt-data\"", "5", "null"])
+    func bodyNotAJSONObject_isStatus21000(body: String) {
         let answer = verify(routes, body)
         #expect(answer["status"] == .integer(21000))
         #expect(answer["is-retryable"] == .bool(false))
@@ -37,6 +36,16 @@ struct VerifyReceiptRouteTests {
         #expect(response.json?["status"] == .integer(21000))
     }
 
+    // Apple: 21002, "the data in the receipt-data property was malformed or missing".
+    @Test(arguments: ["{}", "{\"receipt-data\": 5}", "{\"receipt-data\": null}", "{\"receipt-data\": \"\"}",
+        "{\"password\": \"x\"}", "{\"receipt-data\": \" \\n\"}"])
+    func missingOrEmptyReceiptData_isStatus21002(body: String) {
+        let answer = verify(routes, body)
+        #expect(answer["status"] == .integer(21002))
+        #expect(answer["receipt"] == nil)
+        #expect(answer["is_retryable"] == .bool(false))
+    }
+
     @Test(arguments: [nil, "application/octet-stream", "application/x-www-form-urlencoded", "text/plain"])
     func bodyIsReadAsJSONWhateverTheContentType(contentType: String?) {
         let answer = verify(routes, "{\"receipt-data\": \"\(base64(junkDER))\"}", contentType: contentType)
@@ -47,6 +56,21 @@ struct VerifyReceiptRouteTests {
     func badBase64_isStatus21002(receiptData: String) {
         let answer = verify(routes, "{\"receipt-data\": \"\(receiptData)\"}")
         #expect(answer["status"] == .integer(21002))
+    }
+
+    @Test func downloadID_isAttribute15_or0WhenTheReceiptHasNone() throws {
+        var configuration = ServiceConfiguration()
+        configuration.trustAnchors = [try TestPKI.authority.get().rootAnchor]
+        let routes = makeRoutes(configuration)
+        var blueprint = ReceiptBlueprint(bundleID: "com.example.app", applicationVersion: "1.0")
+        blueprint.purchases = [PurchaseBlueprint(productID: "p", transactionID: "1", purchaseDate: blueprint.creationDate)]
+        let without = verify(routes, "{\"receipt-data\": \"\(base64(try blueprint.forge(with: TestPKI.authority.get())))\"}")
+        #expect(without["status"] == .integer(0))
+        #expect(without["receipt"]?["download_id"] == .integer(0))
+        blueprint.downloadID = 70_000_123_456
+        let with = verify(routes, "{\"receipt-data\": \"\(base64(try blueprint.forge(with: TestPKI.authority.get())))\"}")
+        #expect(with["receipt"]?["download_id"] == .integer(70_000_123_456))
+        #expect(with["receipt"]?["in_app"]?.arrayValue?.first?["in_app_ownership_type"] == .string("PURCHASED"))
     }
 
     @Test func sandboxPathAnswersSandboxEnvironmentForUnreadableReceipts() {
@@ -91,6 +115,8 @@ struct VerifyReceiptFixtureTests {
         #expect(answer["latest_receipt_info"] == .array([]))
         #expect(answer["pending_renewal_info"] == .array([]))
         #expect(answer["latest_receipt"] == .string(base64(try AppleFixtures.bytes(AppleFixtures.productionReceipt))))
+        // Attribute 15 of arv_1.der.
+        #expect(receipt["download_id"] == .integer(0x3A3D_9C2F_539C))
         #expect(answer["is-retryable"] == .bool(false))
     }
 
@@ -107,6 +133,11 @@ struct VerifyReceiptFixtureTests {
         #expect(first["purchase_date"]?.stringValue?.hasSuffix(" Etc/GMT") == true)
         #expect(first["purchase_date_pst"]?.stringValue?.hasSuffix(" America/Los_Angeles") == true)
         #expect(first["purchase_date_ms"]?.stringValue.flatMap { Int64($0) } != nil)
+        // Sandbox receipts carry 0 in attribute 15.
+        #expect(answer["receipt"]?["download_id"] == .integer(0))
+        for entry in purchases + (answer["latest_receipt_info"]?.arrayValue ?? []) {
+            #expect(entry["in_app_ownership_type"] == .string("PURCHASED"))
+        }
     }
 
     @Test func sandboxReceiptToProductionPath_isStatus21007WhenSandboxNotAccepted() throws {

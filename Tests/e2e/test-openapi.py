@@ -337,10 +337,13 @@ def main():
         body = apple(receipt, **extra) if receipt is not None else b'{"receipt-data": "@@@", "password": "s3cret"}'
         _, _, payload = request(base, "POST", path, body, label=f"{path} {label}", expect=200)
         expect_member(payload, ("status",), want, f"{path} {label}")
-    for body, label in [(b"", "no body"), (b"[1]", "not an object"), (b'{"password": "s3cret"}', "no receipt-data")]:
+    # Apple: 21000 for a body it cannot read as a JSON object, 21002 for receipt-data "malformed or missing".
+    for body, label, want in [(b"", "no body", 21000), (b"[1]", "not an object", 21000),
+                              (b'{"password": "s3cret"}', "no receipt-data", 21002),
+                              (b'{"receipt-data": ""}', "empty receipt-data", 21002)]:
         _, _, payload = request(main_url, "POST", "/verifyReceipt", body, {"Content-Type": "application/json"},
                                 label=f"/verifyReceipt {label}", expect=200)
-        expect_member(payload, ("status",), 21000, f"/verifyReceipt {label}")
+        expect_member(payload, ("status",), want, f"/verifyReceipt {label}")
     # Apple answered 21000 to any other method with HTTP 200, and so does receiptd: same schema as the POST.
     _, _, payload = request(main_url, "GET", "/verifyReceipt", label="GET /verifyReceipt", expect=200,
                             as_operation=("/verifyReceipt", "POST"))

@@ -1,11 +1,15 @@
-"""Drives receiptd's /verifyReceipt drop-in with two real third-party clients of Apple's endpoint from PyPI:
-itunes-iap (itunesiap) and inapppy. Run by test-verify-receipt-client.sh, which starts the servers, forges the
-receipts and passes everything in the environment:
+"""Drives receiptd's /verifyReceipt drop-in with three real third-party clients of Apple's endpoint from PyPI:
+itunes-iap (itunesiap), inapppy, and iap (educreations' python-iap, whose Django forms are a schema of Apple's
+answer). Run by test-verify-receipt-client.sh, which starts the servers, forges the receipts and passes everything
+in the environment:
 
     RECEIPTS             folder of base64 receipts: production, sandbox, second-app (not configured)
     BOTH_URL             a receiptd accepting Production and Sandbox (the lib's test world, secret "s3cret")
     PRODUCTION_ONLY_URL  the same app and CA, environments ["Production"]
     BOTH_LOG, PRODUCTION_ONLY_LOG   the servers' logs, to see which endpoints a client called
+    APPLE_URL            a receiptd trusting Apple's root only, any app, environments ["Production"]
+    APPLE_FIXTURES       ../shared/fixtures/apple (real App Store receipts); the tests that need it are skipped
+                         when it is absent
 
 Each test checks what the client's own objects and exceptions make of our answers, not our raw JSON.
 """
@@ -17,10 +21,20 @@ import time
 import unittest
 import warnings
 
-import itunesiap
-import itunesiap.exceptions
-import itunesiap.request
-from inapppy import AppStoreValidator, InAppPyValidationError
+import django
+from django.conf import settings
+
+# python-iap reads Django settings when imported; only its verifyReceipt client and its forms are used here.
+settings.configure(IAP_SETTINGS={"TRUSTED_ROOT_FILE": "", "PRODUCTION_BUNDLE_ID": "com.example.app"}, USE_TZ=True)
+django.setup()
+
+import iap.exceptions  # noqa: E402
+import iap.forms  # noqa: E402
+import iap.utils  # noqa: E402
+import itunesiap  # noqa: E402
+import itunesiap.exceptions  # noqa: E402
+import itunesiap.request  # noqa: E402
+from inapppy import AppStoreValidator, InAppPyValidationError  # noqa: E402
 
 RECEIPTS = os.environ["RECEIPTS"]
 BOTH_URL = os.environ["BOTH_URL"]
@@ -243,6 +257,130 @@ class InAppPyTests(unittest.TestCase):
             ReceiptdValidator(BOTH_URL, BOTH_URL).validate("bm90IGEgcmVjZWlwdA==", SECRET)
         self.assertEqual(caught.exception.message, "Bad data")
         self.assertEqual(caught.exception.raw_response["status"], 21002)
+
+
+APPLE_URL = os.environ["APPLE_URL"]
+APPLE_FIXTURES = os.environ.get("APPLE_FIXTURES", "")
+HAVE_FIXTURES = os.path.isfile(os.path.join(APPLE_FIXTURES, "manifest.json"))
+# Attribute 15 of the real production receipts with purchases, read with openssl and a DER walk.
+DOWNLOAD_IDS = {"receipts/arv_6.der": 0x64F9D8076D3D, "receipts/tpinapp_1.der": 0x435022F54A99}
+
+
+def apple_manifest():
+    import json
+    with open(os.path.join(APPLE_FIXTURES, "manifest.json")) as file:
+        return json.load(file)["receipts"]
+
+
+class PythonIAPTests(unittest.TestCase):
+    """iap 2.3.3: `validate_receipt_with_apple` posts to the production URL and, on 21007, to the sandbox URL; its
+    Django forms (`AppleUnifiedReceiptForm`, `AppleUnifiedLatestReceiptInfoForm`) validate Apple's answer field by
+    field: required fields, integer quantity, booleans as Apple writes them, every date from its `_ms` twin."""
+
+    def setUp(self):
+        self.saved = (iap.utils.PRODUCTION_VERIFICATION_URL, iap.utils.SANDBOX_VERIFICATION_URL,
+                      iap.utils.IAP_SHARED_SECRET)
+
+    def tearDown(self):
+        (iap.utils.PRODUCTION_VERIFICATION_URL, iap.utils.SANDBOX_VERIFICATION_URL,
+         iap.utils.IAP_SHARED_SECRET) = self.saved
+
+    def point_at(self, base, secret=None):
+        # The client reads these module names at call time: a user redirects it the same way.
+        iap.utils.PRODUCTION_VERIFICATION_URL = base + "/verifyReceipt"
+        iap.utils.SANDBOX_VERIFICATION_URL = base + "/sandbox/verifyReceipt"
+        iap.utils.IAP_SHARED_SECRET = secret
+
+    def check_schema(self, content):
+        """The whole answer through the client's forms; returns the cleaned in_app entries."""
+        form = iap.forms.AppleUnifiedReceiptForm(data=content)
+        self.assertTrue(form.is_valid(), form.errors.as_data())
+        self.assertEqual(form.cleaned_data["status"], 0)
+        self.assertIsInstance(form.cleaned_data["latest_receipt"], bytes)
+        cleaned = []
+        for index, entry in enumerate(content["receipt"]["in_app"] + content["latest_receipt_info"]):
+            entry_form = iap.forms.AppleUnifiedLatestReceiptInfoForm(data=entry)
+            self.assertTrue(entry_form.is_valid(), f"entry {index}: {entry_form.errors.as_data()}")
+            self.assertEqual(entry["in_app_ownership_type"], "PURCHASED")
+            cleaned.append(entry_form.cleaned_data)
+        for field in ("adam_id", "app_item_id", "download_id", "version_external_identifier"):
+            self.assertIsInstance(content["receipt"][field], int, field)
+        return cleaned[: len(content["receipt"]["in_app"])]
+
+    def test_forged_production_receipt_passes_the_schema(self):
+        self.point_at(BOTH_URL, SECRET)
+        content = iap.utils.validate_receipt_with_apple(base64.b64decode(receipt("production")))
+        self.assertEqual(content["environment"], "Production")
+        self.assertFalse(content["receipt"]["_sandbox"])
+        in_app = {entry["transaction_id"]: entry for entry in self.check_schema(content)}
+        self.assertEqual(set(in_app), {"1000", "1001", "5000"})
+        self.assertEqual(in_app["5000"]["quantity"], 3)
+        self.assertEqual(in_app["5000"]["purchase_date"], datetime.datetime(2026, 1, 5, 12, 30, tzinfo=UTC))
+        self.assertEqual(in_app["1001"]["expires_date"], datetime.datetime(2026, 3, 1, tzinfo=UTC))
+        self.assertIs(in_app["1001"]["is_trial_period"], False)
+        self.assertEqual(content["receipt"]["download_id"], 0)
+
+    def test_forged_sandbox_receipt_is_retried_on_the_sandbox_url_after_21007(self):
+        self.point_at(PRODUCTION_ONLY_URL, SECRET)
+        mark = log_mark("PRODUCTION_ONLY_LOG")
+        content = iap.utils.validate_receipt_with_apple(base64.b64decode(receipt("sandbox")))
+        self.assertEqual(content["environment"], "Sandbox")
+        self.assertTrue(content["receipt"]["_sandbox"])
+        self.check_schema(content)
+        expected = ["POST /verifyReceipt 200", "POST /sandbox/verifyReceipt 200"]
+        self.assertEqual(requests_logged("PRODUCTION_ONLY_LOG", mark, expected), expected)
+
+    def test_statuses_surface_as_the_clients_exceptions(self):
+        self.point_at(BOTH_URL, "not-the-secret")
+        with self.assertRaises(iap.exceptions.ReceiptValidationException) as caught:
+            iap.utils.validate_receipt_with_apple(base64.b64decode(receipt("production")))
+        self.assertEqual(caught.exception.receipt["status"], 21004)
+        self.point_at(BOTH_URL, SECRET)
+        with self.assertRaises(iap.exceptions.ReceiptValidationException) as caught:
+            iap.utils.validate_receipt_with_apple(base64.b64decode(tampered("production")))
+        self.assertEqual(caught.exception.receipt["status"], 21003)
+        with self.assertRaises(iap.exceptions.ReceiptValidationException) as caught:
+            iap.utils.validate_receipt_with_apple(b"")
+        self.assertEqual(caught.exception.receipt["status"], 21002)
+        with self.assertRaises(iap.exceptions.ReceiptValidationException) as caught:
+            iap.utils.validate_receipt_with_apple(base64.b64decode(receipt("second-app")))
+        self.assertEqual(caught.exception.receipt["status"], 21010)
+
+    @unittest.skipUnless(HAVE_FIXTURES, "../shared/fixtures/apple is not here")
+    def test_real_receipts_pass_the_schema_sandbox_ones_after_the_21007_retry(self):
+        self.point_at(APPLE_URL)
+        checked = 0
+        for entry in apple_manifest():
+            if entry["expected_verdict"] != "valid" or entry["in_app_count"] == 0:
+                continue
+            with self.subTest(entry["file"]):
+                with open(os.path.join(APPLE_FIXTURES, entry["file"]), "rb") as file:
+                    der = file.read()
+                mark = log_mark("APPLE_LOG")
+                content = iap.utils.validate_receipt_with_apple(der)
+                sandbox = entry["environment"] != "Production"
+                self.assertEqual(content["environment"], "Sandbox" if sandbox else "Production")
+                self.assertEqual(content["receipt"]["_sandbox"], sandbox)
+                self.assertEqual(content["receipt"]["bundle_id"], entry["bundle_id"])
+                in_app = self.check_schema(content)
+                self.assertEqual(len(in_app), entry["in_app_count"])
+                self.assertEqual({purchase["product_id"] for purchase in in_app}, set(entry["product_ids"]))
+                self.assertEqual(content["receipt"]["download_id"], DOWNLOAD_IDS.get(entry["file"], 0))
+                expected = ["POST /verifyReceipt 200"] + (["POST /sandbox/verifyReceipt 200"] if sandbox else [])
+                self.assertEqual(requests_logged("APPLE_LOG", mark, expected), expected)
+                checked += 1
+        self.assertGreaterEqual(checked, 14)  # the manifest's valid receipts with purchases, sandbox and production
+
+    @unittest.skipUnless(HAVE_FIXTURES, "../shared/fixtures/apple is not here")
+    def test_real_receipt_without_purchases_is_valid_but_the_client_wants_purchases(self):
+        self.point_at(APPLE_URL)
+        with open(os.path.join(APPLE_FIXTURES, "receipts/arv_1.der"), "rb") as file:
+            der = file.read()
+        with self.assertRaises(iap.exceptions.NoPurchasesException) as caught:
+            iap.utils.validate_receipt_with_apple(der)
+        content = caught.exception.receipt
+        self.assertEqual(content["status"], 0)
+        self.assertEqual(content["receipt"]["download_id"], 0x3A3D9C2F539C)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# /verifyReceipt through real third-party clients of Apple's endpoint (itunes-iap, inapppy from PyPI, installed into
-# a throwaway venv): valid receipts read through the clients' objects, their sandbox retry paths, and 21002, 21003,
-# 21004, 21008, 21010 surfacing as their error types. The checks are in test-verify-receipt-client.py.
+# /verifyReceipt through real third-party clients of Apple's endpoint (itunes-iap, inapppy and iap from PyPI,
+# installed into a throwaway venv): forged and real receipts (../shared/fixtures/apple, when present) read through
+# the clients' objects and iap's Django forms of Apple's answer, their sandbox retry paths, and 21002, 21003, 21004,
+# 21008, 21010 surfacing as their error types. The checks are in test-verify-receipt-client.py.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 . "$HERE/lib.sh"
 . "$HERE/python-env.sh"
 
 WORK="$(mktemp -d)"
-BOTH_PID="" BOTH_LOG="" PRODUCTION_ONLY_PID="" PRODUCTION_ONLY_LOG=""
+BOTH_PID="" BOTH_LOG="" PRODUCTION_ONLY_PID="" PRODUCTION_ONLY_LOG="" APPLE_PID="" APPLE_LOG=""
 cleanup() {
     local status=$?
     set +e
@@ -16,13 +17,15 @@ cleanup() {
     stop_server || status=1
     RECEIPTD_PID="$PRODUCTION_ONLY_PID" SERVER_LOG="$PRODUCTION_ONLY_LOG"
     stop_server || status=1
-    rm -rf "$WORK" "$BOTH_LOG" "$PRODUCTION_ONLY_LOG"
+    RECEIPTD_PID="$APPLE_PID" SERVER_LOG="$APPLE_LOG"
+    stop_server || status=1
+    rm -rf "$WORK" "$BOTH_LOG" "$PRODUCTION_ONLY_LOG" "$APPLE_LOG"
     exit "$status"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-e2e_python_venv "$WORK/venv" itunes-iap==2.6.1 inapppy==2.5.2
+e2e_python_venv "$WORK/venv" itunes-iap==2.6.1 inapppy==2.5.2 iap==2.3.3 Django==5.2.19
 
 # Two servers over one test PKI: the lib's world (Production and Sandbox, secret "s3cret"), and the same with
 # Production only, which answers 21007 to sandbox receipts.
@@ -35,6 +38,10 @@ start_server "$WORK/receiptd.json"
 BOTH_PID="$RECEIPTD_PID" BOTH_LOG="$SERVER_LOG" BOTH_URL="$BASE_URL"
 start_server "$WORK/production-only.json"
 PRODUCTION_ONLY_PID="$RECEIPTD_PID" PRODUCTION_ONLY_LOG="$SERVER_LOG" PRODUCTION_ONLY_URL="$BASE_URL"
+# Real receipts: Apple's pinned root only, any app, and Production only, so sandbox receipts take the 21007 retry.
+echo '{"environments": ["Production"]}' >"$WORK/apple.json"
+start_server "$WORK/apple.json"
+APPLE_PID="$RECEIPTD_PID" APPLE_LOG="$SERVER_LOG" APPLE_URL="$BASE_URL"
 
 mkdir "$WORK/receipts"
 forge() {
@@ -53,4 +60,5 @@ forge second-app --bundle-id com.example.other --app-version 1.0 --purchase prod
 
 RECEIPTS="$WORK/receipts" BOTH_URL="$BOTH_URL" BOTH_LOG="$BOTH_LOG" \
     PRODUCTION_ONLY_URL="$PRODUCTION_ONLY_URL" PRODUCTION_ONLY_LOG="$PRODUCTION_ONLY_LOG" \
+    APPLE_URL="$APPLE_URL" APPLE_LOG="$APPLE_LOG" APPLE_FIXTURES="$E2E_ROOT/../shared/fixtures/apple" \
     timeout 120 "$E2E_PYTHON" "$HERE/test-verify-receipt-client.py"

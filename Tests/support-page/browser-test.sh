@@ -7,34 +7,28 @@
 # server accepts; INVALID_RECEIPT: one it rejects. Screenshots go to SCREENSHOT_DIR (default
 # /tmp/receiptd-support-page). Set RECEIPTD_DEVICE_ID to send a device id with the valid receipt.
 # --skip-no-js leaves out the form submission with JavaScript disabled.
-# Installs Debian's chromium and PyPI's websocket-client when missing. Exits 0 when every check passes.
+# Installs Debian's chromium (without recommended extras) when missing, saying so; websocket-client goes into a
+# throwaway virtualenv (E2E_VENV to reuse one, see Tests/e2e/python-env.sh), never the system's Python.
+# Exits 0 when every check passes.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 
 if [ $# -lt 3 ]; then
-    sed -n '2,11p' "$0" >&2
+    sed -n '2,12p' "$0" >&2
     exit 2
 fi
 
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 if ! command -v chromium >/dev/null 2>&1; then
+    echo "browser-test: apt-get install --no-install-recommends chromium" >&2
     $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null
 fi
-if ! command -v python3 >/dev/null 2>&1; then
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3 >/dev/null
-fi
-if ! python3 -c 'import websocket' >/dev/null 2>&1; then
-    # Debian's package first (no PyPI access needed); pip where python3 is not Debian's.
-    if [ "$(command -v python3)" = /usr/bin/python3 ]; then
-        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-websocket >/dev/null \
-            || python3 -m pip install -q --break-system-packages websocket-client
-    else
-        python3 -m pip install -q websocket-client
-    fi
-fi
+venv_parent="$(mktemp -d)"
+trap 'rm -rf "$venv_parent"' EXIT
+. "$here/../e2e/python-env.sh"
+e2e_python_venv "$venv_parent/venv" websocket-client==1.8.0
 
 if ! curl -fsS -o /dev/null --max-time 5 "http://127.0.0.1:$1/healthz"; then
     echo "browser-test: no receiptd answers on 127.0.0.1:$1 (GET /healthz failed)" >&2
@@ -43,4 +37,4 @@ fi
 
 extra=()
 [ -z "${RECEIPTD_DEVICE_ID:-}" ] || extra+=(--device-id "$RECEIPTD_DEVICE_ID")
-exec python3 "$here/browser_test.py" "$@" "${extra[@]}"
+"$E2E_PYTHON" "$here/browser_test.py" "$@" "${extra[@]}"
