@@ -83,7 +83,7 @@ let package = Package(
         // Also tests the executable's commands (`@testable import receiptd`): serve live, flags, config resolution.
         .testTarget(
             name: "ReceiptServiceTests",
-            dependencies: ["ReceiptService", "ReceiptEngine", "ReceiptForge", "JSONText", "HTTP1Server", "receiptd"],
+            dependencies: ["ReceiptService", "ReceiptEngine", "ReceiptForge", "JSONText", "HTTP1Server", "Ledger", "receiptd"],
             swiftSettings: strictSettings
         ),
     ],

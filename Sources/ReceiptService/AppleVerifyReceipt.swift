@@ -1,5 +1,6 @@
 internal import ReceiptEngine
 import JSONText
+import Ledger
 
 /// The statuses of Apple's deprecated `verifyReceipt` that receiptd can produce.
 public enum AppleReceiptStatus: Int, Sendable, Hashable {
@@ -18,6 +19,16 @@ public enum AppleReceiptStatus: Int, Sendable, Hashable {
     case productionReceiptSentToSandbox = 21008
     /// The receipt's app is not one this server serves.
     case unknownApp = 21010
+    /// Apple's "the receipt server was temporarily unable to provide the receipt": the ledger, which the answer's
+    /// latest renewals come from, cannot be reached. Retryable.
+    case temporarilyUnavailable = 21005
+}
+
+/// What the ledger knows beyond a receipt, for Apple's answer: every transaction of the receipt's original
+/// transactions (later renewals, refunds, family sharing) and their latest renewal info.
+struct AppleLedgerState: Sendable {
+    var transactions: [TransactionFacts]
+    var renewals: [RenewalFacts]
 }
 
 /// A `verifyReceipt` request body: `{"receipt-data": base64, "password": …, "exclude-old-transactions": bool}`.
@@ -89,22 +100,73 @@ enum AppleVerifyReceipt {
     }
 
     /// The answer body for a status; the receipt and transactions only when the status is 0, as Apple does.
+    /// - Parameter ledger: what the ledger adds: later renewals in `latest_receipt_info`, `pending_renewal_info`,
+    ///   ownership; nil answers from the receipt alone.
     static func response(
         status: AppleReceiptStatus, result: ValidationResult?, endpoint: Endpoint, request: AppleVerifyRequest?,
-        requestDate: ReceiptDate
+        requestDate: ReceiptDate, ledger: AppleLedgerState? = nil
     ) -> JSONValue {
         var members: [(key: String, value: JSONValue)] = [("status", .integer(Int64(status.rawValue)))]
         members.append(("environment", .string(environmentName(result?.environment, endpoint: endpoint))))
         if status == .valid, let receipt = result?.receipt, let request {
-            members.append(("receipt", self.receipt(receipt, requestDate: requestDate)))
-            let latest = latestReceiptInfo(receipt.inAppPurchases, excludeOld: request.excludeOldTransactions)
-            members.append(("latest_receipt_info", .array(latest.map(transaction))))
+            var ownership: [String: String] = [:]
+            for facts in ledger?.transactions ?? [] {
+                if let type = facts.inAppOwnershipType { ownership[facts.transactionID] = type }
+            }
+            members.append(("receipt", self.receipt(receipt, requestDate: requestDate, ownership: ownership)))
+            let purchases = ledger.map { latestPurchases($0.transactions, receipt: receipt) } ?? receipt.inAppPurchases
+            let latest = latestReceiptInfo(purchases, excludeOld: request.excludeOldTransactions)
+            members.append(("latest_receipt_info", .array(latest.map { transaction($0, ownership: ownership) })))
             members.append(("latest_receipt", .string(request.receiptData.filter { !$0.isWhitespace })))
-            members.append(("pending_renewal_info", .array([])))
+            members.append(("pending_renewal_info", .array((ledger?.renewals ?? []).map(pendingRenewal))))
         }
         // Apple's docs spell it with a hyphen, its servers answer with an underscore; clients read either.
-        members.append(("is-retryable", .bool(false)))
-        members.append(("is_retryable", .bool(false)))
+        let retryable = status == .temporarilyUnavailable
+        members.append(("is-retryable", .bool(retryable)))
+        members.append(("is_retryable", .bool(retryable)))
+        return .object(members)
+    }
+
+    /// The ledger's transactions as receipt purchases; a transaction the receipt itself holds keeps the receipt's
+    /// trial and intro-offer flags, which StoreKit 2 data names differently.
+    static func latestPurchases(_ transactions: [TransactionFacts], receipt: Receipt) -> [InAppPurchase] {
+        var own: [String: InAppPurchase] = [:]
+        for purchase in receipt.inAppPurchases { if let id = purchase.transactionID { own[id] = purchase } }
+        return transactions.map { facts in
+            let payload = LedgerFacts.payload(facts.payloadJSON)
+            var purchase = own[facts.transactionID] ?? InAppPurchase()
+            purchase.productID = facts.productID
+            purchase.transactionID = facts.transactionID
+            purchase.originalTransactionID = facts.originalTransactionID
+            purchase.purchaseDate = facts.purchaseDate.map(ReceiptDate.init(millisecondsSince1970:))
+            purchase.originalPurchaseDate = facts.originalPurchaseDate.map(ReceiptDate.init(millisecondsSince1970:))
+            purchase.expiresDate = facts.expiresDate.map(ReceiptDate.init(millisecondsSince1970:))
+            purchase.cancellationDate = facts.revocationDate.map(ReceiptDate.init(millisecondsSince1970:))
+            purchase.webOrderLineItemID = facts.webOrderLineItemID.flatMap { Int64($0) }
+            if case .integer(let quantity)? = payload["quantity"] { purchase.quantity = quantity }
+            if own[facts.transactionID] == nil, case .integer(let offer)? = payload["offerType"] {
+                purchase.isInIntroOfferPeriod = offer == 1
+            }
+            return purchase
+        }
+    }
+
+    /// One `pending_renewal_info` entry, in Apple's string shape.
+    static func pendingRenewal(_ renewal: RenewalFacts) -> JSONValue {
+        var members: [(key: String, value: JSONValue)] = []
+        if let product = renewal.autoRenewProductID { members.append(("auto_renew_product_id", .string(product))) }
+        if let status = renewal.autoRenewStatus { members.append(("auto_renew_status", .string(status ? "1" : "0"))) }
+        if let intent = renewal.expirationIntent { members.append(("expiration_intent", .string(String(intent)))) }
+        if let retrying = renewal.isInBillingRetryPeriod {
+            members.append(("is_in_billing_retry_period", .string(retrying ? "1" : "0")))
+        }
+        if let grace = renewal.gracePeriodExpiresDate {
+            appendDate(&members, "grace_period_expires_date", ReceiptDate(millisecondsSince1970: grace))
+        }
+        members.append(("original_transaction_id", .string(renewal.originalTransactionID)))
+        if let product = renewal.productID { members.append(("product_id", .string(product))) }
+        // StoreKit 2's priceIncreaseStatus: 1 is the customer's consent, which Apple's old field called "1".
+        if let price = renewal.priceIncreaseStatus { members.append(("price_consent_status", .string(String(price)))) }
         return .object(members)
     }
 
@@ -117,7 +179,7 @@ enum AppleVerifyReceipt {
         }
     }
 
-    static func receipt(_ receipt: Receipt, requestDate: ReceiptDate) -> JSONValue {
+    static func receipt(_ receipt: Receipt, requestDate: ReceiptDate, ownership: [String: String] = [:]) -> JSONValue {
         var members: [(key: String, value: JSONValue)] = []
         if let receiptType = receipt.receiptType { members.append(("receipt_type", .string(receiptType))) }
         members.append(("adam_id", .integer(receipt.appItemID ?? 0)))
@@ -134,11 +196,12 @@ enum AppleVerifyReceipt {
             members.append(("original_application_version", .string(version)))
         }
         if let date = receipt.expirationDate { appendDate(&members, "expiration_date", date) }
-        members.append(("in_app", .array(receipt.inAppPurchases.map(transaction))))
+        members.append(("in_app", .array(receipt.inAppPurchases.map { transaction($0, ownership: ownership) })))
         return .object(members)
     }
 
-    static func transaction(_ purchase: InAppPurchase) -> JSONValue {
+    /// - Parameter ownership: `in_app_ownership_type` by transaction id, as the ledger learned it.
+    static func transaction(_ purchase: InAppPurchase, ownership: [String: String] = [:]) -> JSONValue {
         var members: [(key: String, value: JSONValue)] = []
         if let quantity = purchase.quantity { members.append(("quantity", .string(String(quantity)))) }
         if let productID = purchase.productID { members.append(("product_id", .string(productID))) }
@@ -155,8 +218,9 @@ enum AppleVerifyReceipt {
         members.append(("is_trial_period", .string(purchase.isTrialPeriod ? "true" : "false")))
         members.append(("is_in_intro_offer_period", .string(purchase.isInIntroOfferPeriod ? "true" : "false")))
         // Apple's answers always carry it, and no receipt attribute tells a family-shared purchase from the owner's
-        // own, so every entry is the owner's; FAMILY_SHARED needs the App Store Server API.
-        members.append(("in_app_ownership_type", .string("PURCHASED")))
+        // own: only a StoreKit 2 transaction or notification in the ledger can say FAMILY_SHARED.
+        let owner = purchase.transactionID.flatMap { ownership[$0] } ?? "PURCHASED"
+        members.append(("in_app_ownership_type", .string(owner)))
         if let date = purchase.cancellationDate { appendDate(&members, "cancellation_date", date) }
         if let offer = purchase.promotionalOfferID { members.append(("promotional_offer_id", .string(offer))) }
         return .object(members)

@@ -266,11 +266,13 @@ public struct ReceiptRoutes: Sendable {
 
     private func verifyReceipt(_ request: HTTPRequest, endpoint: AppleVerifyReceipt.Endpoint) -> HTTPResponse {
         let now = clock()
-        func answer(_ status: AppleReceiptStatus, _ result: ValidationResult?, _ parsed: AppleVerifyRequest?)
-            -> HTTPResponse
-        {
+        func answer(
+            _ status: AppleReceiptStatus, _ result: ValidationResult?, _ parsed: AppleVerifyRequest?,
+            ledger: AppleLedgerState? = nil
+        ) -> HTTPResponse {
             let body = AppleVerifyReceipt.response(
-                status: status, result: result, endpoint: endpoint, request: parsed, requestDate: ReceiptDate(now))
+                status: status, result: result, endpoint: endpoint, request: parsed, requestDate: ReceiptDate(now),
+                ledger: ledger)
             return json(status: 200, body)
         }
         // Apple answers 21000 with HTTP 200 even to a GET; clients only ever look at `status`.
@@ -284,7 +286,30 @@ public struct ReceiptRoutes: Sendable {
         metrics.recordValidation(result)
         let status = AppleVerifyReceipt.status(
             for: result, endpoint: endpoint, password: parsed.password, configuration: configuration)
-        return answer(status, result, parsed)
+        guard status == .valid, ledger.isConfigured, let decoded = result.receipt else {
+            return answer(status, result, parsed)
+        }
+        // Apple's answer promised the latest renewals; without the ledger it would silently show a stale expiry, so
+        // an unreachable ledger is Apple's retryable 21005 instead.
+        do {
+            let state = try appleLedgerState(for: decoded)
+            return answer(status, result, parsed, ledger: state)
+        } catch {
+            return answer(.temporarilyUnavailable, result, parsed)
+        }
+    }
+
+    /// Records the receipt's entries, then reads back everything known of its original transactions.
+    private func appleLedgerState(for receipt: Receipt) throws(PurchaseLedger.Unavailability) -> AppleLedgerState {
+        let facts = LedgerFacts.transactions(of: receipt)
+        var seen = Set<String>()
+        let originals = facts.map(\.originalTransactionID).filter { seen.insert($0).inserted }
+        return try ledger.withStore { (store) throws(LedgerError) in
+            if !facts.isEmpty { try store.record(transactions: facts, source: .receipt) }
+            return AppleLedgerState(
+                transactions: try store.transactions(originalTransactionIDs: originals),
+                renewals: try store.renewalInfos(originalTransactionIDs: originals))
+        }
     }
 
     // MARK: - Answers
