@@ -33,8 +33,8 @@ enum NotificationDelivery {
             let host = url.host, !host.isEmpty
         else {
             throw TargetError(
-                description: "\(target): expected an http:// URL (for https, post the JWS yourself: "
-                    + #"curl -H 'Content-Type: application/json' -d "{\"signedPayload\": \"$(cat notification.jws)\"}" URL)"#)
+                description: "\(target): expected an http:// URL (for https, write the notification with --out and "
+                    + "POST {\"signedPayload\": \"<JWS>\"} to it with curl)")
         }
         let port = url.port ?? 80
         var path = url.percentEncodedPath.isEmpty ? "/" : url.percentEncodedPath
@@ -75,7 +75,9 @@ enum NotificationDelivery {
             setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
             setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
             do {
-                try retryingInterrupts("connect") { Glibc.connect(descriptor, address.pointee.ai_addr, address.pointee.ai_addrlen) }
+                try retryingInterrupts("connect") {
+                    Glibc.connect(descriptor, address.pointee.ai_addr, address.pointee.ai_addrlen)
+                }
                 return descriptor
             } catch {
                 lastError = error.errno
@@ -125,7 +127,8 @@ enum NotificationDelivery {
         var headers: [String: String] = [:]
         for line in headLines.dropFirst() {
             guard let colon = line.firstIndex(of: ":") else { continue }
-            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(
+                in: .whitespaces)
         }
         var body = Array(answer[headEnd.upperBound...])
         if headers["transfer-encoding"]?.lowercased().contains("chunked") == true {

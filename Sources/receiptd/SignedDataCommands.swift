@@ -86,7 +86,9 @@ private struct SignedDataRequest {
     let nonce: UUID?
     let appAppleID: Int64?
 
-    static let productTypes = ["Auto-Renewable Subscription", "Non-Renewing Subscription", "Consumable", "Non-Consumable"]
+    static let productTypes = [
+        "Auto-Renewable Subscription", "Non-Renewing Subscription", "Consumable", "Non-Consumable",
+    ]
 
     init(_ reader: ArgumentReader, now: Date) throws(UsageError) {
         self.reader = reader
@@ -98,7 +100,9 @@ private struct SignedDataRequest {
             throw UsageError("--ca: \(error)")
         }
         func date(_ flag: String) throws(UsageError) -> Date? {
-            try reader.value(flag, expecting: "an RFC 3339 date (2026-01-01T00:00:00Z)") { ReceiptDate(rfc3339: $0)?.date }
+            try reader.value(flag, expecting: "an RFC 3339 date (2026-01-01T00:00:00Z)") {
+                ReceiptDate(rfc3339: $0)?.date
+            }
         }
         signed = try date("--signed") ?? now
         environment =
@@ -152,7 +156,8 @@ private struct SignedDataRequest {
             blueprint.edits.omitted.insert("subscriptionGroupIdentifier")
         }
         if let ownership = try reader.value(
-            "--ownership", expecting: "PURCHASED or FAMILY_SHARED", { ["PURCHASED", "FAMILY_SHARED"].contains($0) ? $0 : nil })
+            "--ownership", expecting: "PURCHASED or FAMILY_SHARED",
+            { ["PURCHASED", "FAMILY_SHARED"].contains($0) ? $0 : nil })
         {
             blueprint.edits.set.append(("inAppOwnershipType", .string(ownership)))
         }
@@ -199,7 +204,8 @@ private let renewalFlags: Set = [
 private let deviceFlags: Set = ["--device-id", "--nonce"]
 
 func runForgeTransaction(_ arguments: [String]) -> Int32 {
-    forgeSignedData("transaction", arguments, usage: forgeTransactionUsage,
+    forgeSignedData(
+        "transaction", arguments, usage: forgeTransactionUsage,
         options: dateFlags.union(transactionFlags).union(deviceFlags)
     ) { request in
         try request.authority.sign(request.transaction(bundleID: request.reader.required("--bundle-id")).payload)
@@ -207,7 +213,8 @@ func runForgeTransaction(_ arguments: [String]) -> Int32 {
 }
 
 func runForgeRenewalInfo(_ arguments: [String]) -> Int32 {
-    forgeSignedData("renewal-info", arguments, usage: forgeRenewalInfoUsage,
+    forgeSignedData(
+        "renewal-info", arguments, usage: forgeRenewalInfoUsage,
         options: dateFlags.union(renewalFlags), flags: ["--billing-retry"]
     ) { request in
         try request.authority.sign(request.renewalInfo().payload)
@@ -215,8 +222,11 @@ func runForgeRenewalInfo(_ arguments: [String]) -> Int32 {
 }
 
 func runForgeAppTransaction(_ arguments: [String]) -> Int32 {
-    forgeSignedData("app-transaction", arguments, usage: forgeAppTransactionUsage,
-        options: dateFlags.union(deviceFlags).union(["--bundle-id", "--app-version", "--original-version", "--app-apple-id"])
+    forgeSignedData(
+        "app-transaction", arguments, usage: forgeAppTransactionUsage,
+        options: dateFlags.union(deviceFlags).union([
+            "--bundle-id", "--app-version", "--original-version", "--app-apple-id",
+        ])
     ) { request in
         var blueprint = AppTransactionBlueprint(
             bundleID: try request.reader.required("--bundle-id"), receiptCreationDate: request.signed,
@@ -231,7 +241,8 @@ func runForgeAppTransaction(_ arguments: [String]) -> Int32 {
 
 func runForgeNotification(_ arguments: [String]) -> Int32 {
     let now = Date()
-    return forgeSignedData("notification", arguments, usage: forgeNotificationUsage,
+    return forgeSignedData(
+        "notification", arguments, usage: forgeNotificationUsage,
         options: dateFlags.union(transactionFlags).union(renewalFlags)
             .union(["--type", "--subtype", "--uuid", "--app-apple-id", "--post"]),
         flags: ["--billing-retry"], now: now

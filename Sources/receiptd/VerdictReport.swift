@@ -75,22 +75,23 @@ enum VerdictReport {
         }
         if let app = result.appTransaction {
             lines.append(
-                "  app transaction: \(app.bundleID ?? "-")" + (app.appAppleID.map { " (apple id \($0))" } ?? "")
-                    + ", version \(app.applicationVersion ?? "-") (originally \(app.originalApplicationVersion ?? "-"))")
+                "  app transaction: \(show(app.bundleID))" + (app.appAppleID.map { " (apple id \($0))" } ?? "")
+                    + ", version \(show(app.applicationVersion)) (originally \(show(app.originalApplicationVersion)))")
             lines.append(
-                "    created: \(date(app.receiptCreationDate)), originally purchased: \(date(app.originalPurchaseDate))")
+                "    created: \(show(app.receiptCreationDate)), first bought: \(show(app.originalPurchaseDate))")
         }
         if let transaction = result.transaction {
             lines.append(
-                "  transaction: \(transaction.transactionID ?? "-") (original \(transaction.originalTransactionID ?? "-")), "
-                    + "product \(transaction.productID ?? "-"), \(transaction.bundleID ?? "-")")
+                "  transaction: \(show(transaction.transactionID)) "
+                    + "(original \(show(transaction.originalTransactionID))), "
+                    + "product \(show(transaction.productID)), \(show(transaction.bundleID))")
             lines.append(
-                "    type: \(transaction.type ?? "-"), quantity \(transaction.quantity.map(String.init) ?? "-"), "
-                    + "ownership \(transaction.inAppOwnershipType ?? "-")")
-            var dates = "    purchased: \(date(transaction.purchaseDate))"
-            if let expires = transaction.expiresDate { dates += ", expires: \(expires.rfc3339)" }
+                "    type: \(show(transaction.type)), quantity \(show(transaction.quantity)), "
+                    + "ownership \(show(transaction.inAppOwnershipType))")
+            var dates = "    purchased: \(show(transaction.purchaseDate))"
+            if let expires = transaction.expiresDate { dates += ", expires: \(expires)" }
             if let revoked = transaction.revocationDate {
-                dates += ", revoked: \(revoked.rfc3339) (reason \(transaction.revocationReason.map(String.init) ?? "-"))"
+                dates += ", revoked: \(revoked) (reason \(show(transaction.revocationReason)))"
             }
             lines.append(dates)
         }
@@ -100,7 +101,7 @@ enum VerdictReport {
                 "  renewal info: original transaction \(renewal.originalTransactionID ?? "-"), "
                     + "product \(renewal.productID ?? "-"), auto-renew \(autoRenew) "
                     + "(to \(renewal.autoRenewProductID ?? "-"))")
-            var states = "    renews: \(date(renewal.renewalDate))"
+            var states = "    renews: \(show(renewal.renewalDate))"
             if renewal.isInBillingRetryPeriod == true { states += ", in billing retry" }
             if let grace = renewal.gracePeriodExpiresDate { states += ", grace period until \(grace.rfc3339)" }
             if let intent = renewal.expirationIntent { states += ", expiration intent \(intent)" }
@@ -113,7 +114,8 @@ enum VerdictReport {
         return lines.joined(separator: "\n")
     }
 
-    private static func date(_ date: ReceiptDate?) -> String { date?.rfc3339 ?? "-" }
+    /// A field as printed; `-` when absent. ReceiptDate describes itself in RFC 3339.
+    private static func show(_ value: (some CustomStringConvertible)?) -> String { value?.description ?? "-" }
 
     private static func subscriptionTable(_ subscriptions: [SubscriptionStatus]) -> [String] {
         let rows = subscriptions.map { subscription in

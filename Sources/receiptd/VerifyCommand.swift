@@ -95,8 +95,9 @@ func runVerify(_ arguments: [String]) -> Int32 {
     }
     if showProgress { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
     if files.count > 1 && !json {
-        print(VerdictReport.summary(
-            tally, unreadable: unreadable, total: files.count, noun: readSignedData ? "files" : "receipts"))
+        print(
+            VerdictReport.summary(
+                tally, unreadable: unreadable, total: files.count, noun: readSignedData ? "files" : "receipts"))
     }
     if unreadable > 0 { return ExitStatus.usage }
     return tally.keys.allSatisfy { $0 == "valid" } ? ExitStatus.success : ExitStatus.failure
@@ -130,7 +131,8 @@ func readInput(_ file: String) -> Result<[UInt8], UsageError> {
     if file == "-" {
         let data = FileHandle.standardInput.readDataToEndOfFile()
         guard !data.isEmpty else {
-            return .failure(UsageError("standard input is empty: pipe the receipt in (receiptd verify - < receipt.der)"))
+            return .failure(
+                UsageError("standard input is empty: pipe the receipt in (receiptd verify - < receipt.der)"))
         }
         return .success(Array(data))
     }

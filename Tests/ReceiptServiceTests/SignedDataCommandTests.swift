@@ -35,7 +35,8 @@ struct SignedDataCommandTests {
 
     @Test func chunkedAnswer_isDechunked() throws {
         let answer = try NotificationDelivery.parse(
-            Array("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{\"a\r\n5;x=1\r\n\":1}\n\r\n0\r\n\r\n".utf8))
+            Array(
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{\"a\r\n5;x=1\r\n\":1}\n\r\n0\r\n\r\n".utf8))
         #expect(answer.status == 200)
         #expect(answer.body == Array("{\"a\":1}\n".utf8))
     }

@@ -28,11 +28,19 @@ check() { # check DESCRIPTION EXPECTED-EXIT COMMAND...
         failures=$((failures + 1))
     fi
 }
+fail() {
+    echo "FAIL: $*"
+    failures=$((failures + 1))
+}
 contains() { # contains DESCRIPTION FILE TEXT
-    grep -qF -- "$3" "$2" || { echo "FAIL: $1: '$3' not in $2"; sed 's/^/    /' "$2" | head -n 5; failures=$((failures + 1)); }
+    grep -qF -- "$3" "$2" || { fail "$1: '$3' not in $2"; sed 's/^/    /' "$2" | head -n 5; }
 }
 json() { # json DESCRIPTION FILTER [FILE]: the jq filter must hold on FILE (default out.txt)
-    jq -e "$2" "${3:-out.txt}" >/dev/null 2>&1 || { echo "FAIL: $1: $2"; head -c 600 "${3:-out.txt}" | sed 's/^/    /'; echo; failures=$((failures + 1)); }
+    local file="${3:-out.txt}"
+    jq -e "$2" "$file" >/dev/null 2>&1 || { fail "$1: $2"; head -c 600 "$file" | sed 's/^/    /'; echo; }
+}
+first_line() { # first_line DESCRIPTION TEXT: out.txt's first line is TEXT
+    [ "$(head -n 1 out.txt)" = "$2" ] || fail "$1: '$(head -n 1 out.txt)', expected '$2'"
 }
 
 R="$RECEIPTD"
@@ -43,7 +51,7 @@ nonce=0f6b1a2c-1111-4222-8333-444455556666
 # --- the test PKI -------------------------------------------------------------------------------------------------
 check "init-ca makes both PKIs" 0 "$R" testing init-ca ca
 for file in root.pem jws-root.pem jws-intermediate.pem jws-signing.pem jws-signing.key.pem jws-README.txt; do
-    [ -s "ca/$file" ] || { echo "FAIL: init-ca did not write $file"; failures=$((failures + 1)); }
+    [ -s "ca/$file" ] || fail "init-ca did not write $file"
 done
 contains "init-ca says how to trust the EC chain" err.txt 'jws-root.pem"]'
 contains "README.txt names both roots" ca/README.txt '"ca/root.pem", "ca/jws-root.pem"'
@@ -52,7 +60,7 @@ check "init-ca refuses to overwrite" 2 "$R" testing init-ca ca
 cp old-ca/root.pem old-root.pem
 check "init-ca completes a PKI made before StoreKit 2" 0 "$R" testing init-ca old-ca
 [ -s old-ca/jws-root.pem ] && cmp -s old-root.pem old-ca/root.pem \
-    || { echo "FAIL: init-ca on an old PKI: jws-root.pem missing or root.pem replaced"; failures=$((failures + 1)); }
+    || fail "init-ca on an old PKI: jws-root.pem missing or root.pem replaced"
 "$R" testing init-ca attacker-ca 2>/dev/null
 
 cat >config.json <<'JSON'
@@ -68,15 +76,18 @@ check "forge a transaction" 0 "$R" testing transaction --ca ca --bundle-id com.e
     --original-transaction-id 1000 --product-id pro.monthly --purchased 2026-01-01T00:00:00Z \
     --expires 2099-01-01T00:00:00Z --signed 2026-01-01T00:00:05Z --ownership FAMILY_SHARED \
     --device-id "$device" --nonce "$nonce" --out transaction.jws
-check "verify --json a transaction on its device" 0 "$R" verify transaction.jws --config config.json --device-id "$device" --json
+check "verify --json a transaction on its device" 0 "$R" verify transaction.jws --config config.json \
+    --device-id "$device" --json
 json "the answer's keys, in order" \
-    '[keys_unsorted[]] == ["valid", "kind", "environment", "checks", "signed_date", "payload", "transaction", "subscriptions"]'
+    '[keys_unsorted[]] == ["valid", "kind", "environment", "checks", "signed_date", "payload", "transaction",
+        "subscriptions"]'
 json "transaction fields" '.valid and .kind == "transaction" and .environment == "Sandbox"
     and .signed_date == "2026-01-01T00:00:05Z" and .transaction.transaction_id == "1001"
     and .transaction.original_transaction_id == "1000" and .transaction.product_id == "pro.monthly"
     and .transaction.purchase_date == "2026-01-01T00:00:00Z" and .transaction.expires_date == "2099-01-01T00:00:00Z"
     and .transaction.in_app_ownership_type == "FAMILY_SHARED" and .transaction.revocation_date == null'
-json "every check named" '.checks | keys == ["app_apple_id", "bundle_id", "device_hash", "environment", "signature", "version"]'
+json "every check named" \
+    '.checks | keys == ["app_apple_id", "bundle_id", "device_hash", "environment", "signature", "version"]'
 json "checks of a transaction" '.checks.signature == "passed" and .checks.bundle_id == "passed"
     and .checks.environment == "passed" and .checks.device_hash == "passed"'
 json "the payload as signed" '.payload.transactionId == "1001" and .payload.deviceVerificationNonce == "'"$nonce"'"
@@ -86,15 +97,17 @@ json "an active subscription" '.subscriptions == [{"product_id": "pro.monthly", 
 check "verify prints a summary" 0 "$R" verify transaction.jws --config config.json --device-id "$device"
 contains "the summary says VALID" out.txt "VALID"
 contains "the summary names the transaction" out.txt "transaction: 1001"
-if grep -qiF "$device" out.txt; then echo "FAIL: the summary shows the device id"; failures=$((failures + 1)); fi
+if grep -qiF "$device" out.txt; then fail "the summary shows the device id"; fi
 check "another device" 1 "$R" verify transaction.jws --config config.json --device-id "$other_device" --json
-json "another device is device_hash_mismatch" '.error.code == "device_hash_mismatch" and .checks.device_hash == "failed"'
+json "another device is device_hash_mismatch" \
+    '.error.code == "device_hash_mismatch" and .checks.device_hash == "failed"'
 check "no device id" 0 "$R" verify transaction.jws --config config.json --json
 json "without a device id the check is skipped" '.checks.device_hash == "skipped"'
 RECEIPTD_CONFIG="" check "the defaults trust Apple's root only" 1 "$R" verify transaction.jws --json
 json "so the test chain is untrusted" '.error.code == "certificate_untrusted" and .checks.signature == "failed"
     and .kind == null and (has("payload") | not)'
-check "--bundle-id accepts another app" 1 "$R" verify transaction.jws --config config.json --bundle-id com.example.other --json
+check "--bundle-id accepts another app" 1 "$R" verify transaction.jws --config config.json \
+    --bundle-id com.example.other --json
 json "another app is bundle_id_mismatch" '.error.code == "bundle_id_mismatch"'
 check "standard input" 0 sh -c "\"$R\" verify - --config config.json < transaction.jws"
 printf '{"jws": "%s"}' "$(cat transaction.jws)" >request.json
@@ -111,7 +124,8 @@ check "verify it" 0 "$R" verify consumable.jws --config config.json --json
 json "no expiry, a revocation, no subscription" '.transaction.expires_date == null
     and .transaction.revocation_date == "2026-02-01T00:00:00Z" and .transaction.revocation_reason == 0
     and .transaction.type == "Consumable" and .subscriptions == []'
-check "a transaction forged by another chain" 0 "$R" testing transaction --ca attacker-ca --bundle-id com.example.app --out rogue.jws
+check "a transaction forged by another chain" 0 "$R" testing transaction --ca attacker-ca \
+    --bundle-id com.example.app --out rogue.jws
 check "is untrusted" 1 "$R" verify rogue.jws --config config.json --json
 json "certificate_untrusted" '.error.code == "certificate_untrusted"'
 
@@ -128,8 +142,9 @@ check "--kind transaction on renewal info" 1 "$R" verify renewal.jws --config co
 json "is kind_mismatch" '.error.code == "kind_mismatch"'
 
 # --- an app transaction, bound to a device ------------------------------------------------------------------------
-check "forge an app transaction" 0 "$R" testing app-transaction --ca ca --bundle-id com.example.app --app-apple-id 1234 \
-    --app-version 1.0 --original-version 0.9 --environment Production --device-id "$device" --out app.jws
+check "forge an app transaction" 0 "$R" testing app-transaction --ca ca --bundle-id com.example.app \
+    --app-apple-id 1234 --app-version 1.0 --original-version 0.9 --environment Production --device-id "$device" \
+    --out app.jws
 check "on its device" 0 "$R" verify app.jws --config config.json --device-id "$device" --json
 json "app transaction fields" '.kind == "app_transaction" and .app_transaction.app_apple_id == 1234
     and .app_transaction.original_application_version == "0.9" and .app_transaction.receipt_type == "Production"
@@ -141,7 +156,8 @@ check "an app transaction of another app id" 0 "$R" testing app-transaction --ca
     --app-apple-id 999 --environment Production --out other-app.jws
 check "is refused" 1 "$R" verify other-app.jws --config config.json --json
 json "app_apple_id_mismatch" '.error.code == "app_apple_id_mismatch"'
-check "a version not accepted" 0 "$R" testing app-transaction --ca ca --bundle-id com.example.app --app-version 2.0 --out v2.jws
+check "a version not accepted" 0 "$R" testing app-transaction --ca ca --bundle-id com.example.app \
+    --app-version 2.0 --out v2.jws
 check "is refused" 1 "$R" verify v2.jws --config config.json --json
 json "version_not_accepted" '.error.code == "version_not_accepted"'
 
@@ -190,8 +206,9 @@ json "is a receipt" '.kind == "receipt" and .valid'
 check "a receipt under --kind" 1 "$R" verify receipt.der --config config.json --kind transaction --json
 json "is kind_mismatch" '.kind == "receipt" and .error.code == "kind_mismatch"'
 check "many files as JSON lines" 1 "$R" verify receipt.der transaction.jws rogue.jws --config config.json --json
-[ "$(jq -r '"\(.file) \(.kind) \(.valid)"' out.txt | tr '\n' ,)" = "receipt.der receipt true,transaction.jws transaction true,rogue.jws null false," ] \
-    || { echo "FAIL: JSON lines of many files"; cat out.txt | head -c 300; failures=$((failures + 1)); }
+lines="$(jq -r '"\(.file) \(.kind) \(.valid)"' out.txt | tr '\n' ,)"
+[ "$lines" = "receipt.der receipt true,transaction.jws transaction true,rogue.jws null false," ] \
+    || fail "JSON lines of many files: $lines"
 check "many files end with a summary" 1 "$R" verify receipt.der transaction.jws rogue.jws --config config.json
 contains "summary counts valid" out.txt "valid                  2"
 contains "summary counts each code" out.txt "certificate_untrusted  1"
@@ -213,7 +230,8 @@ check "renewal info names no app" 2 "$R" testing renewal-info --ca ca --bundle-i
 check "notification without --type" 2 "$R" testing notification --ca ca --bundle-id b
 check "bad --uuid" 2 "$R" testing notification --ca ca --type TEST --bundle-id b --uuid 42
 check "--post to https" 2 "$R" testing notification --ca ca --type TEST --bundle-id b --post https://example.com/
-check "--post where nothing listens" 1 "$R" testing notification --ca ca --type TEST --bundle-id b --post http://127.0.0.1:9/
+check "--post where nothing listens" 1 "$R" testing notification --ca ca --type TEST --bundle-id b \
+    --post http://127.0.0.1:9/
 check "unknown testing command" 2 "$R" testing subscription
 for command in transaction renewal-info app-transaction notification; do
     check "testing $command --help" 0 "$R" testing "$command" --help
@@ -238,21 +256,22 @@ if [ "$route_status" = 404 ]; then
 else
     status="$(curl -s --max-time 10 -o out.txt -w '%{http_code}' -H 'Content-Type: text/plain' \
         --data-binary @transaction.jws "$BASE_URL/v1/validate")"
-    [ "$status" = 200 ] || { echo "FAIL: /v1/validate text/plain JWS: $status"; failures=$((failures + 1)); }
+    [ "$status" = 200 ] || fail "/v1/validate text/plain JWS: $status"
     json "/v1/validate reads a JWS" '.valid and .kind == "transaction" and .transaction.transaction_id == "1001"'
     status="$(curl -s --max-time 10 -o out.txt -w '%{http_code}' -H 'Content-Type: application/json' \
         -d "{\"jws\": \"$(cat app.jws)\", \"device_id\": \"$other_device\"}" "$BASE_URL/v1/validate")"
-    [ "$status" = 422 ] || { echo "FAIL: /v1/validate {jws, device_id} of another device: $status"; failures=$((failures + 1)); }
+    [ "$status" = 422 ] || fail "/v1/validate {jws, device_id} of another device: $status"
     json "another device over HTTP" '.error.code == "device_hash_mismatch"'
 
     check "--post a notification" 0 "$R" testing notification --ca ca --type DID_RENEW --bundle-id com.example.app \
         --uuid "$uuid" --post "$BASE_URL/v1/notifications"
-    [ "$(head -n 1 out.txt)" = "HTTP 200" ] || { echo "FAIL: --post status line: $(head -n 1 out.txt)"; failures=$((failures + 1)); }
+    first_line "--post prints the status" "HTTP 200"
     sed 1d out.txt >answer.json
-    json "received" '.received == true and .notification_uuid == "'"$uuid"'" and .notification_type == "DID_RENEW"' answer.json
+    json "received" \
+        '.received == true and .notification_uuid == "'"$uuid"'" and .notification_type == "DID_RENEW"' answer.json
     check "--post a forged notification" 1 "$R" testing notification --ca attacker-ca --type DID_RENEW \
         --bundle-id com.example.app --post "$BASE_URL/v1/notifications"
-    [ "$(head -n 1 out.txt)" = "HTTP 422" ] || { echo "FAIL: --post forged: $(head -n 1 out.txt)"; failures=$((failures + 1)); }
+    first_line "--post of a forgery prints the status" "HTTP 422"
     sed 1d out.txt >answer.json
     json "refused with the verdict" '.valid == false and .error.code == "certificate_untrusted"' answer.json
 fi
@@ -263,7 +282,7 @@ if [ "$route_status" != 404 ]; then
     mkdir tour
     port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
     python3 "$E2E_ROOT/Tests/e2e/readme_examples.py" "$E2E_ROOT/docs/testing.md" "$port" "$work/tour" \
-        || { echo "FAIL: docs/testing.md's console blocks"; failures=$((failures + 1)); }
+        || fail "docs/testing.md's console blocks"
 fi
 
 [ "$failures" -eq 0 ] || { echo "test-storekit-cli: $failures failures"; exit 1; }
