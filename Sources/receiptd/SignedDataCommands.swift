@@ -193,7 +193,8 @@ private struct SignedDataRequest {
     func milliseconds(_ date: Date) -> JSONValue { .integer(Int64((date.timeIntervalSince1970 * 1000).rounded(.down))) }
 }
 
-private let dateFlags: Set = ["--signed", "--environment", "--out", "--ca"]
+/// Every forge: the chain, when it was signed, where, and where it goes.
+private let commonOptions: Set = ["--signed", "--environment", "--out", "--ca"]
 private let transactionFlags: Set = [
     "--bundle-id", "--transaction-id", "--original-transaction-id", "--product-id", "--product-type", "--purchased",
     "--expires", "--revoked", "--ownership",
@@ -206,7 +207,7 @@ private let deviceFlags: Set = ["--device-id", "--nonce"]
 func runForgeTransaction(_ arguments: [String]) -> Int32 {
     forgeSignedData(
         "transaction", arguments, usage: forgeTransactionUsage,
-        options: dateFlags.union(transactionFlags).union(deviceFlags)
+        options: commonOptions.union(transactionFlags).union(deviceFlags)
     ) { request in
         try request.authority.sign(request.transaction(bundleID: request.reader.required("--bundle-id")).payload)
     }
@@ -215,7 +216,7 @@ func runForgeTransaction(_ arguments: [String]) -> Int32 {
 func runForgeRenewalInfo(_ arguments: [String]) -> Int32 {
     forgeSignedData(
         "renewal-info", arguments, usage: forgeRenewalInfoUsage,
-        options: dateFlags.union(renewalFlags), flags: ["--billing-retry"]
+        options: commonOptions.union(renewalFlags), flags: ["--billing-retry"]
     ) { request in
         try request.authority.sign(request.renewalInfo().payload)
     }
@@ -224,7 +225,7 @@ func runForgeRenewalInfo(_ arguments: [String]) -> Int32 {
 func runForgeAppTransaction(_ arguments: [String]) -> Int32 {
     forgeSignedData(
         "app-transaction", arguments, usage: forgeAppTransactionUsage,
-        options: dateFlags.union(deviceFlags).union([
+        options: commonOptions.union(deviceFlags).union([
             "--bundle-id", "--app-version", "--original-version", "--app-apple-id",
         ])
     ) { request in
@@ -243,7 +244,7 @@ func runForgeNotification(_ arguments: [String]) -> Int32 {
     let now = Date()
     return forgeSignedData(
         "notification", arguments, usage: forgeNotificationUsage,
-        options: dateFlags.union(transactionFlags).union(renewalFlags)
+        options: commonOptions.union(transactionFlags).union(renewalFlags)
             .union(["--type", "--subtype", "--uuid", "--app-apple-id", "--post"]),
         flags: ["--billing-retry"], now: now
     ) { request in
