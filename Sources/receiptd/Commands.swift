@@ -2,19 +2,26 @@ import Foundation
 import ReceiptService
 
 let usage = """
-    receiptd: validates App Store receipts offline.
+    receiptd: validates App Store receipts and StoreKit 2 signed data offline.
 
     Usage:
       receiptd serve [--config PATH] [--host H] [--port N] [--log-format json|text]
-      receiptd verify FILE... [--config PATH] [--device-id ID] [--bundle-id ID] [--json]
+      receiptd verify FILE... [--config PATH] [--device-id ID] [--bundle-id ID] [--kind KIND] [--json]
       receiptd testing init-ca DIR
       receiptd testing receipt --ca DIR --bundle-id ID --app-version V [--original-version V] [--device-id ID]
                                [--environment Production|Sandbox] [--created DATE] [--purchase SPEC]...
                                [--format der|base64] [--out FILE]
+      receiptd testing transaction --ca DIR --bundle-id ID [--transaction-id ID] [--product-id ID] [--expires DATE]
+                                   [--device-id ID [--nonce UUID]] [flags] [--out FILE]
+      receiptd testing renewal-info --ca DIR [--auto-renew true|false] [--billing-retry] [flags] [--out FILE]
+      receiptd testing app-transaction --ca DIR --bundle-id ID [--app-version V] [--device-id ID [--nonce UUID]]
+                                       [flags] [--out FILE]
+      receiptd testing notification --ca DIR --type TYPE [--subtype SUBTYPE] --bundle-id ID [flags]
+                                    [--out FILE] [--post URL]
       receiptd version
       receiptd help [COMMAND]
 
-    Every command takes --help. verify exits 0 when every receipt is valid, 1 when any is not, 2 on a usage error.
+    Every command takes --help. verify exits 0 when every file is valid, 1 when any is not, 2 on a usage error.
     """
 
 /// Dispatches a command line; returns the process's exit status.

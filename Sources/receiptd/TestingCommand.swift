@@ -6,13 +6,20 @@ import ReceiptService
 let testingUsage = """
     usage: receiptd testing init-ca DIR
            receiptd testing receipt --ca DIR --bundle-id ID --app-version V [flags]
-      A test PKI and receipts made to order, for integration tests of backends that call receiptd; their receipts
-      validate only where the PKI's root.pem is listed in trusted_roots. `receiptd testing COMMAND --help` for more.
+           receiptd testing transaction --ca DIR --bundle-id ID [flags]
+           receiptd testing renewal-info --ca DIR [flags]
+           receiptd testing app-transaction --ca DIR --bundle-id ID [--device-id ID [--nonce UUID]] [flags]
+           receiptd testing notification --ca DIR --type TYPE [--subtype SUBTYPE] --bundle-id ID [flags] [--post URL]
+      A test PKI, receipts and StoreKit 2 signed data made to order, for integration tests of backends that call
+      receiptd. Receipts validate only where the PKI's root.pem is listed in trusted_roots, signed data only where its
+      jws-root.pem is. `receiptd testing COMMAND --help` for more.
     """
 
 let initCAUsage = """
     usage: receiptd testing init-ca DIR
-      Writes a test root, intermediate and receipt-signing certificate (with its key) to DIR, for tests only.
+      Writes two test PKIs to DIR, for tests only: a root, intermediate and receipt-signing certificate (root.pem …)
+      and an EC chain shaped like Apple's StoreKit 2 one (jws-root.pem …), each with its keys. A DIR made before
+      StoreKit 2 support gets the EC chain added.
     """
 
 let forgeReceiptUsage = """
@@ -28,17 +35,24 @@ let forgeReceiptUsage = """
       --out FILE        default standard output
     """
 
-/// `receiptd testing init-ca DIR` and `receiptd testing receipt …`: a test PKI and receipts made to order, for
-/// integration tests of backends that call receiptd.
+/// `receiptd testing init-ca DIR`, `receiptd testing receipt …` and the StoreKit 2 forges: a test PKI, receipts and
+/// signed data made to order, for integration tests of backends that call receiptd.
 func runTesting(_ arguments: [String]) -> Int32 {
+    let rest = Array(arguments.dropFirst())
     switch arguments.first {
-    case "init-ca": return runInitCA(Array(arguments.dropFirst()))
-    case "receipt": return runForgeReceipt(Array(arguments.dropFirst()))
+    case "init-ca": return runInitCA(rest)
+    case "receipt": return runForgeReceipt(rest)
+    case "transaction": return runForgeTransaction(rest)
+    case "renewal-info": return runForgeRenewalInfo(rest)
+    case "app-transaction": return runForgeAppTransaction(rest)
+    case "notification": return runForgeNotification(rest)
     case "--help", "-h", "help":
         print(testingUsage)
         return ExitStatus.success
     default:
-        printError("receiptd testing: expected init-ca or receipt\n\n\(testingUsage)")
+        printError(
+            "receiptd testing: expected init-ca, receipt, transaction, renewal-info, app-transaction or notification"
+                + "\n\n\(testingUsage)")
         return ExitStatus.usage
     }
 }
@@ -58,23 +72,46 @@ private func runInitCA(_ arguments: [String]) -> Int32 {
         printError("receiptd testing init-ca: \(error)\n\n\(initCAUsage)")
         return ExitStatus.usage
     }
-    if FileManager.default.fileExists(atPath: (directory as NSString).appendingPathComponent("root.pem")) {
+    func path(_ name: String) -> String { (directory as NSString).appendingPathComponent(name) }
+    let hasReceiptPKI = FileManager.default.fileExists(atPath: path("root.pem"))
+    // A PKI made before StoreKit 2 support is completed rather than refused, so its receipts stay trusted.
+    if FileManager.default.fileExists(atPath: path("jws-root.pem")) {
         printError(
             "receiptd testing init-ca: \(directory) already holds a test PKI; remove it or pick another directory")
         return ExitStatus.usage
     }
     do {
-        try TestCertificateAuthority.generate().write(toDirectory: directory)
+        if !hasReceiptPKI { try TestCertificateAuthority.generate().write(toDirectory: directory) }
+        try JWSTestAuthority.generate().write(toDirectory: directory)
+        try appendStoreKitNote(toReadmeIn: directory)
     } catch {
         printError("receiptd testing init-ca: \(error)")
         return ExitStatus.failure
     }
     printError(
         """
-        Test PKI written to \(directory) (for tests only). Trust it in a test config:
-          "trusted_roots": ["\((directory as NSString).appendingPathComponent("root.pem"))"]
+        Test PKI written to \(directory) (for tests only): root.pem signs receipts, jws-root.pem StoreKit 2 signed data.
+        Trust both in a test config:
+          "trusted_roots": ["\(path("root.pem"))", "\(path("jws-root.pem"))"]
         """)
     return ExitStatus.success
+}
+
+/// README.txt is the receipt PKI's; it gains how to trust the EC chain beside it.
+private func appendStoreKitNote(toReadmeIn directory: String) throws {
+    let readme = (directory as NSString).appendingPathComponent("README.txt")
+    let note = """
+
+        StoreKit 2: jws-root.pem -> jws-intermediate.pem -> jws-signing.pem sign transactions, renewal info, app
+        transactions and notifications (receiptd testing transaction|renewal-info|app-transaction|notification; see
+        jws-README.txt). Trust receipts and signed data both with:
+          "trusted_roots": ["\(directory)/root.pem", "\(directory)/jws-root.pem"]
+
+        """
+    let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: readme))
+    defer { try? handle.close() }
+    try handle.seekToEnd()
+    try handle.write(contentsOf: Data(note.utf8))
 }
 
 private func runForgeReceipt(_ arguments: [String]) -> Int32 {

@@ -2,34 +2,42 @@ import Foundation
 import JSONText
 import ReceiptEngine
 import ReceiptService
+import StoreKitJWS
 
 let verifyUsage = """
-    usage: receiptd verify FILE... [--config PATH] [--device-id ID] [--bundle-id ID] [--json]
-      Validates each receipt file (DER, or base64 as copied from logs) offline and prints its verdict; several files
-      end with a summary, and --json prints one object per file (with "file" when there are several).
+    usage: receiptd verify FILE... [--config PATH] [--device-id ID] [--bundle-id ID] [--kind KIND] [--json]
+      Validates each file offline and prints its verdict. A file holds an App Store receipt (DER, or base64 as copied
+      from logs) or StoreKit 2 signed data: a compact JWS (a transaction, renewal info, app transaction or
+      notification), or a notification's body {"signedPayload": "..."}. Several files end with a summary, and --json
+      prints one object per file (with "file" when there are several).
       config: --config, else RECEIPTD_CONFIG when not empty, else Config/receiptd.json when present, else defaults
-      --device-id ID   the device the receipts must be bound to (a UUID on iOS, a MAC address on macOS)
+      --device-id ID   the device the receipts and signed data must be bound to (a UUID on iOS, a MAC address on macOS)
       --bundle-id ID   accept this app instead of the configured ones
-      exit status: 0 when every receipt is valid, 1 when any is not, 2 on a usage error or an unreadable file
+      --kind KIND      require signed data of this kind: transaction, renewal_info, app_transaction or notification;
+                       anything else, a receipt too, is invalid (kind_mismatch)
+      exit status: 0 when every file is valid, 1 when any is not, 2 on a usage error or an unreadable file
     """
 
-/// `receiptd verify FILE... [--config PATH] [--device-id ID] [--bundle-id ID] [--json]`
+/// `receiptd verify FILE... [--config PATH] [--device-id ID] [--bundle-id ID] [--kind KIND] [--json]`
 func runVerify(_ arguments: [String]) -> Int32 {
     let reader: ArgumentReader
-    let validator: ReceiptValidator
+    let configuration: ServiceConfiguration
     let device: DeviceIdentifier?
+    let requiredKind: JWSKind?
     do {
-        reader = try ArgumentReader(arguments, options: ["--config", "--device-id", "--bundle-id"], flags: ["--json"])
+        reader = try ArgumentReader(
+            arguments, options: ["--config", "--device-id", "--bundle-id", "--kind"], flags: ["--json"])
         if reader.wantsHelp {
             print(verifyUsage)
             return ExitStatus.success
         }
-        guard !reader.positional.isEmpty else { throw UsageError("verify needs at least one receipt file") }
+        guard !reader.positional.isEmpty else { throw UsageError("verify needs at least one file") }
         device = try reader.value("--device-id", expecting: deviceIdentifierForm, DeviceIdentifier.init)
-        validator = try ServiceConfiguration.resolve(
+        requiredKind = try reader.value(
+            "--kind", expecting: JWSKind.allCases.map(\.rawValue).joined(separator: ", "), JWSKind.init(rawValue:))
+        configuration = try ServiceConfiguration.resolve(
             configPath: reader.value("--config"), environment: ProcessInfo.processInfo.environment,
-            fileExists: { FileManager.default.fileExists(atPath: $0) }
-        ).makeValidator()
+            fileExists: { FileManager.default.fileExists(atPath: $0) })
     } catch {
         printError("receiptd verify: \(error)")
         return ExitStatus.usage
@@ -37,10 +45,13 @@ func runVerify(_ arguments: [String]) -> Int32 {
 
     let files = reader.positional
     let expectedBundleID = reader.value("--bundle-id")
+    let validator = configuration.makeValidator()
+    let verifier = makeJWSVerifier(configuration, expectedBundleID: expectedBundleID)
     let json = reader.isSet("--json")
     let showProgress = files.count > 1 && isatty(STDERR_FILENO) == 1
     var tally: [String: Int] = [:]
     var unreadable = 0
+    var readSignedData = false
     for (index, file) in files.enumerated() {
         if showProgress {
             FileHandle.standardError.write(Data("\r[\(index + 1)/\(files.count)] \(file)\u{1B}[K".utf8))
@@ -54,25 +65,65 @@ func runVerify(_ arguments: [String]) -> Int32 {
             unreadable += 1
             continue
         }
-        // Files hold DER as Xcode and StoreKit write it, or base64 as it is copied from logs.
-        let bytes = ReceiptText.decodeDEROrBase64(data)
-        let result = validator.validate(bytes, deviceIdentifier: device, expectedBundleID: expectedBundleID)
-        tally[result.error?.code.rawValue ?? "valid", default: 0] += 1
+        let verdict: JSONValue
+        let report: String
+        if let jws = signedData(in: data) {
+            readSignedData = true
+            let result = verifier.verify(jws, deviceIdentifier: device, requiredKind: requiredKind)
+            tally[result.error?.code.rawValue ?? "valid", default: 0] += 1
+            verdict = JWSResultJSON.value(of: result)
+            report = json ? "" : VerdictReport.text(for: result, file: files.count > 1 ? file : nil)
+        } else {
+            // Files hold DER as Xcode and StoreKit write it, or base64 as it is copied from logs.
+            let bytes = ReceiptText.decodeDEROrBase64(data)
+            var result = validator.validate(bytes, deviceIdentifier: device, expectedBundleID: expectedBundleID)
+            if let requiredKind {
+                result.error = ValidationError(
+                    .kindMismatch, "the file is an App Store receipt, not StoreKit 2 \(requiredKind.rawValue) data")
+            }
+            tally[result.error?.code.rawValue ?? "valid", default: 0] += 1
+            verdict = ResultJSON.value(of: result)
+            report = json ? "" : VerdictReport.text(for: result, file: files.count > 1 ? file : nil)
+        }
         if json {
-            var value = ResultJSON.value(of: result)
-            if files.count > 1 { value = value.prepending(key: "file", .string(file)) }
+            let value = files.count > 1 ? verdict.prepending(key: "file", .string(file)) : verdict
             FileHandle.standardOutput.write(Data(value.serialized(pretty: files.count == 1) + [0x0A]))
         } else {
             if showProgress { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
-            print(VerdictReport.text(for: result, file: files.count > 1 ? file : nil))
+            print(report)
         }
     }
     if showProgress { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
     if files.count > 1 && !json {
-        print(VerdictReport.summary(tally, unreadable: unreadable, total: files.count))
+        print(
+            VerdictReport.summary(
+                tally, unreadable: unreadable, total: files.count, noun: readSignedData ? "files" : "receipts"))
     }
     if unreadable > 0 { return ExitStatus.usage }
     return tally.keys.allSatisfy { $0 == "valid" } ? ExitStatus.success : ExitStatus.failure
+}
+
+/// The configured verifier; with `--bundle-id`, one that accepts that app instead of the configured ones (keeping
+/// the configured app's versions and Apple id when it is one of them), as `--bundle-id` does for receipts.
+private func makeJWSVerifier(_ configuration: ServiceConfiguration, expectedBundleID: String?) -> JWSVerifier {
+    var policy = configuration.makeValidationPolicy()
+    if let expectedBundleID {
+        policy.apps = [policy.apps.first { $0.bundleID == expectedBundleID } ?? AppPolicy(bundleID: expectedBundleID)]
+    }
+    return JWSVerifier(policy: policy)
+}
+
+/// The StoreKit 2 JWS a file holds: the file itself, or the `signedPayload` (or `jws`) member of a JSON body as
+/// staff copy Apple's notification deliveries and app requests from logs. nil for anything else (a receipt).
+func signedData(in bytes: [UInt8]) -> [UInt8]? {
+    if JWSVerifier.looksLikeJWS(bytes) { return bytes }
+    guard bytes.first(where: { ![0x20, 0x09, 0x0A, 0x0D].contains($0) }) == UInt8(ascii: "{"),
+        let body = try? JSONValue(parsing: bytes)
+    else { return nil }
+    for key in ["signedPayload", "jws"] {
+        if case .string(let text)? = body[key], JWSVerifier.looksLikeJWS(text.utf8) { return Array(text.utf8) }
+    }
+    return nil
 }
 
 /// A file's bytes, or standard input's for `-`; a failure says what was there instead and what to do.
@@ -80,7 +131,8 @@ func readInput(_ file: String) -> Result<[UInt8], UsageError> {
     if file == "-" {
         let data = FileHandle.standardInput.readDataToEndOfFile()
         guard !data.isEmpty else {
-            return .failure(UsageError("standard input is empty: pipe the receipt in (receiptd verify - < receipt.der)"))
+            return .failure(
+                UsageError("standard input is empty: pipe the receipt in (receiptd verify - < receipt.der)"))
         }
         return .success(Array(data))
     }

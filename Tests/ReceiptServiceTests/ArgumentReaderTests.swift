@@ -63,6 +63,8 @@ struct ArgumentReaderTests {
     @Test(arguments: [
         ["--version"], ["version"], ["help"], ["help", "verify"], ["serve", "--help"], ["verify", "-h"],
         ["testing", "--help"], ["testing", "init-ca", "--help"], ["testing", "receipt", "--help"],
+        ["testing", "transaction", "--help"], ["testing", "renewal-info", "--help"],
+        ["testing", "app-transaction", "--help"], ["testing", "notification", "--help"], ["help", "testing"],
     ])
     func versionAndEveryHelp_exitZero(arguments: [String]) {
         #expect(runReceiptd(arguments) == ExitStatus.success)

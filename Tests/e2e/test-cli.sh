@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The command line as a user meets it: receiptd testing makes a PKI and receipts, receiptd verify judges them, and
-# every mistake is a usage error (exit 2) that names what is wrong.
+# every mistake is a usage error (exit 2) that names what is wrong. StoreKit 2 signed data: test-storekit-cli.sh.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 work="$(mktemp -d)"
@@ -26,7 +26,7 @@ R="$RECEIPTD"
 device=6C:40:08:B5:94:5E
 check "init-ca makes a PKI" 0 "$R" testing init-ca ca
 contains "init-ca says how to trust it" err.txt '"trusted_roots"'
-for file in root.pem intermediate.pem signing.pem signing.key.pem README.txt; do
+for file in root.pem intermediate.pem signing.pem signing.key.pem README.txt jws-root.pem jws-signing.key.pem; do
     [ -s "ca/$file" ] || { echo "FAIL: init-ca did not write $file"; failures=$((failures + 1)); }
 done
 contains "the PKI says it is for tests" ca/README.txt "FOR TESTS ONLY"
