@@ -25,6 +25,9 @@ public enum SupportPage {
         "device_hash_mismatch": "This receipt was issued to a different device than the device id given.",
         "environment_not_accepted":
             "This receipt comes from an environment (Production, Sandbox or Xcode) this server does not accept.",
+        "malformed_jws": "This is not a readable StoreKit 2 signed transaction: it is not a JWS of the shape Apple signs.",
+        "app_apple_id_mismatch": "This signed data names another App Store app id than this server's app.",
+        "kind_mismatch": "This is another kind of signed data than the one asked for.",
         "bad_request": "The request could not be read: the receipt is missing or is not valid base64.",
         "unsupported_media_type": "The receipt was sent in a format this server does not accept.",
         "payload_too_large": "The receipt is larger than this server accepts.",
@@ -106,7 +109,8 @@ pre { overflow: auto; background: #f5f5f7; padding: .75rem; border-radius: 6px; 
 </head>
 <body>
 <h1>Check an App Store receipt</h1>
-<p class="lead">Upload a receipt file or paste its base64 text. The receipt is checked by this server only.</p>
+<p class="lead">Upload a receipt file or paste its base64 text, or paste a StoreKit 2 signed transaction, renewal
+  info, app transaction or notification (a JWS). Everything is checked by this server only.</p>
 
 <form id="form" method="post" action="/v1/validate" enctype="multipart/form-data">
   <div>
@@ -115,7 +119,7 @@ pre { overflow: auto; background: #f5f5f7; padding: .75rem; border-radius: 6px; 
     <input id="file" name="receipt" type="file">
   </div>
   <div id="paste-field">
-    <label for="base64">…or paste the receipt as base64
+    <label for="base64">…or paste the receipt as base64, or a StoreKit 2 JWS
       <span class="hint">(used when no file is chosen)</span></label>
     <textarea id="base64" spellcheck="false" autocomplete="off" placeholder="MIIT…"></textarea>
     <noscript><p class="hint">Pasting needs JavaScript; without it, choose a file.</p></noscript>
@@ -159,6 +163,11 @@ pre { overflow: auto; background: #f5f5f7; padding: .75rem; border-radius: 6px; 
       <tbody></tbody>
     </table>
     </div>
+
+    <div id="signed-details" hidden>
+    <h2 id="signed-title">Signed data</h2>
+    <div id="signed"></div>
+    </div>
   </div>
 
   <details><summary>Raw response</summary><pre id="raw"></pre></details>
@@ -173,6 +182,7 @@ const CHECKS = [
   ["version", "App version"],
   ["device_hash", "Issued to this device"],
   ["environment", "Environment"],
+  ["app_apple_id", "App Store app id"],
 ];
 const $ = (id) => document.getElementById(id);
 
@@ -236,14 +246,43 @@ function showError(code, message) {
   }
 }
 
+// A StoreKit 2 verdict's normalized sections, in the order the answer lists them.
+const SIGNED_SECTIONS = [
+  ["notification", "Notification"], ["transaction", "Transaction"], ["renewal_info", "Renewal info"],
+  ["app_transaction", "App transaction"],
+];
+
+function renderSigned(result) {
+  const container = $("signed");
+  container.replaceChildren();
+  for (const [key, title] of SIGNED_SECTIONS) {
+    const section = result[key];
+    if (!section || typeof section !== "object") continue;
+    const heading = document.createElement("h3");
+    heading.textContent = title;
+    const list = document.createElement("dl");
+    list.dataset.section = key;
+    for (const [name, value] of Object.entries(section)) {
+      const dt = document.createElement("dt");
+      dt.textContent = name;
+      const dd = document.createElement("dd");
+      dd.textContent = value === null || value === undefined || value === "" ? "—" : String(value);
+      list.append(dt, dd);
+    }
+    container.append(heading, list);
+  }
+}
+
 function render(result) {
   const valid = result.valid === true;
-  showVerdict(valid ? "valid" : "invalid", valid ? "Valid receipt" : "Invalid receipt");
+  const kind = result.kind && result.kind !== "receipt" ? String(result.kind).replace(/_/g, " ") : "receipt";
+  showVerdict(valid ? "valid" : "invalid", (valid ? "Valid " : "Invalid ") + kind);
   if (!valid && result.error) showError(String(result.error.code), result.error.message);
 
   const checks = $("checks").tBodies[0];
   checks.replaceChildren();
   for (const [key, label] of CHECKS) {
+    if (kind === "receipt" && key === "app_apple_id") continue;
     const status = result.checks && result.checks[key] ? String(result.checks[key]) : "skipped";
     const row = checks.insertRow();
     row.dataset.check = key;
@@ -289,6 +328,8 @@ function render(result) {
     [(s) => yesNo(s.cancelled)],
   ], "No subscriptions in this receipt.");
 
+  renderSigned(result);
+  $("signed-details").hidden = kind === "receipt" || !result.payload;
   // A receipt that could not be read or trusted has no contents worth showing, only its checks.
   $("receipt-details").hidden = !result.receipt;
   $("details").hidden = !result.receipt && !result.checks;

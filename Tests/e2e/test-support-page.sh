@@ -12,8 +12,13 @@ device=3B76A7BD-8F5B-46A4-BCB1-CCE8DBD1B3CD
     --purchase product=coins.100,transaction=1002 --out "$work/valid.der"
 "$RECEIPTD" testing init-ca "$work/rogue-ca" 2>/dev/null
 "$RECEIPTD" testing receipt --ca "$work/rogue-ca" --bundle-id com.example.app --app-version 1.0 --out "$work/invalid.der" 2>/dev/null
+"$RECEIPTD" testing transaction --ca "$work/ca" --bundle-id com.example.app --transaction-id 2001 \
+    --original-transaction-id 2000 --expires 2099-01-01T00:00:00Z --out "$work/transaction.jws"
+# The config trusts the StoreKit 2 test root too, so a pasted JWS verifies.
+sed -i 's|"trusted_roots": \["ca/root.pem"\]|"trusted_roots": ["ca/root.pem", "ca/jws-root.pem"]|' "$work/receiptd.json"
 start_server "$work/receiptd.json"
-RECEIPTD_DEVICE_ID="$device" "$E2E_ROOT/Tests/support-page/browser-test.sh" "$PORT" "$work/valid.der" "$work/invalid.der" \
+RECEIPTD_DEVICE_ID="$device" RECEIPTD_JWS="$work/transaction.jws" \
+    "$E2E_ROOT/Tests/support-page/browser-test.sh" "$PORT" "$work/valid.der" "$work/invalid.der" \
     "${SCREENSHOT_DIR:-$work/screenshots}"
 stop_server
 # The browser test against canned verdicts, so a browser test that passes everything would show here.

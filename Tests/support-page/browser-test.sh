@@ -6,6 +6,7 @@
 # PORT: a receiptd listening on 127.0.0.1:PORT. VALID_RECEIPT: a receipt file (DER, or base64 text) that
 # server accepts; INVALID_RECEIPT: one it rejects. Screenshots go to SCREENSHOT_DIR (default
 # /tmp/receiptd-support-page). Set RECEIPTD_DEVICE_ID to send a device id with the valid receipt.
+# Set RECEIPTD_JWS to a StoreKit 2 transaction JWS file to check that a pasted JWS shows its verdict and fields.
 # --skip-no-js leaves out the form submission with JavaScript disabled.
 # Installs Debian's chromium (without recommended extras) when missing, saying so; websocket-client goes into a
 # throwaway virtualenv (E2E_VENV to reuse one, see Tests/e2e/python-env.sh), never the system's Python.
@@ -37,4 +38,5 @@ fi
 
 extra=()
 [ -z "${RECEIPTD_DEVICE_ID:-}" ] || extra+=(--device-id "$RECEIPTD_DEVICE_ID")
+[ -z "${RECEIPTD_JWS:-}" ] || extra+=(--jws "$RECEIPTD_JWS")
 "$E2E_PYTHON" "$here/browser_test.py" "$@" "${extra[@]}"

@@ -273,6 +273,10 @@ def main(argv):
     args = [a for a in argv if not a.startswith("--")]
     skip_no_js = "--skip-no-js" in argv
     device_id = ""
+    jws_path = ""
+    if "--jws" in argv:
+        jws_path = argv[argv.index("--jws") + 1]
+        args.remove(jws_path)
     if "--device-id" in argv:
         device_id = argv[argv.index("--device-id") + 1]
         args.remove(device_id)
@@ -291,6 +295,15 @@ def main(argv):
         invalid = run_with_javascript(browser, port, "invalid-file", invalid_path, "", False, sentences, shots)
         expect(not invalid["valid"], f"the receipt meant to be invalid ({invalid_path}) is valid")
         run_with_javascript(browser, port, "valid-pasted", valid_path, device_id, True, sentences, shots)
+        if jws_path:
+            signed = run_with_javascript(browser, port, "jws-pasted", jws_path, "", True, sentences, shots)
+            expect(signed["valid"] and signed["kind"] == "transaction",
+                   f"the JWS meant to be a valid transaction is not: {signed.get('kind')} {signed.get('error')}")
+            shown = browser.evaluate(
+                "(document.querySelector('#signed dl[data-section=transaction]') || {}).textContent || ''")
+            transaction_id = signed["transaction"]["transaction_id"]
+            expect(transaction_id in shown, f"jws-pasted: the page does not show transaction {transaction_id}")
+            print("ok: jws-pasted: the page shows the signed transaction's fields")
         if not skip_no_js:
             run_without_javascript(browser, port, "no-js-valid", valid_path, device_id, valid, sentences, shots)
             run_without_javascript(browser, port, "no-js-invalid", invalid_path, "", invalid, sentences, shots)
