@@ -132,17 +132,10 @@ extension ReceiptRoutes {
         return LedgerView(availability: "available", subscriptions: entries)
     }
 
+    /// A `subscriptions` entry with where it came from and as of when.
     static func subscriptionEntry(_ status: SubscriptionStatus, source: String, asOf: ReceiptDate?) -> JSONValue {
-        .object([
-            ("product_id", .string(status.productID)),
-            ("original_transaction_id", .string(status.originalTransactionID)),
-            ("latest_transaction_id", .string(status.latestTransactionID)),
-            ("expires_date", .string(status.expiresDate.rfc3339)),
-            ("active", .bool(status.isActive)),
-            ("cancelled", .bool(status.isCancelled)),
-            ("source", .string(source)),
-            ("as_of", .string(asOf?.rfc3339)),
-        ])
+        guard case .object(let members) = JWSResultJSON.subscription(status) else { return .null }
+        return .object(members + [("source", .string(source)), ("as_of", .string(asOf?.rfc3339))])
     }
 
     // MARK: - JSON

@@ -8,18 +8,7 @@ import JSONText
 /// is served from the same origin as the form.
 public enum ResultHTML {
     public static func page(_ result: ValidationResult) -> String {
-        var body = ""
-        // The ids and sentences match the support page's script, so the form reads the same with or without it.
-        if let error = result.error {
-            body += "<p id=\"verdict\" data-state=\"invalid\" class=\"verdict invalid\">Not valid</p>\n"
-            body += "<p id=\"error\">\(escape(SupportPage.sentence(for: error.code.rawValue)))<br>"
-            body += "\(escape(error.message)) <code>\(escape(error.code.rawValue))</code></p>\n"
-        } else {
-            body += "<p id=\"verdict\" data-state=\"valid\" class=\"verdict valid\">Valid receipt</p>\n"
-        }
-        if let environment = result.environment {
-            body += "<p>Environment: \(escape(environment.rawValue))</p>\n"
-        }
+        var body = verdict(result.error, valid: "Valid receipt", environment: result.environment)
 
         body += "<h2>Checks</h2>\n"
         body += table(
@@ -82,17 +71,7 @@ public enum ResultHTML {
     /// signed (a notification's nested transaction and renewal info too).
     public static func page(_ result: JWSValidationResult) -> String {
         let kind = result.kind.map { String($0.rawValue.map { $0 == "_" ? " " : $0 }) } ?? "JWS"
-        var body = ""
-        if let error = result.error {
-            body += "<p id=\"verdict\" data-state=\"invalid\" class=\"verdict invalid\">Not valid</p>\n"
-            body += "<p id=\"error\">\(escape(SupportPage.sentence(for: error.code.rawValue)))<br>"
-            body += "\(escape(error.message)) <code>\(escape(error.code.rawValue))</code></p>\n"
-        } else {
-            body += "<p id=\"verdict\" data-state=\"valid\" class=\"verdict valid\">Valid \(escape(kind))</p>\n"
-        }
-        if let environment = result.environment {
-            body += "<p>Environment: \(escape(environment.rawValue))</p>\n"
-        }
+        var body = verdict(result.error, valid: "Valid \(kind)", environment: result.environment)
         body += "<h2>Checks</h2>\n"
         body += table(
             id: "checks", header: ["Check", "Outcome"],
@@ -115,6 +94,21 @@ public enum ResultHTML {
                 rows: members.map { member in [member.key, Self.text(member.value)] })
         }
         return document(title: result.isValid ? "Valid \(kind)" : "Not a valid \(kind)", body: body)
+    }
+
+    /// The verdict line, the error's sentence and code, the environment. The ids and sentences match the support
+    /// page's script, so the form reads the same with or without it.
+    private static func verdict(_ error: ValidationError?, valid: String, environment: ReceiptEnvironment?) -> String {
+        var body = ""
+        if let error {
+            body += "<p id=\"verdict\" data-state=\"invalid\" class=\"verdict invalid\">Not valid</p>\n"
+            body += "<p id=\"error\">\(escape(SupportPage.sentence(for: error.code.rawValue)))<br>"
+            body += "\(escape(error.message)) <code>\(escape(error.code.rawValue))</code></p>\n"
+        } else {
+            body += "<p id=\"verdict\" data-state=\"valid\" class=\"verdict valid\">\(escape(valid))</p>\n"
+        }
+        if let environment { body += "<p>Environment: \(escape(environment.rawValue))</p>\n" }
+        return body
     }
 
     private static func text(_ value: JSONValue) -> String {

@@ -1,5 +1,6 @@
 public import ReceiptEngine
 public import JSONText
+import StoreKitJWS
 
 /// receiptd's own answer for a verdict: the body of `POST /v1/validate` and of `receiptd verify --json`.
 ///
@@ -36,14 +37,9 @@ public enum ResultJSON {
         return .object(members)
     }
 
-    /// A verdict's error: the shared shape, plus `reason` when the code has one (`certificate_untrusted`).
-    public static func errorObject(_ error: ValidationError) -> JSONValue {
-        guard let reason = error.reason else { return errorObject(code: error.code.rawValue, message: error.message) }
-        return .object([
-            ("code", .string(error.code.rawValue)), ("message", .string(error.message)),
-            ("reason", .string(reason.rawValue)),
-        ])
-    }
+    /// A verdict's error: the shared shape, plus `reason` when the code has one. One writer for receipts and
+    /// StoreKit 2 alike.
+    public static func errorObject(_ error: ValidationError) -> JSONValue { JWSResultJSON.errorObject(error) }
 
     /// `{"code": …, "message": …}`, the error shape every receiptd answer shares.
     static func errorObject(code: String, message: String) -> JSONValue {
@@ -91,16 +87,8 @@ public enum ResultJSON {
         ])
     }
 
-    static func subscription(_ status: SubscriptionStatus) -> JSONValue {
-        .object([
-            ("product_id", .string(status.productID)),
-            ("original_transaction_id", .string(status.originalTransactionID)),
-            ("latest_transaction_id", .string(status.latestTransactionID)),
-            ("expires_date", .string(status.expiresDate.rfc3339)),
-            ("active", .bool(status.isActive)),
-            ("cancelled", .bool(status.isCancelled)),
-        ])
-    }
+    /// One `subscriptions` entry, as a StoreKit 2 verdict writes it.
+    static func subscription(_ status: SubscriptionStatus) -> JSONValue { JWSResultJSON.subscription(status) }
 
     private static func date(_ date: ReceiptDate?) -> JSONValue { .string(date?.rfc3339) }
 

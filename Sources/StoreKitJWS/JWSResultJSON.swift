@@ -120,7 +120,7 @@ public enum JWSResultJSON {
         ])
     }
 
-    static func subscription(_ status: SubscriptionStatus) -> JSONValue {
+    public static func subscription(_ status: SubscriptionStatus) -> JSONValue {
         .object([
             ("product_id", .string(status.productID)),
             ("original_transaction_id", .string(status.originalTransactionID)),
