@@ -35,6 +35,9 @@ public final class PostgresLedger: LedgerStore {
     /// An arbitrary constant naming the ledger's migration lock among the database's advisory locks.
     static let migrationLock: Int64 = 0x7265_6365_6970_7464
 
+    // The store's operations forward to `LedgerRecords`, the one implementation of the ledger's SQL that both
+    // backends share; the backends differ only in how they own connections (and SQLite's backup). The forwards stay
+    // written out in each: a public protocol requirement cannot be met by an internal default.
     public func record(_ notification: NotificationFacts) throws(LedgerError) -> NotificationWrite {
         try records.record(notification)
     }

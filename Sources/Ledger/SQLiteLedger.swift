@@ -25,6 +25,9 @@ public final class SQLiteLedger: LedgerStore {
         records = LedgerRecords(database: database, clock: clock)
     }
 
+    // The store's operations forward to `LedgerRecords`, the one implementation of the ledger's SQL that both
+    // backends share; the backends differ only in how they own connections (and SQLite's backup). The forwards stay
+    // written out in each: a public protocol requirement cannot be met by an internal default.
     public func record(_ notification: NotificationFacts) throws(LedgerError) -> NotificationWrite {
         try records.record(notification)
     }
