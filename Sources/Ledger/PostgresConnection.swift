@@ -9,9 +9,11 @@ final class PostgresConnection: PooledConnection, @unchecked Sendable {
     private let handle: OpaquePointer
 
     init(connectionString: String) throws(LedgerError) {
-        // The caller's string is expanded in the dbname slot; the keywords after it add to it and win over it.
-        let keywords = ["dbname", "client_encoding", "fallback_application_name"]
-        let values = [connectionString, "UTF8", "receiptd"]
+        // The caller's string is expanded in the dbname slot: the keywords after it add to it and win over it, the
+        // one before it is a default it may override. Without a connect timeout, a database host that drops packets
+        // would hold every request that waits for the ledger for the operating system's TCP timeout (minutes).
+        let keywords = ["connect_timeout", "dbname", "client_encoding", "fallback_application_name"]
+        let values = ["5", connectionString, "UTF8", "receiptd"]
         let opened = withCStringArray(keywords) { keywords in
             withCStringArray(values) { values in PQconnectdbParams(keywords, values, 1) }
         }

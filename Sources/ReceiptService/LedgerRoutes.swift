@@ -102,7 +102,7 @@ extension ReceiptRoutes {
         let known: [(SubscriptionStatus, SubscriptionFacts?)]
         do {
             known = try ledger.withStore { (store) throws(LedgerError) in
-                if !transactions.isEmpty { try store.record(transactions: transactions, source: source) }
+                try ledger.record(transactions, source: source, in: store)
                 if let renewal { try store.record(renewal: renewal, source: source) }
                 var known: [(SubscriptionStatus, SubscriptionFacts?)] = []
                 for status in subscriptions {

@@ -17,6 +17,11 @@ public final class PurchaseLedger: Sendable {
 
     private let open: (@Sendable () throws(LedgerError) -> any LedgerStore)?
     private let store = Mutex<(any LedgerStore)?>(nil)
+    /// What this process already wrote, by source and transaction id, with the signing time it wrote: a receipt
+    /// validated again (backends re-check stored receipts nightly) then costs the ledger a read, not a write.
+    private let written = Mutex<[String: Int64]>([:])
+    /// Bounds `written`; past it the memory starts over, which only costs writes the ledger ignores anyway.
+    static let writtenCapacity = 100_000
 
     /// A stateless service.
     public static let none = PurchaseLedger(opening: nil)
@@ -53,6 +58,23 @@ public final class PurchaseLedger: Sendable {
             return try body(current)
         } catch {
             throw .unavailable(error)
+        }
+    }
+
+    /// Records transactions unless this process already recorded each of them from `source` as of the same or a
+    /// later signing time; the ledger would keep its newer state anyway, so skipping changes nothing it holds.
+    public func record(
+        _ transactions: [TransactionFacts], source: TransactionSource, in store: any LedgerStore
+    ) throws(LedgerError) {
+        func key(_ facts: TransactionFacts) -> String { source.rawValue + " " + facts.transactionID }
+        let new = written.withLock { written in
+            transactions.filter { facts in written[key(facts)].map { $0 < facts.signedDate } ?? true }
+        }
+        guard !new.isEmpty else { return }
+        try store.record(transactions: new, source: source)
+        written.withLock { written in
+            if written.count + new.count > Self.writtenCapacity { written.removeAll(keepingCapacity: true) }
+            for facts in new { written[key(facts)] = max(written[key(facts)] ?? .min, facts.signedDate) }
         }
     }
 

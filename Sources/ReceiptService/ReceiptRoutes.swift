@@ -305,7 +305,7 @@ public struct ReceiptRoutes: Sendable {
         var seen = Set<String>()
         let originals = facts.map(\.originalTransactionID).filter { seen.insert($0).inserted }
         return try ledger.withStore { (store) throws(LedgerError) in
-            if !facts.isEmpty { try store.record(transactions: facts, source: .receipt) }
+            try ledger.record(facts, source: .receipt, in: store)
             return AppleLedgerState(
                 transactions: try store.transactions(originalTransactionIDs: originals),
                 renewals: try store.renewalInfos(originalTransactionIDs: originals))
