@@ -72,18 +72,31 @@ let package = Package(
         // The purchase ledger on SQLite or PostgreSQL; the only importer of CSQLite and CPostgres. Knows nothing of
         // receipts, JWS or HTTP: the service maps verified data into its value types.
         .target(name: "Ledger", dependencies: ["CSQLite", "CPostgres"], swiftSettings: strictSettings),
-        .testTarget(name: "ReceiptEngineTests", dependencies: ["CryptoFloor", "ReceiptEngine", "ReceiptForge"], swiftSettings: strictSettings),
-        .testTarget(
-            name: "StoreKitJWSTests",
-            dependencies: ["StoreKitJWS", "CryptoFloor", "ReceiptEngine", "ReceiptForge", "JSONText"],
+        // What every test target shares: the test PKIs, the Apple fixtures, the live-server clients and the
+        // PostgreSQL cluster and ledger fixtures. A plain target, so it does not import Testing.
+        .target(
+            name: "TestSupport",
+            dependencies: ["ReceiptEngine", "ReceiptForge", "StoreKitJWS", "JSONText", "HTTP1Server", "Ledger"],
+            path: "Tests/TestSupport",
             swiftSettings: strictSettings
         ),
-        .testTarget(name: "HTTP1ServerTests", dependencies: ["HTTP1Server"], swiftSettings: strictSettings),
-        .testTarget(name: "LedgerTests", dependencies: ["Ledger"], swiftSettings: strictSettings),
+        .testTarget(
+            name: "ReceiptEngineTests", dependencies: ["CryptoFloor", "ReceiptEngine", "ReceiptForge", "TestSupport"],
+            swiftSettings: strictSettings),
+        .testTarget(
+            name: "StoreKitJWSTests",
+            dependencies: ["StoreKitJWS", "CryptoFloor", "ReceiptEngine", "ReceiptForge", "JSONText", "TestSupport"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(name: "HTTP1ServerTests", dependencies: ["HTTP1Server", "TestSupport"], swiftSettings: strictSettings),
+        .testTarget(name: "LedgerTests", dependencies: ["Ledger", "TestSupport"], swiftSettings: strictSettings),
         // Also tests the executable's commands (`@testable import receiptd`): serve live, flags, config resolution.
         .testTarget(
             name: "ReceiptServiceTests",
-            dependencies: ["ReceiptService", "ReceiptEngine", "ReceiptForge", "JSONText", "HTTP1Server", "Ledger", "receiptd"],
+            dependencies: [
+                "ReceiptService", "ReceiptEngine", "ReceiptForge", "StoreKitJWS", "Ledger", "JSONText", "HTTP1Server",
+                "receiptd", "TestSupport",
+            ],
             swiftSettings: strictSettings
         ),
     ],

@@ -1,5 +1,6 @@
 import Foundation
 import HTTP1Server
+import TestSupport
 import Testing
 
 #if canImport(FoundationNetworking)

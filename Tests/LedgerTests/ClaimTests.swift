@@ -1,5 +1,6 @@
 @testable import Ledger
 import Synchronization
+import TestSupport
 import Testing
 
 /// A purchase is granted to one account, exactly once.

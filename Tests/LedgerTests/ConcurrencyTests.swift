@@ -1,5 +1,6 @@
 @testable import Ledger
 import Synchronization
+import TestSupport
 import Testing
 
 /// Many writers at once: group commit must keep every caller's own answer.

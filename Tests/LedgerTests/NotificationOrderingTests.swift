@@ -1,4 +1,5 @@
 @testable import Ledger
+import TestSupport
 import Testing
 
 /// Deliveries in any order, any number of times, end in the same facts; each notification type gives its status.

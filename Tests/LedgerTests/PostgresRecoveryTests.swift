@@ -1,5 +1,6 @@
 import Foundation
 @testable import Ledger
+import TestSupport
 import Testing
 
 /// A PostgreSQL server that goes away and comes back.

@@ -1,6 +1,7 @@
 import Foundation
 @testable import Ledger
 import Synchronization
+import TestSupport
 import Testing
 
 /// What only the SQLite backend does: online backup, and failing to open.

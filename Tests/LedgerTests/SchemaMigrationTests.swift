@@ -1,4 +1,5 @@
 @testable import Ledger
+import TestSupport
 import Testing
 
 /// The schema moves forward at open, from nothing or from the previous version, and never backwards.

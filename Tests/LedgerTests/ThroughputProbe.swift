@@ -1,5 +1,6 @@
 import Foundation
 import Ledger
+import TestSupport
 import Testing
 
 /// How many notifications per second SQLite commits durably with concurrent writers. A measurement, not a test: it

@@ -1,4 +1,5 @@
 @testable import Ledger
+import TestSupport
 import Testing
 
 /// Transactions and renewal infos recorded directly (JWS, receipts): order, sources, and the verifyReceipt reads.

@@ -2,52 +2,7 @@ import Foundation
 import Testing
 
 @testable import ReceiptEngine
-
-/// The real receipts in `../shared/fixtures/apple/` (present in CI; never copied into the project).
-enum AppleFixtures {
-    /// `RECEIPTD_APPLE_FIXTURES` overrides it: naming a missing folder shows what a clone without them runs.
-    static let directory: URL =
-        ProcessInfo.processInfo.environment["RECEIPTD_APPLE_FIXTURES"].map { URL(fileURLWithPath: $0) }
-        ?? URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("shared/fixtures/apple")
-
-    static var available: Bool { FileManager.default.fileExists(atPath: directory.appendingPathComponent("manifest.json").path) }
-
-    struct Entry: Decodable, Sendable, CustomTestStringConvertible {
-        let file: String
-        let environment: String?
-        let bundle_id: String
-        let application_version: String
-        let original_application_version: String?
-        let creation_date: String
-        let expiration_date: String?
-        let in_app_count: Int
-        let product_ids: [String]
-        let expected_verdict: String
-        let device_id: String?
-        let device_hash_matches: Bool?
-        var testDescription: String { file }
-    }
-
-    /// The manifest's receipts, or why they cannot be read. Kept as a `Result` so that a manifest which stops
-    /// decoding fails `manifest_decodesAndListsReceipts` instead of leaving the parameterized tests zero cases.
-    static let manifest: Result<[Entry], any Error> = Result {
-        struct Manifest: Decodable { let receipts: [Entry] }
-        let data = try Data(contentsOf: directory.appendingPathComponent("manifest.json"))
-        return try JSONDecoder().decode(Manifest.self, from: data).receipts
-    }
-
-    static let entries: [Entry] = (try? manifest.get()) ?? []
-
-    static func bytes(_ file: String) throws -> [UInt8] {
-        Array(try Data(contentsOf: directory.appendingPathComponent(file)))
-    }
-
-    static func storeKitAnchor() throws -> TrustAnchor {
-        try TrustAnchor(derEncoded: bytes("certs/StoreKitTestCertificate_Xcode.cer"))
-    }
-}
+import TestSupport
 
 @Suite(.enabled(if: AppleFixtures.available, "../shared/fixtures/apple is not here"))
 struct AppleFixtureTests {

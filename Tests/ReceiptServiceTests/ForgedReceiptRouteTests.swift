@@ -2,17 +2,11 @@ import Foundation
 import HTTP1Server
 import ReceiptEngine
 import ReceiptForge
+import TestSupport
 import Testing
 
 @testable import ReceiptService
 import JSONText
-
-/// One test PKI for the whole suite: RSA key generation is the slow part.
-enum TestPKI {
-    static let authority: Result<TestCertificateAuthority, any Error> = Result {
-        try TestCertificateAuthority.generate(TestCertificateAuthority.Options(now: fixedNow))
-    }
-}
 
 /// Routes over receipts forged by the engine's test authority, whose exact contents the tests choose.
 struct ForgedReceiptRouteTests {
@@ -48,14 +42,14 @@ struct ForgedReceiptRouteTests {
 
     private func routes(trusting: Bool = true, apps: [ServiceConfiguration.App] = []) throws -> ReceiptRoutes {
         var configuration = ServiceConfiguration()
-        if trusting { configuration.trustAnchors = [try TestPKI.authority.get().rootAnchor] }
+        if trusting { configuration.trustAnchors = [TestPKI.atFixedNow.rootAnchor] }
         configuration.apps = apps
         configuration.environments = [.production, .sandbox, .xcode]
         return makeRoutes(configuration)
     }
 
     private func forged(_ blueprint: ReceiptBlueprint) throws -> [UInt8] {
-        try blueprint.forge(with: TestPKI.authority.get())
+        try blueprint.forge(with: TestPKI.atFixedNow)
     }
 
     private func appleAnswer(_ routes: ReceiptRoutes, _ receipt: [UInt8], extra: String = "") -> JSONValue {

@@ -2,6 +2,7 @@ import Foundation
 import HTTP1Server
 import ReceiptEngine
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import ReceiptService

@@ -1,6 +1,7 @@
 import Foundation
 import HTTP1Server
 import ReceiptEngine
+import TestSupport
 import Testing
 
 @testable import ReceiptService

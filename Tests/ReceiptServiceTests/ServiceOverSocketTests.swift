@@ -2,6 +2,7 @@ import Foundation
 import HTTP1Server
 import ReceiptEngine
 import ReceiptForge
+import TestSupport
 import Testing
 
 #if canImport(FoundationNetworking)
@@ -15,7 +16,6 @@ import JSONText
 /// support staff drive it: every endpoint and every status the contract names.
 @Suite(.serialized)
 final class ServiceOverSocketTests {
-    static let authority: TestCertificateAuthority = try! .generate()
     static let device = "3B76A7BD-8F5B-46A4-BCB1-CCE8DBD1B3CD"
 
     let server: HTTPServer
@@ -26,7 +26,7 @@ final class ServiceOverSocketTests {
         var configuration = ServiceConfiguration()
         configuration.port = 0
         configuration.maxBodyBytes = 2 * 1024 * 1024
-        configuration.trustAnchors = [Self.authority.rootAnchor]
+        configuration.trustAnchors = [TestPKI.standard.rootAnchor]
         configuration.apps = [.init(bundleID: "com.example.app", versions: ["1.0"], sharedSecret: "s3cret")]
         configuration.environments = [.production]
         let routes = ReceiptRoutes(
@@ -41,7 +41,7 @@ final class ServiceOverSocketTests {
                 spec: "product=pro.monthly,transaction=2,original=1,expires=2099-01-01T00:00:00Z",
                 defaultDate: blueprint.creationDate)
         ]
-        receipt = try blueprint.forge(with: Self.authority)
+        receipt = try blueprint.forge(with: TestPKI.standard)
     }
 
     deinit {
@@ -64,15 +64,7 @@ final class ServiceOverSocketTests {
     }
 
     private func curl(_ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-        process.arguments = ["-s", "--max-time", "10"] + arguments
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return String(decoding: data, as: UTF8.self)
+        try runCurl(["-s"] + arguments, maxTime: 10).stdout
     }
 
     private var base64: [UInt8] { Array(Data(receipt).base64EncodedString(options: .lineLength64Characters).utf8) }

@@ -4,6 +4,7 @@ import JSONText
 import Ledger
 import ReceiptEngine
 import ReceiptForge
+import TestSupport
 import Testing
 
 @testable import ReceiptService

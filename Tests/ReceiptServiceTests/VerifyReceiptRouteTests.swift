@@ -1,6 +1,7 @@
 import Foundation
 import HTTP1Server
 import ReceiptEngine
+import TestSupport
 import Testing
 
 @testable import ReceiptService
@@ -60,15 +61,15 @@ struct VerifyReceiptRouteTests {
 
     @Test func downloadID_isAttribute15_or0WhenTheReceiptHasNone() throws {
         var configuration = ServiceConfiguration()
-        configuration.trustAnchors = [try TestPKI.authority.get().rootAnchor]
+        configuration.trustAnchors = [TestPKI.atFixedNow.rootAnchor]
         let routes = makeRoutes(configuration)
         var blueprint = ReceiptBlueprint(bundleID: "com.example.app", applicationVersion: "1.0")
         blueprint.purchases = [PurchaseBlueprint(productID: "p", transactionID: "1", purchaseDate: blueprint.creationDate)]
-        let without = verify(routes, "{\"receipt-data\": \"\(base64(try blueprint.forge(with: TestPKI.authority.get())))\"}")
+        let without = verify(routes, "{\"receipt-data\": \"\(base64(try blueprint.forge(with: TestPKI.atFixedNow)))\"}")
         #expect(without["status"] == .integer(0))
         #expect(without["receipt"]?["download_id"] == .integer(0))
         blueprint.downloadID = 70_000_123_456
-        let with = verify(routes, "{\"receipt-data\": \"\(base64(try blueprint.forge(with: TestPKI.authority.get())))\"}")
+        let with = verify(routes, "{\"receipt-data\": \"\(base64(try blueprint.forge(with: TestPKI.atFixedNow)))\"}")
         #expect(with["receipt"]?["download_id"] == .integer(70_000_123_456))
         #expect(with["receipt"]?["in_app"]?.arrayValue?.first?["in_app_ownership_type"] == .string("PURCHASED"))
     }

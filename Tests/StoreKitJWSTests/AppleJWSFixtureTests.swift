@@ -2,60 +2,8 @@ import Foundation
 import JSONText
 import ReceiptEngine
 import StoreKitJWS
+import TestSupport
 import Testing
-
-/// The real Apple-signed JWS in `../shared/fixtures/apple-jws/` (present in CI; never copied into the project).
-enum AppleJWSFixtures {
-    static let directory: URL = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("shared/fixtures/apple-jws")
-
-    static var manifestURL: URL { directory.appendingPathComponent("manifest.json") }
-    static var available: Bool { FileManager.default.fileExists(atPath: manifestURL.path) }
-
-    struct Expected: Decodable, Sendable {
-        let valid: Bool
-        let error: String?
-    }
-
-    struct Entry: Decodable, Sendable, CustomTestStringConvertible {
-        let file: String
-        let kind: String
-        let environment: String
-        let bundle_id: String?
-        let signed_date: String
-        let notification_type: String?
-        let subtype: String?
-        let notification_uuid: String?
-        let app_apple_id: Int64?
-        let nested: [String]?
-        let transaction_id: String?
-        let original_transaction_id: String?
-        let product_id: String?
-        let type: String?
-        let expires_date: String?
-        let purchase_date: String?
-        let auto_renew_status: Bool?
-        let application_version: String?
-        let original_application_version: String?
-        let expected: Expected
-        var testDescription: String { file }
-    }
-
-    struct Manifest: Decodable { let cases: [Entry] }
-
-    /// Empty when the fixtures are absent (the suite is then disabled); a manifest that exists but does not decode
-    /// is a failure, reported by `manifest_decodes`.
-    static let entries: [Entry] = (try? decodeManifest()) ?? []
-
-    static func decodeManifest() throws -> [Entry] {
-        try JSONDecoder().decode(Manifest.self, from: Data(contentsOf: manifestURL)).cases
-    }
-
-    static func text(_ file: String) throws -> String {
-        String(decoding: try Data(contentsOf: directory.appendingPathComponent(file)), as: UTF8.self)
-    }
-}
 
 @Suite(.enabled(if: AppleJWSFixtures.available, "../shared/fixtures/apple-jws is not here: real Apple JWS not checked"))
 struct AppleJWSFixtureTests {

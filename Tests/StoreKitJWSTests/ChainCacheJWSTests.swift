@@ -2,6 +2,7 @@ import Foundation
 import ReceiptEngine
 import ReceiptForge
 import StoreKitJWS
+import TestSupport
 import Testing
 
 /// Trusted chains are cached by the exact `x5c`; forgeries under a cached chain still fail, cheaply.

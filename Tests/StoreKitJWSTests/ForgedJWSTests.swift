@@ -3,6 +3,7 @@ import JSONText
 import ReceiptEngine
 import ReceiptForge
 import StoreKitJWS
+import TestSupport
 import Testing
 
 /// Rules 1–6 and 8 of StoreKit 2 verification, on JWS forged at test time with an EC test PKI.

@@ -3,6 +3,7 @@ import JSONText
 import ReceiptEngine
 import ReceiptForge
 import StoreKitJWS
+import TestSupport
 import Testing
 
 /// Rule 7: a notification is valid only when its envelope and every nested JWS verify, each with its own chain.

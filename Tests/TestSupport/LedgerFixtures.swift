@@ -1,37 +1,39 @@
 import Foundation
-@testable import Ledger
+public import Ledger
 import Synchronization
-import Testing
 
 /// The databases every behavioural test runs against.
-enum Backend: String, CaseIterable, Sendable, CustomTestStringConvertible {
+public enum Backend: String, CaseIterable, Sendable, CustomStringConvertible {
     case sqlite
     case postgres
 
-    var testDescription: String { rawValue }
+    /// A parameterized test's argument prints as `sqlite` or `postgres`.
+    public var description: String { rawValue }
 
     /// CI installs PostgreSQL; a developer without it opts out explicitly rather than passing silently.
-    static let tested: [Backend] = skipPostgres ? [.sqlite] : allCases
-    static let skipPostgres = ProcessInfo.processInfo.environment["RECEIPTD_SKIP_POSTGRES"] == "1"
+    public static let tested: [Backend] = skipPostgres ? [.sqlite] : allCases
+    public static let skipPostgres = ProcessInfo.processInfo.environment["RECEIPTD_SKIP_POSTGRES"] == "1"
 }
 
 /// Clocks that make first-seen and updated-at times predictable.
-enum TestClock {
-    static let fixed: LedgerClock = { 1_700_000_000_000 }
+public enum TestClock {
+    public static let fixed: LedgerClock = { 1_700_000_000_000 }
 
     /// 1, 2, 3, … on successive reads.
-    static func counting() -> LedgerClock {
+    public static func counting() -> LedgerClock {
         let next = Atomic<Int64>(0)
         return { next.add(1, ordering: .relaxed).newValue }
     }
 }
 
-struct FixtureError: Error, CustomStringConvertible {
-    var description: String
+public struct FixtureError: Error, CustomStringConvertible {
+    public var description: String
+
+    public init(description: String) { self.description = description }
 }
 
 /// A fresh, empty ledger of `backend` for one test.
-func makeLedger(_ backend: Backend, clock: @escaping LedgerClock = TestClock.fixed) throws -> any LedgerStore {
+public func makeLedger(_ backend: Backend, clock: @escaping LedgerClock = TestClock.fixed) throws -> any LedgerStore {
     switch backend {
     case .sqlite:
         return try SQLiteLedger(path: Scratch.newPath("ledger.sqlite"), clock: clock)
@@ -41,48 +43,14 @@ func makeLedger(_ backend: Backend, clock: @escaping LedgerClock = TestClock.fix
     }
 }
 
-/// Where a backend keeps a database, so that a test can open it twice or at another schema version.
-enum DatabaseLocation: Sendable {
-    case sqlite(path: String)
-    case postgres(connectionString: String)
-
-    static func fresh(_ backend: Backend) throws -> DatabaseLocation {
-        switch backend {
-        case .sqlite: .sqlite(path: Scratch.newPath("ledger.sqlite"))
-        case .postgres: .postgres(connectionString: try PostgresCluster.shared.get().newDatabase())
-        }
-    }
-
-    func open(schemaVersion: Int = LedgerSchema.latestVersion, clock: @escaping LedgerClock = TestClock.fixed)
-        throws(LedgerError) -> any LedgerStore
-    {
-        switch self {
-        case .sqlite(let path):
-            try SQLiteLedger(path: path, schemaVersion: schemaVersion, clock: clock)
-        case .postgres(let connectionString):
-            try PostgresLedger(
-                connectionString: connectionString, poolSize: 4, schemaVersion: schemaVersion, clock: clock
-            )
-        }
-    }
-
-    /// A raw connection, for doing to the database what no ledger would.
-    func rawConnection() throws(LedgerError) -> any SQLConnection {
-        switch self {
-        case .sqlite(let path): try SQLiteConnection(path: path)
-        case .postgres(let connectionString): try PostgresConnection(connectionString: connectionString)
-        }
-    }
-}
-
 /// One temporary directory per test process (SQLite files, PostgreSQL clusters), removed at exit.
 ///
 /// A process killed before exiting leaves its directory behind, with running clusters; the next test process stops
 /// and removes every directory whose owner process is gone.
-enum Scratch {
-    static let prefix = "receiptd-ledger-tests."
+public enum Scratch {
+    public static let prefix = "receiptd-ledger-tests."
 
-    static let root: String = {
+    public static let root: String = {
         removeStale()
         var template = Array("/tmp/\(prefix)XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else { fatalError("mkdtemp failed: errno \(errno)") }
@@ -97,7 +65,7 @@ enum Scratch {
     private static let counter = Atomic<Int>(0)
 
     /// A path named `name` in a new directory of its own.
-    static func newPath(_ name: String) -> String {
+    public static func newPath(_ name: String) -> String {
         let number = counter.add(1, ordering: .relaxed).newValue
         let directory = "\(root)/\(number)"
         try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -105,7 +73,7 @@ enum Scratch {
     }
 
     /// Stops the clusters inside `path`, then removes it.
-    static func destroy(_ path: String) {
+    public static func destroy(_ path: String) {
         for entry in (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? [] {
             PostgresCluster.stopPostmaster(directory: "\(path)/\(entry)/\(PostgresCluster.directoryName)")
         }
@@ -132,13 +100,13 @@ enum Scratch {
 }
 
 /// Work to do when the test process exits normally, newest first.
-enum ExitCleanup {
+public enum ExitCleanup {
     private static let actions = Mutex<[@Sendable () -> Void]>([])
     private static let installed: Void = {
         atexit { ExitCleanup.runAll() }
     }()
 
-    static func register(_ action: @escaping @Sendable () -> Void) {
+    public static func register(_ action: @escaping @Sendable () -> Void) {
         _ = installed
         actions.withLock { $0.append(action) }
     }
@@ -153,7 +121,7 @@ enum ExitCleanup {
 }
 
 /// Runs `body(index)` on `count` real threads at once and waits for all of them.
-func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
+public func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
     let finished = DispatchGroup()
     let start = DispatchSemaphore(value: 0)
     for index in 0..<count {
@@ -170,7 +138,7 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
 }
 
 /// The first error a block throws, for `#expect` on codes.
-func ledgerError(_ body: () throws -> Void) -> LedgerError? {
+public func ledgerError(_ body: () throws -> Void) -> LedgerError? {
     do {
         try body()
         return nil

@@ -1,49 +1,52 @@
-import Foundation
+public import Foundation
 import JSONText
-import ReceiptEngine
-import ReceiptForge
-import StoreKitJWS
+public import ReceiptEngine
+public import ReceiptForge
+public import StoreKitJWS
 
 /// EC test PKIs made once per test run, and forged payloads of every kind.
-enum JWSPKI {
-    static let now = Date()
-    static let day: TimeInterval = 86_400
-    static let bundleID = "com.example.app"
-    static let appAppleID: Int64 = 1_234_567_890
+public enum JWSPKI {
+    public static let now = Date()
+    public static let day: TimeInterval = 86_400
+    public static let bundleID = "com.example.app"
+    public static let appAppleID: Int64 = 1_234_567_890
 
-    static let standard: JWSTestAuthority = try! .generate()
-    static let xcode: JWSTestAuthority = try! .generateXcode()
+    public static let standard: JWSTestAuthority = try! .generate()
+    public static let xcode: JWSTestAuthority = try! .generateXcode()
+
+    /// A chain valid around `fixedNow`, for tests whose clock is fixed there.
+    public static let atFixedNow: JWSTestAuthority = try! .generate(.init(now: fixedNow))
 
     /// Never trusted; its root carries both of Apple's markers.
-    static let rogue: JWSTestAuthority = {
+    public static let rogue: JWSTestAuthority = {
         var options = JWSTestAuthority.Options(now: now)
         options.rootHasMarkers = true
         return try! .generate(options)
     }()
 
     /// Valid from three years ago until yesterday: expired today, as Apple's older leaves are.
-    static let expired: JWSTestAuthority = {
+    public static let expired: JWSTestAuthority = {
         var options = JWSTestAuthority.Options(now: now)
         options.notBefore = now.addingTimeInterval(-3 * 365 * day)
         options.notAfter = now.addingTimeInterval(-day)
         return try! .generate(options)
     }()
 
-    static let leafWithoutMarker: JWSTestAuthority = {
+    public static let leafWithoutMarker: JWSTestAuthority = {
         var options = JWSTestAuthority.Options(now: now)
         options.leafHasMarker = false
         return try! .generate(options)
     }()
 
-    static let intermediateWithoutMarker: JWSTestAuthority = {
+    public static let intermediateWithoutMarker: JWSTestAuthority = {
         var options = JWSTestAuthority.Options(now: now)
         options.intermediateHasMarker = false
         return try! .generate(options)
     }()
 
-    static let app = AppPolicy(bundleID: bundleID, acceptedVersions: ["1.0", "1.1"], appAppleID: appAppleID)
+    public static let app = AppPolicy(bundleID: bundleID, acceptedVersions: ["1.0", "1.1"], appAppleID: appAppleID)
 
-    static func verifier(
+    public static func verifier(
         _ authorities: [JWSTestAuthority] = [standard, expired, leafWithoutMarker, intermediateWithoutMarker],
         apps: [AppPolicy] = [app], environments: Set<ReceiptEnvironment> = [.production, .sandbox]
     ) -> JWSVerifier {
@@ -52,23 +55,23 @@ enum JWSPKI {
                 additionalTrustAnchors: authorities.map(\.rootAnchor), apps: apps, environments: environments))
     }
 
-    static var signedDate: Date { now.addingTimeInterval(-3600) }
+    public static var signedDate: Date { now.addingTimeInterval(-3600) }
 
-    static func transaction(environment: String = "Sandbox", signed: Date = signedDate) -> TransactionBlueprint {
+    public static func transaction(environment: String = "Sandbox", signed: Date = signedDate) -> TransactionBlueprint {
         TransactionBlueprint(bundleID: bundleID, signedDate: signed, environment: environment)
     }
 
-    static func renewalInfo(environment: String = "Sandbox") -> RenewalInfoBlueprint {
+    public static func renewalInfo(environment: String = "Sandbox") -> RenewalInfoBlueprint {
         RenewalInfoBlueprint(signedDate: signedDate, environment: environment)
     }
 
-    static func appTransaction(receiptType: String = "Production") -> AppTransactionBlueprint {
+    public static func appTransaction(receiptType: String = "Production") -> AppTransactionBlueprint {
         var blueprint = AppTransactionBlueprint(bundleID: bundleID, receiptCreationDate: signedDate, receiptType: receiptType)
         blueprint.appAppleID = appAppleID
         return blueprint
     }
 
-    static func notification(
+    public static func notification(
         type: String = "DID_RENEW", subtype: String? = nil, environment: String = "Production",
         by authority: JWSTestAuthority = standard
     ) throws -> NotificationBlueprint {
@@ -82,7 +85,7 @@ enum JWSPKI {
     }
 
     /// A valid JWS of each kind signed by the standard chain.
-    static func forged(_ kind: JWSKind) throws -> String {
+    public static func forged(_ kind: JWSKind) throws -> String {
         switch kind {
         case .transaction: try standard.sign(transaction().payload)
         case .renewalInfo: try standard.sign(renewalInfo().payload)

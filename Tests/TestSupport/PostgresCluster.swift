@@ -1,23 +1,22 @@
 import Foundation
-@testable import Ledger
 import Synchronization
 
 /// A throwaway PostgreSQL server on a Unix socket in a temporary directory, started by the tests themselves.
 ///
 /// The shared one starts on first use and serves one database per test. Each cluster stops when the test process
 /// exits (see `Scratch`, which holds its directory).
-final class PostgresCluster: Sendable {
-    static let shared: Result<PostgresCluster, any Error> = Result { try PostgresCluster() }
+public final class PostgresCluster: Sendable {
+    public static let shared: Result<PostgresCluster, any Error> = Result { try PostgresCluster() }
 
-    static let directoryName = "pg"
+    public static let directoryName = "pg"
 
-    let directory: String
+    public let directory: String
     private let binaries: String
     private let databaseNumbers = Atomic<Int>(0)
 
-    var dataDirectory: String { "\(directory)/data" }
+    public var dataDirectory: String { "\(directory)/data" }
 
-    init() throws {
+    public init() throws {
         binaries = try Self.findBinaries()
         directory = Scratch.newPath(Self.directoryName)
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
@@ -31,27 +30,26 @@ final class PostgresCluster: Sendable {
         try start()
     }
 
-    func start() throws {
+    public func start() throws {
         try runAsPostgres("pg_ctl", [
             "-D", dataDirectory, "-o", "-k \(directory) -c listen_addresses='' -c fsync=off", "-l",
             "\(directory)/log", "-w", "start",
         ])
     }
 
-    func stopImmediately() throws {
+    public func stopImmediately() throws {
         try runAsPostgres("pg_ctl", ["-D", dataDirectory, "-m", "immediate", "-w", "stop"])
     }
 
-    func connectionString(database: String) -> String {
+    public func connectionString(database: String) -> String {
         "host=\(directory) user=postgres dbname=\(database)"
     }
 
     /// A new empty database; returns its connection string.
-    func newDatabase() throws -> String {
+    public func newDatabase() throws -> String {
         let name = "ledger_\(databaseNumbers.add(1, ordering: .relaxed).newValue)"
-        let admin = try PostgresConnection(connectionString: connectionString(database: "postgres"))
-        // Identifiers cannot be bound parameters; `name` is made above from a counter.
-        try admin.execute("CREATE DATABASE \(name)")
+        // PostgreSQL's own client, so that this target needs nothing internal to the Ledger module.
+        try Self.run("\(binaries)/createdb", ["-h", directory, "-U", "postgres", name])
         return connectionString(database: name)
     }
 
@@ -81,7 +79,7 @@ final class PostgresCluster: Sendable {
     }
 
     /// Kills the cluster's postmaster, if running (SIGQUIT: immediate shutdown), and waits up to 2 s for it to go.
-    static func stopPostmaster(directory: String) {
+    public static func stopPostmaster(directory: String) {
         guard let text = try? String(contentsOfFile: "\(directory)/data/postmaster.pid", encoding: .utf8),
             let line = text.split(separator: "\n").first, let pid = pid_t(line)
         else { return }
@@ -92,7 +90,7 @@ final class PostgresCluster: Sendable {
     /// Runs a program to completion with output to a file; posix_spawn and waitpid, because Foundation's `Process`
     /// can miss the exit of a child whose own child (the postmaster) lives on.
     @discardableResult
-    static func run(_ executable: String, _ arguments: [String]) throws -> String {
+    public static func run(_ executable: String, _ arguments: [String]) throws -> String {
         var template = Array("/tmp/receiptd-ledger-command.XXXXXX".utf8CString)
         let descriptor = mkstemp(&template)
         guard descriptor >= 0 else { throw FixtureError(description: "mkstemp failed: errno \(errno)") }

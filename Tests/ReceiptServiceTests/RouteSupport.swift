@@ -1,45 +1,11 @@
 import Foundation
 import HTTP1Server
 import ReceiptEngine
+import TestSupport
 import Testing
 
 @testable import ReceiptService
 import JSONText
-
-/// The real receipts in `../shared/fixtures/apple/` (present in CI; read in place, never copied into the project).
-enum AppleFixtures {
-    /// `RECEIPTD_APPLE_FIXTURES` overrides it: naming a missing folder shows what a clone without them runs.
-    static let directory: URL =
-        ProcessInfo.processInfo.environment["RECEIPTD_APPLE_FIXTURES"].map { URL(fileURLWithPath: $0) }
-        ?? URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("shared/fixtures/apple")
-
-    static var available: Bool {
-        FileManager.default.fileExists(atPath: directory.appendingPathComponent("manifest.json").path)
-    }
-
-    static func bytes(_ file: String) throws -> [UInt8] {
-        Array(try Data(contentsOf: directory.appendingPathComponent(file)))
-    }
-
-    static func path(_ file: String) -> String { directory.appendingPathComponent(file).path }
-
-    /// Production, macOS, no purchases; its device hash matches `arvDeviceID`.
-    static let productionReceipt = "receipts/arv_1.der"
-    static let productionBundleID = "com.ideasoncanvas.MindNodeMac"
-    static let productionDeviceID = "6c:40:08:b5:94:5e"
-    /// Sandbox, iOS, 7 purchases.
-    static let sandboxReceipt = "receipts/arv_8.der"
-    static let sandboxBundleID = "com.mbaasy.ios.demo"
-    /// Signed by a leaf Apple never issued receipts with: certificate_untrusted.
-    static let untrustedReceipt = "receipts/mikestew_1.der"
-    static let xcodeReceipt = "receipts/applelib_2.der"
-    static let storeKitCertificate = "certs/StoreKitTestCertificate_Xcode.cer"
-}
-
-/// 2024-05-01T12:00:00Z, a fixed "now".
-let fixedNow = Date(timeIntervalSince1970: 1_714_564_800)
 
 func makeRoutes(
     _ configuration: ServiceConfiguration = ServiceConfiguration(), metrics: ServiceMetrics = ServiceMetrics(),

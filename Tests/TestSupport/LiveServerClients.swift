@@ -1,16 +1,16 @@
 import Foundation
-import HTTP1Server
+public import HTTP1Server
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// A blocking TCP client for exact bytes on the wire.
-final class RawClient {
-    let descriptor: Int32
+public final class RawClient {
+    public let descriptor: Int32
     private var received: [UInt8] = []
 
-    init(port: Int, receiveTimeout: Double = 3) throws {
+    public init(port: Int, receiveTimeout: Double = 3) throws {
         descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw ClientError("socket failed") }
         var timeout = timeval(tv_sec: Int(receiveTimeout), tv_usec: Int((receiveTimeout - receiveTimeout.rounded(.down)) * 1e6))
@@ -32,9 +32,9 @@ final class RawClient {
 
     deinit { close(descriptor) }
 
-    func send(_ text: String) throws { try send(Array(text.utf8)) }
+    public func send(_ text: String) throws { try send(Array(text.utf8)) }
 
-    func send(_ bytes: [UInt8]) throws {
+    public func send(_ bytes: [UInt8]) throws {
         var offset = 0
         while offset < bytes.count {
             let count = bytes[offset...].withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -44,20 +44,20 @@ final class RawClient {
     }
 
     /// Reads until EOF or the receive timeout; returns everything not yet consumed.
-    func readUntilClose() -> String {
+    public func readUntilClose() -> String {
         while fill() {}
         defer { received = [] }
         return String(decoding: received, as: UTF8.self)
     }
 
     /// True once the server closed (EOF or reset) within the receive timeout.
-    func isClosedByServer() -> Bool {
+    public func isClosedByServer() -> Bool {
         var byte: UInt8 = 0
         return recv(descriptor, &byte, 1, 0) == 0 || errno == ECONNRESET
     }
 
     /// One response: head, and a body of its Content-Length.
-    func readResponse(toHEAD: Bool = false) throws -> RawResponse {
+    public func readResponse(toHEAD: Bool = false) throws -> RawResponse {
         while true {
             if let end = find(Array("\r\n\r\n".utf8)) {
                 let head = String(decoding: received[..<end], as: UTF8.self)
@@ -101,26 +101,26 @@ final class RawClient {
     }
 }
 
-struct RawResponse {
-    var status: Int
-    var statusLine: String
-    var headers: [(String, String)]
-    var body: [UInt8]
+public struct RawResponse {
+    public var status: Int
+    public var statusLine: String
+    public var headers: [(String, String)]
+    public var body: [UInt8]
 
-    func header(_ name: String) -> String? { headers.first { $0.0.lowercased() == name.lowercased() }?.1 }
-    var bodyText: String { String(decoding: body, as: UTF8.self) }
+    public func header(_ name: String) -> String? { headers.first { $0.0.lowercased() == name.lowercased() }?.1 }
+    public var bodyText: String { String(decoding: body, as: UTF8.self) }
 }
 
-struct ClientError: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
+public struct ClientError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
 }
 
 /// Runs curl and returns its exit status, stdout and stderr (-v output).
-func runCurl(_ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
+public func runCurl(_ arguments: [String], maxTime seconds: Int = 5) throws -> (status: Int32, stdout: String, stderr: String) {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-    process.arguments = ["--max-time", "5"] + arguments
+    process.arguments = ["--max-time", String(seconds)] + arguments
     let out = Pipe(), err = Pipe()
     process.standardOutput = out
     process.standardError = err
@@ -132,19 +132,19 @@ func runCurl(_ arguments: [String]) throws -> (status: Int32, stdout: String, st
 }
 
 /// Collects access records for assertions.
-final class AccessLogRecorder: @unchecked Sendable {
+public final class AccessLogRecorder: @unchecked Sendable {
     private let lock = NSLock()
     private var records: [HTTPAccessRecord] = []
     private var failureRecords: [HTTPFailure] = []
-    var all: [HTTPAccessRecord] { lock.withLock { records } }
+    public var all: [HTTPAccessRecord] { lock.withLock { records } }
     /// What the server asked the application to word, in order.
-    var failures: [HTTPFailure] { lock.withLock { failureRecords } }
-    func record(_ record: HTTPAccessRecord) { lock.withLock { records.append(record) } }
-    func record(_ failure: HTTPFailure) { lock.withLock { failureRecords.append(failure) } }
+    public var failures: [HTTPFailure] { lock.withLock { failureRecords } }
+    public func record(_ record: HTTPAccessRecord) { lock.withLock { records.append(record) } }
+    public func record(_ failure: HTTPFailure) { lock.withLock { failureRecords.append(failure) } }
 }
 
 /// The test handler: echoes the body; `/slow?ms=N` sleeps first; `/status?code=N` answers N.
-@Sendable func echoHandler(_ request: HTTPRequest) -> HTTPResponse {
+@Sendable public func echoHandler(_ request: HTTPRequest) -> HTTPResponse {
     if request.path == "/slow" {
         usleep(UInt32(Int(request.queryValue("ms") ?? "200") ?? 200) * 1000)
     }
@@ -156,12 +156,12 @@ final class AccessLogRecorder: @unchecked Sendable {
 }
 
 /// A started server on a free port, shut down when the test ends.
-final class LiveServer {
-    let server: HTTPServer
-    let port: Int
-    let log = AccessLogRecorder()
+public final class LiveServer {
+    public let server: HTTPServer
+    public let port: Int
+    public let log = AccessLogRecorder()
 
-    init(_ configure: (inout HTTPServerConfiguration) -> Void = { _ in },
+    public init(_ configure: (inout HTTPServerConfiguration) -> Void = { _ in },
          handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse = echoHandler) throws {
         var configuration = HTTPServerConfiguration()
         configuration.port = 0
@@ -177,7 +177,7 @@ final class LiveServer {
         port = try server.start()
     }
 
-    var url: String { "http://127.0.0.1:\(port)" }
+    public var url: String { "http://127.0.0.1:\(port)" }
 
     deinit {
         server.shutdown()
@@ -186,7 +186,7 @@ final class LiveServer {
 }
 
 /// Polls until `condition` holds or `seconds` pass.
-func eventually(within seconds: Double = 2, _ condition: () -> Bool) -> Bool {
+public func eventually(within seconds: Double = 2, _ condition: () -> Bool) -> Bool {
     let deadline = Date().addingTimeInterval(seconds)
     while Date() < deadline {
         if condition() { return true }
