@@ -11,6 +11,7 @@ let usage = """
       receiptd testing receipt --ca DIR --bundle-id ID --app-version V [--original-version V] [--device-id ID]
                                [--environment Production|Sandbox] [--created DATE] [--purchase SPEC]...
                                [--format der|base64] [--out FILE]
+      receiptd store status|backup FILE|migrate [--config PATH]
       receiptd version
       receiptd help [COMMAND]
 
@@ -28,12 +29,13 @@ func runReceiptd(_ arguments: [String]) -> Int32 {
     case "serve": return runServe(arguments: rest)
     case "verify": return runVerify(rest)
     case "testing": return runTesting(rest)
+    case "store": return runStore(rest)
     case "version", "--version":
         print("receiptd \(ReceiptdVersion.current)")
         return ExitStatus.success
     case "help", "--help", "-h":
         // `help serve` is `serve --help`, as in git and swift.
-        if let topic = rest.first, ["serve", "verify", "testing"].contains(topic) {
+        if let topic = rest.first, ["serve", "verify", "testing", "store"].contains(topic) {
             return runReceiptd([topic] + rest.dropFirst() + ["--help"])
         }
         print(usage)
