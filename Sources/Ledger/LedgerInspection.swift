@@ -48,7 +48,9 @@ public struct LedgerInspection: Sendable, Hashable {
         guard rows.count == 1, let version = row.int(0) else {
             throw LedgerError(.queryFailed, "ledger_schema must hold exactly one version row")
         }
-        guard version == LedgerSchema.latestVersion else { return LedgerInspection(schemaVersion: version, counts: nil) }
+        guard version == LedgerSchema.latestVersion else {
+            return LedgerInspection(schemaVersion: version, counts: nil)
+        }
         func count(_ sql: String) throws(LedgerError) -> Int64 {
             try connection.query(sql, []).first?.requiredInt64(0) ?? 0
         }

@@ -260,7 +260,9 @@ private func storeMigrate(_ reader: ArgumentReader, _ store: ConfiguredStore) th
     if let path = store.sqlitePath {
         // As serve does: the default config's folder is git-ignored and may not exist yet.
         let folder = (path as NSString).deletingLastPathComponent
-        if !folder.isEmpty { try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) }
+        if !folder.isEmpty {
+            try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        }
     }
     let after: Int
     do {
@@ -285,7 +287,9 @@ func redactingSecrets(of connectionString: String, in message: String) -> String
         let afterScheme = connectionString[scheme.upperBound...]
         if let at = afterScheme.firstIndex(of: "@") {
             let userInfo = afterScheme[..<at]
-            if let colon = userInfo.firstIndex(of: ":") { secrets.append(String(userInfo[userInfo.index(after: colon)...])) }
+            if let colon = userInfo.firstIndex(of: ":") {
+                secrets.append(String(userInfo[userInfo.index(after: colon)...]))
+            }
         }
         for parameter in connectionString.split(whereSeparator: { $0 == "?" || $0 == "&" }) {
             if parameter.hasPrefix("password=") { secrets.append(String(parameter.dropFirst("password=".count))) }
@@ -293,7 +297,8 @@ func redactingSecrets(of connectionString: String, in message: String) -> String
     } else {
         let words = connectionString.split(whereSeparator: \.isWhitespace)
         for word in words where word.hasPrefix("password=") {
-            secrets.append(String(word.dropFirst("password=".count)).trimmingCharacters(in: CharacterSet(charactersIn: "'")))
+            secrets.append(
+                String(word.dropFirst("password=".count)).trimmingCharacters(in: CharacterSet(charactersIn: "'")))
         }
     }
     var redacted = message.replacingOccurrences(of: connectionString, with: "(connection string)")
