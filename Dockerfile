@@ -1,38 +1,46 @@
 # syntax=docker/dockerfile:1
-# receiptd: build with the official Swift image, run on Debian slim with only OpenSSL added.
+# receiptd: build with the official Swift image, run on Debian slim with only OpenSSL, SQLite and libpq added.
 #   docker build -t receiptd .
-#   docker run --rm -p 8080:8080 receiptd
+#   docker run --rm -p 8080:8080 -v receiptd-ledger:/var/lib/receiptd receiptd
 # scripts/check-docker checks this file against the repository and a built binary where no engine runs.
 
 # SWIFT_VERSION follows the toolchain the project is developed with (6.3); any 6.x image with a -bookworm tag works.
-# Keep the build image's Debian release equal to the runtime's so libssl3 matches the headers built against.
+# Keep the build image's Debian release equal to the runtime's so libssl3, libsqlite3-0 and libpq5 match the headers
+# built against.
 ARG SWIFT_VERSION=6.3
 ARG DEBIAN_RELEASE=bookworm
 
 FROM swift:${SWIFT_VERSION}-${DEBIAN_RELEASE} AS build
 RUN apt-get update \
-    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libssl-dev pkg-config \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+       libssl-dev libsqlite3-dev libpq-dev pkg-config \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY Package.swift ./
 COPY Sources ./Sources
 # The Swift runtime and Foundation are linked in statically; what stays dynamic is glibc, libstdc++/libgcc_s
-# (present in every Debian image) and OpenSSL (libssl3 below).
+# (present in every Debian image), OpenSSL, SQLite and libpq (libssl3, libsqlite3-0, libpq5 below).
 RUN swift build -c release --static-swift-stdlib --product receiptd \
     && install -D -m 0755 "$(swift build -c release --show-bin-path)/receiptd" /out/usr/local/bin/receiptd
 
 FROM debian:${DEBIAN_RELEASE}-slim AS runtime
 RUN apt-get update \
-    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libssl3 \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libssl3 libsqlite3-0 libpq5 \
     && rm -rf /var/lib/apt/lists/* \
     && groupadd --system --gid 10001 receiptd \
     && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \
-       --shell /usr/sbin/nologin receiptd
+       --shell /usr/sbin/nologin receiptd \
+    && install -d -m 0750 -o 10001 -g 10001 /var/lib/receiptd
 COPY --from=build /out/usr/local/bin/receiptd /usr/local/bin/receiptd
-COPY Config/receiptd.json /etc/receiptd/receiptd.json
+# Config/receiptd.json but for 0.0.0.0 and a SQLite ledger in the volume below (scripts/check-docker compares them).
+COPY Config/receiptd.image.json /etc/receiptd/receiptd.json
 ENV RECEIPTD_CONFIG=/etc/receiptd/receiptd.json \
     RECEIPTD_HOST=0.0.0.0 \
     RECEIPTD_PORT=8080
+# The SQLite ledger (WAL: receiptd.sqlite plus its -wal and -shm files while it runs). One container per volume: for
+# several replicas use PostgreSQL (RECEIPTD_STORE_POSTGRES), as deploy/kubernetes does. Back it up while it runs
+# with `docker exec CONTAINER receiptd store backup /var/lib/receiptd/backup-DATE.sqlite`.
+VOLUME ["/var/lib/receiptd"]
 # Numeric so that Kubernetes' runAsNonRoot can check it.
 USER 10001:10001
 EXPOSE 8080

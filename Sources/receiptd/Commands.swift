@@ -18,6 +18,7 @@ let usage = """
                                        [flags] [--out FILE]
       receiptd testing notification --ca DIR --type TYPE [--subtype SUBTYPE] --bundle-id ID [flags]
                                     [--out FILE] [--post URL]
+      receiptd store status|backup FILE|migrate [--config PATH]
       receiptd version
       receiptd help [COMMAND]
 
@@ -35,12 +36,13 @@ func runReceiptd(_ arguments: [String]) -> Int32 {
     case "serve": return runServe(arguments: rest)
     case "verify": return runVerify(rest)
     case "testing": return runTesting(rest)
+    case "store": return runStore(rest)
     case "version", "--version":
         print("receiptd \(ReceiptdVersion.current)")
         return ExitStatus.success
     case "help", "--help", "-h":
         // `help serve` is `serve --help`, as in git and swift.
-        if let topic = rest.first, ["serve", "verify", "testing"].contains(topic) {
+        if let topic = rest.first, ["serve", "verify", "testing", "store"].contains(topic) {
             return runReceiptd([topic] + rest.dropFirst() + ["--help"])
         }
         print(usage)

@@ -34,7 +34,8 @@ grep -qx '  - secret.yaml' "$K8S/kustomization.yaml" || fail "kustomization.yaml
 grep -qi 'sqlite.*one replica' "$K8S/deployment.yaml" || fail "deployment.yaml does not say SQLite is for one replica"
 
 # The placeholder, as a pod would read it: PostgreSQL, unreachable here, and its password never printed.
-placeholder="$(sed -nE 's/^  RECEIPTD_STORE_POSTGRES: "(.*)"$/\1/p' "$K8S/secret.yaml" | sed 's/connect_timeout=[0-9]*/connect_timeout=2/')"
+placeholder="$(sed -nE 's/^  RECEIPTD_STORE_POSTGRES: "(.*)"$/\1/p' "$K8S/secret.yaml" \
+    | sed 's/connect_timeout=[0-9]*/connect_timeout=2/')"
 status=0
 RECEIPTD_STORE_POSTGRES="$placeholder" timeout 30 "$RECEIPTD" store status --config "$WORK/receiptd.json" \
     >"$WORK/pg.out" 2>&1 || status=$?

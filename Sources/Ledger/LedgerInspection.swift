@@ -1,0 +1,66 @@
+internal import Glibc
+
+/// What a ledger database holds, read without migrating it: for `receiptd store status` and `migrate`.
+///
+/// Opening a ``LedgerStore`` migrates the schema forward, which an operator asking "what version is this?" must not
+/// cause: a newer binary's status check would otherwise upgrade a database that older servers (or a rollback) still
+/// need at its old version.
+public struct LedgerInspection: Sendable, Hashable {
+    /// The schema version this build of receiptd migrates databases to.
+    public static var supportedSchemaVersion: Int { LedgerSchema.latestVersion }
+
+    /// The schema version the database is at; 0 when it holds no ledger yet.
+    public var schemaVersion: Int
+    /// Rows per table, from one snapshot; nil unless the schema is this build's (an older one lacks columns, a newer
+    /// one is not understood).
+    public var counts: LedgerCounts?
+
+    /// Reads the version and counts of the configured database; nil for a SQLite file that does not exist (nothing
+    /// is created). Fails `unavailable` when the database cannot be reached.
+    public static func read(_ configuration: LedgerConfiguration) throws(LedgerError) -> LedgerInspection? {
+        switch configuration {
+        case .sqlite(let path):
+            guard access(path, F_OK) == 0 else { return nil }
+            let connection = try SQLiteConnection(path: path)
+            return try connection.inTransaction(begin: "BEGIN") { () throws(LedgerError) in
+                let tables = try connection.query(
+                    "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ledger_schema'", [])
+                return try read(connection, hasVersionTable: tables.first?.int64(0) == 1)
+            }
+        case .postgres(let connectionString):
+            let connection = try PostgresConnection(connectionString: connectionString)
+            // One snapshot for every count, and nothing written.
+            return try connection.inTransaction(begin: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") {
+                () throws(LedgerError) in
+                let table = try connection.query("SELECT to_regclass('ledger_schema') IS NOT NULL", [])
+                let exists = table.first?.string(0).map { $0 == "t" || $0 == "1" } ?? false
+                return try read(connection, hasVersionTable: exists)
+            }
+        }
+    }
+
+    private static func read(
+        _ connection: any SQLConnection, hasVersionTable: Bool
+    ) throws(LedgerError) -> LedgerInspection {
+        guard hasVersionTable else { return LedgerInspection(schemaVersion: 0, counts: nil) }
+        let rows = try connection.query("SELECT version FROM ledger_schema", [])
+        guard let row = rows.first else { return LedgerInspection(schemaVersion: 0, counts: nil) }
+        guard rows.count == 1, let version = row.int(0) else {
+            throw LedgerError(.queryFailed, "ledger_schema must hold exactly one version row")
+        }
+        guard version == LedgerSchema.latestVersion else {
+            return LedgerInspection(schemaVersion: version, counts: nil)
+        }
+        func count(_ sql: String) throws(LedgerError) -> Int64 {
+            try connection.query(sql, []).first?.requiredInt64(0) ?? 0
+        }
+        let counts = LedgerCounts(
+            transactions: try count("SELECT count(*) FROM transactions"),
+            transactionSources: try count("SELECT count(*) FROM transaction_sources"),
+            renewalInfos: try count("SELECT count(*) FROM renewal_infos"),
+            notifications: try count("SELECT count(*) FROM notifications"),
+            claims: try count("SELECT count(*) FROM claims")
+        )
+        return LedgerInspection(schemaVersion: version, counts: counts)
+    }
+}

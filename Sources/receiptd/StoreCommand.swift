@@ -1,0 +1,309 @@
+import Foundation
+import JSONText
+import Ledger
+import ReceiptService
+
+let storeUsage = """
+    usage: receiptd store status [--config PATH] [--json]
+           receiptd store backup FILE [--config PATH]
+           receiptd store migrate [--config PATH]
+      The ledger named by the config's "store" key, or by RECEIPTD_STORE_POSTGRES, which wins over the file.
+      `receiptd store COMMAND --help` for more. The connection string is never printed (it may hold a password).
+      exit status: 0 done; 1 no store configured, the database cannot be reached, or its schema is newer than this
+      receiptd; 2 usage error
+    """
+
+let storeStatusUsage = """
+    usage: receiptd store status [--config PATH] [--json]
+      Prints the backend, the ledger schema version (the database's and this receiptd's) and the rows of each table.
+      Changes nothing: a SQLite file that does not exist is reported, not created, and an older schema is not
+      migrated. Safe while receiptd serve runs.
+      config: --config, else RECEIPTD_CONFIG when not empty, else Config/receiptd.json when present;
+              RECEIPTD_STORE_POSTGRES wins over the file's store
+      --json   one JSON object: backend, path (SQLite only), schema_version, supported_schema_version, counts
+      exit status: 0 reported; 1 no store configured, the database cannot be reached, or its schema is newer than
+      this receiptd; 2 usage error
+    """
+
+let storeBackupUsage = """
+    usage: receiptd store backup FILE [--config PATH]
+      Writes a consistent copy of a SQLite ledger to FILE, a new file, while receiptd serve keeps running (one
+      snapshot: notifications committed after it starts are not in the copy, none is half in it). The copy is a
+      complete ledger: point "store" at it to restore. A PostgreSQL ledger is backed up with pg_dump instead.
+      exit status: 0 written; 1 no store configured, no database yet, FILE exists, or the copy failed;
+      2 usage error or a PostgreSQL store
+    """
+
+let storeMigrateUsage = """
+    usage: receiptd store migrate [--config PATH]
+      Opens the ledger as receiptd serve does, creating it if missing and migrating its schema forward to this
+      receiptd's version in one transaction, and reports the versions before and after. serve does the same at
+      start-up; this lets you do it (and see it) first, e.g. after taking a backup.
+      exit status: 0 current; 1 no store configured, the database cannot be reached, or its schema is newer than
+      this receiptd; 2 usage error
+    """
+
+/// `receiptd store status|backup|migrate`: what an operator needs from a shell to look after the ledger.
+func runStore(_ arguments: [String]) -> Int32 {
+    let rest = Array(arguments.dropFirst())
+    switch arguments.first {
+    case "status":
+        return runStoreCommand("status", rest, usage: storeStatusUsage, flags: ["--json"], positional: 0, storeStatus)
+    case "backup": return runStoreCommand("backup", rest, usage: storeBackupUsage, positional: 1, storeBackup)
+    case "migrate": return runStoreCommand("migrate", rest, usage: storeMigrateUsage, positional: 0, storeMigrate)
+    case "--help", "-h", "help":
+        print(storeUsage)
+        return ExitStatus.success
+    case let other?:
+        printError("receiptd store: unknown command '\(other)'; expected status, backup or migrate\n\n\(storeUsage)")
+        return ExitStatus.usage
+    case nil:
+        printError("receiptd store: expected status, backup or migrate\n\n\(storeUsage)")
+        return ExitStatus.usage
+    }
+}
+
+/// A failure of a store command: the message names what is wrong; `status` is the exit status.
+private struct StoreCommandFailure: Error {
+    var message: String
+    var status: Int32 = ExitStatus.failure
+}
+
+/// The configured ledger, as the store commands see it.
+private struct ConfiguredStore {
+    var ledger: LedgerConfiguration
+    /// For messages: the SQLite path, or "PostgreSQL" (never the connection string).
+    var name: String
+    var connectionString: String?
+
+    var backend: String {
+        switch ledger {
+        case .sqlite: "sqlite"
+        case .postgres: "postgres"
+        }
+    }
+
+    var sqlitePath: String? {
+        if case .sqlite(let path) = ledger { return path }
+        return nil
+    }
+
+    /// A ledger error as one line for people; libpq may echo parts of a malformed connection string, so any
+    /// password in it is masked.
+    func explain(_ error: LedgerError) -> String {
+        let message = connectionString.map { redactingSecrets(of: $0, in: error.message) } ?? error.message
+        return error.code == .unavailable
+            ? "cannot reach the database (\(name)): \(message)" : "\(name): \(message)"
+    }
+}
+
+private func runStoreCommand(
+    _ subcommand: String, _ arguments: [String], usage: String, flags: Set<String> = [], positional: Int,
+    _ command: (ArgumentReader, ConfiguredStore) throws(StoreCommandFailure) -> Void
+) -> Int32 {
+    let name = "receiptd store \(subcommand)"
+    let reader: ArgumentReader
+    do {
+        reader = try ArgumentReader(arguments, options: ["--config"], flags: flags)
+        if reader.wantsHelp {
+            print(usage)
+            return ExitStatus.success
+        }
+        try reader.expectPositional(atMost: positional)
+        guard reader.positional.count == positional else { throw UsageError("expected a FILE") }
+    } catch {
+        printError("\(name): \(error)\n\n\(usage)")
+        return ExitStatus.usage
+    }
+    do throws(StoreCommandFailure) {
+        try command(reader, try configuredStore(reader.value("--config")))
+        return ExitStatus.success
+    } catch {
+        printError("\(name): \(error.message)")
+        return error.status
+    }
+}
+
+private func configuredStore(_ configPath: String?) throws(StoreCommandFailure) -> ConfiguredStore {
+    let configuration: ServiceConfiguration
+    do {
+        configuration = try ServiceConfiguration.resolve(
+            configPath: configPath, environment: ProcessInfo.processInfo.environment,
+            fileExists: { FileManager.default.fileExists(atPath: $0) })
+    } catch {
+        throw StoreCommandFailure(message: error.description)
+    }
+    switch configuration.store {
+    case nil:
+        let source = configuration.sourcePath.map { "config \($0)" } ?? "the default configuration (no config file)"
+        throw StoreCommandFailure(
+            message: "no store configured: \(source) has no \"store\" key and RECEIPTD_STORE_POSTGRES is not set")
+    case .sqlite(let path)?:
+        return ConfiguredStore(ledger: .sqlite(path: path), name: "SQLite \(path)", connectionString: nil)
+    case .postgres(let connectionString)?:
+        return ConfiguredStore(
+            ledger: .postgres(connectionString: connectionString), name: "PostgreSQL",
+            connectionString: connectionString)
+    }
+}
+
+private func inspect(_ store: ConfiguredStore) throws(StoreCommandFailure) -> LedgerInspection? {
+    let inspection: LedgerInspection?
+    do {
+        inspection = try LedgerInspection.read(store.ledger)
+    } catch {
+        throw StoreCommandFailure(message: store.explain(error))
+    }
+    let supported = LedgerInspection.supportedSchemaVersion
+    if let inspection, inspection.schemaVersion > supported {
+        throw StoreCommandFailure(
+            message: "\(store.name): the database has ledger schema version \(inspection.schemaVersion), newer than "
+                + "version \(supported) of this receiptd; upgrade receiptd or restore a backup")
+    }
+    return inspection
+}
+
+// MARK: - status
+
+private func storeStatus(_ reader: ArgumentReader, _ store: ConfiguredStore) throws(StoreCommandFailure) {
+    let inspection = try inspect(store)
+    let supported = LedgerInspection.supportedSchemaVersion
+    let version = inspection?.schemaVersion ?? 0
+    if reader.isSet("--json") {
+        var members: [(key: String, value: JSONValue)] = [("backend", .string(store.backend))]
+        if let path = store.sqlitePath { members.append(("path", .string(path))) }
+        members += [
+            ("exists", .bool(inspection != nil)),
+            ("schema_version", .integer(Int64(version))),
+            ("supported_schema_version", .integer(Int64(supported))),
+            ("counts", inspection?.counts.map(countsJSON) ?? .null),
+        ]
+        var text = JSONValue.object(members).serialized(pretty: true)
+        if text.last != 0x0A { text.append(0x0A) }
+        FileHandle.standardOutput.write(Data(text))
+        return
+    }
+    var lines = ["store: \(store.backend)" + (store.sqlitePath.map { " \($0)" } ?? "")]
+    switch inspection {
+    case nil:
+        lines.append("schema: none (the file does not exist; receiptd serve or receiptd store migrate creates it)")
+    case let inspection? where inspection.schemaVersion == 0:
+        lines.append("schema: none (no ledger tables yet; receiptd serve or receiptd store migrate creates them)")
+    case let inspection? where inspection.schemaVersion < supported:
+        lines.append(
+            "schema: version \(inspection.schemaVersion), older than this receiptd's \(supported) "
+                + "(receiptd serve or receiptd store migrate migrates it)")
+    default:
+        lines.append("schema: version \(version) (current)")
+    }
+    if let counts = inspection?.counts {
+        for (table, rows) in countRows(counts) { lines.append("\(table): \(rows)") }
+    }
+    print(lines.joined(separator: "\n"))
+}
+
+private func countRows(_ counts: LedgerCounts) -> [(String, Int64)] {
+    [
+        ("notifications", counts.notifications),
+        ("transactions", counts.transactions),
+        ("transaction_sources", counts.transactionSources),
+        ("renewal_infos", counts.renewalInfos),
+        ("claims", counts.claims),
+    ]
+}
+
+private func countsJSON(_ counts: LedgerCounts) -> JSONValue {
+    .object(countRows(counts).map { (key: $0.0, value: .integer($0.1)) })
+}
+
+// MARK: - backup
+
+private func storeBackup(_ reader: ArgumentReader, _ store: ConfiguredStore) throws(StoreCommandFailure) {
+    let file = reader.positional[0]
+    guard let path = store.sqlitePath else {
+        throw StoreCommandFailure(
+            message: "the store is PostgreSQL: back it up with pg_dump (see docs/ledger.md); this command copies "
+                + "SQLite ledgers only",
+            status: ExitStatus.usage)
+    }
+    guard !FileManager.default.fileExists(atPath: file) else {
+        throw StoreCommandFailure(message: "\(file) already exists; a backup is written to a new file only")
+    }
+    guard let inspection = try inspect(store) else {
+        throw StoreCommandFailure(message: "no ledger at \(path) yet: nothing to back up")
+    }
+    guard inspection.schemaVersion == LedgerInspection.supportedSchemaVersion else {
+        // Opening the ledger would migrate it first, and a backup is what one takes before a migration.
+        throw StoreCommandFailure(
+            message: "\(path) is at ledger schema version \(inspection.schemaVersion), not this receiptd's "
+                + "\(LedgerInspection.supportedSchemaVersion): back it up with the receiptd that serves it")
+    }
+    let copy: LedgerInspection?
+    do {
+        try SQLiteLedger(path: path).backup(to: file)
+        copy = try LedgerInspection.read(.sqlite(path: file))
+    } catch {
+        throw StoreCommandFailure(message: "cannot write the backup \(file): \(error.message)")
+    }
+    guard let copy, copy.schemaVersion == inspection.schemaVersion, let counts = copy.counts else {
+        throw StoreCommandFailure(message: "the backup \(file) does not read back as a ledger")
+    }
+    print(
+        "backup: \(file) (schema version \(copy.schemaVersion), \(counts.notifications) notifications, "
+            + "\(counts.transactions) transactions, \(counts.claims) claims)")
+}
+
+// MARK: - migrate
+
+private func storeMigrate(_ reader: ArgumentReader, _ store: ConfiguredStore) throws(StoreCommandFailure) {
+    let before = try inspect(store)?.schemaVersion ?? 0
+    if let path = store.sqlitePath {
+        // As serve does: the default config's folder is git-ignored and may not exist yet.
+        let folder = (path as NSString).deletingLastPathComponent
+        if !folder.isEmpty {
+            try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        }
+    }
+    let after: Int
+    do {
+        after = try openLedger(store.ledger).schemaVersion()
+    } catch {
+        throw StoreCommandFailure(message: store.explain(error))
+    }
+    let target = "store: \(store.backend)" + (store.sqlitePath.map { " \($0)" } ?? "")
+    switch before {
+    case after: print("\(target)\nschema: version \(after), already current")
+    case 0: print("\(target)\nschema: created at version \(after)")
+    default: print("\(target)\nschema: migrated from version \(before) to \(after)")
+    }
+}
+
+// MARK: - secrets
+
+/// `message` with the password of a libpq connection string (`password=…` or a URI's `user:password@`) masked.
+func redactingSecrets(of connectionString: String, in message: String) -> String {
+    var secrets: [String] = []
+    if let scheme = connectionString.range(of: "://") {
+        let afterScheme = connectionString[scheme.upperBound...]
+        if let at = afterScheme.firstIndex(of: "@") {
+            let userInfo = afterScheme[..<at]
+            if let colon = userInfo.firstIndex(of: ":") {
+                secrets.append(String(userInfo[userInfo.index(after: colon)...]))
+            }
+        }
+        for parameter in connectionString.split(whereSeparator: { $0 == "?" || $0 == "&" }) {
+            if parameter.hasPrefix("password=") { secrets.append(String(parameter.dropFirst("password=".count))) }
+        }
+    } else {
+        let words = connectionString.split(whereSeparator: \.isWhitespace)
+        for word in words where word.hasPrefix("password=") {
+            secrets.append(
+                String(word.dropFirst("password=".count)).trimmingCharacters(in: CharacterSet(charactersIn: "'")))
+        }
+    }
+    var redacted = message.replacingOccurrences(of: connectionString, with: "(connection string)")
+    for secret in secrets where !secret.isEmpty {
+        redacted = redacted.replacingOccurrences(of: secret, with: "***")
+    }
+    return redacted
+}
