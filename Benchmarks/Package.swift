@@ -16,6 +16,7 @@ let package = Package(
                 .product(name: "ReceiptEngine", package: "receiptd"),
                 .product(name: "ReceiptForge", package: "receiptd"),
                 .product(name: "ReceiptService", package: "receiptd"),
+                .product(name: "StoreKitJWS", package: "receiptd"),
             ]
         ),
     ],

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Builds release and prints every figure in BENCHMARKS.md: in-process (floor, naive PKCS7_verify, full validation,
-# ratios, per-purchase times) and over HTTP on loopback (wrk at 1/64/512 connections, RSS, leak check, 1,000 idle
+# ratios, per-purchase times, distinct forged receipts, StoreKit 2 JWS against its floor and forgeries) and over HTTP on loopback (wrk at 1/64/512 connections, RSS, leak check, 1,000 idle
 # connections, cold start). Load goes to 127.0.0.1 only and every run is bounded in time.
 #
 #   Benchmarks/run.sh                 everything (about 2 minutes)
 #   DURATION=3 Benchmarks/run.sh      shorter wrk runs (seconds each)
 #   SKIP_HTTP=1 Benchmarks/run.sh     in-process figures only
+#   APPLE_LIBRARY_PYTHON=/tmp/asl-venv/bin/python Benchmarks/run.sh   also time Apple's app-store-server-library
+# Before/after comparisons (module split, forged receipts) are Benchmarks/compare.sh; the ledger is in BENCHMARKS.md.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -41,6 +43,20 @@ trap 'exit 130' INT TERM
 echo "== in-process"
 "$bench" inprocess --fixtures "$fixtures" | tee "$work/inprocess.txt"
 rate=$(sed -n 's/^in_process_rate_per_core=//p' "$work/inprocess.txt")
+
+echo
+echo "== forged receipts, in-process: distinct leaves under Apple's genuine intermediate and root"
+"$bench" forged --fixtures "$fixtures"
+
+echo
+echo "== StoreKit 2, in-process"
+"$bench" jws --fixtures "$fixtures"
+# Apple's own library on the same JWS, when a Python with it is given (see scripts/apple_library.py).
+if [ -n "${APPLE_LIBRARY_PYTHON:-}" ]; then
+    "$APPLE_LIBRARY_PYTHON" "$here/scripts/apple_library.py" --fixtures "$(dirname "$fixtures")"
+else
+    echo "(app-store-server-library: set APPLE_LIBRARY_PYTHON to a venv's python that has it, see scripts/apple_library.py)"
+fi
 [ -n "${SKIP_HTTP:-}" ] && exit 0
 ulimit -n 8192
 
@@ -118,6 +134,16 @@ print(f"  vs in-process {rate:.0f}/s x {used:.2f} cores in use = {rate * used:.0
       f" (goal >= 60%: {'met' if best >= 0.6 * rate * used else 'NOT met'})")
 print(f"  vs in-process {rate:.0f}/s x all {cores} cores = {rate * cores:.0f}/s: {best / (rate * cores) * 100:.0f}%")
 PY
+
+echo
+echo "== forged receipts over HTTP: distinct forgeries (each once per 512) against the genuine receipt, wrk -t1 -c64, alternating"
+"$bench" forge-receipts --fixtures "$fixtures" --out "$work/forged" --count 512 >/dev/null
+for round in 1 2; do
+    RECEIPT_FILE=$receipt load 64 /v1/validate -s "$here/scripts/wrk_validate.lua"
+    genuine=$last_rps
+    RECEIPT_DIR=$work/forged load 64 /v1/validate -s "$here/scripts/wrk_validate_many.lua"
+    python3 -c "print(f'round $round: genuine {$genuine:.0f}/s, forged {$last_rps:.0f}/s: a forged receipt costs {$genuine / $last_rps:.2f}x a genuine one (goal <= 2)')"
+done
 
 echo
 echo "== leak check: RSS across 2 x 100,000 validations (wrk -c64 in ${duration}s runs until the count is reached)"

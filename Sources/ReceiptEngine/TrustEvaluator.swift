@@ -11,6 +11,12 @@ enum TrustDecision: Sendable {
 /// The decision depends only on the certificates' exact bytes and the signer's name, never on time (validity is
 /// checked per receipt against the window kept here), so it is cached: Apple signs millions of receipts with a
 /// handful of certificates, and decoding one costs more than the rest of a validation.
+///
+/// Refusals are never cached (a flood of distinct forgeries could not hit, and would evict the genuine chains);
+/// they are made cheap instead. The realistic forgery copies Apple's genuine intermediate and root out of a real
+/// receipt and brings a leaf of its own: when a receipt carries an intermediate of a chain already trusted, its
+/// signer's certificate is checked with that intermediate's key over its TBSCertificate (one RSA verification)
+/// before any certificate is decoded, as `JWSTrustEvaluator` does for `x5c`.
 final class TrustEvaluator: Sendable {
     /// SHA-256 of Apple Inc. Root CA (2006–2035). Receipts carry this certificate; its copy is used once it matches.
     static let appleRootFingerprint: [UInt8] = [
@@ -30,6 +36,7 @@ final class TrustEvaluator: Sendable {
     func evaluate(_ container: ReceiptContainer) -> TrustDecision {
         let key = CertificateSet(certificates: container.certificates, signerIdentifier: container.signerIdentifier)
         if let cached = cache.withLock({ $0.signer(for: key) }) { return .trusted(cached) }
+        if let refusal = refusalBeforeDecoding(container) { return .untrusted(refusal) }
         let decision = decide(certificates: container.certificates, signerIdentifier: Array(container.signerIdentifier))
         // Untrusted sets are decided afresh each time: caching them would let made-up certificates push out the
         // genuine chains.
@@ -37,6 +44,47 @@ final class TrustEvaluator: Sendable {
             cache.withLock { $0.insert(signer, for: key, capacity: Self.cacheCapacity) }
         }
         return decision
+    }
+
+    /// A refusal that needs no certificate decoded: the receipt carries an intermediate of a trusted chain, byte for
+    /// byte, and its signer's certificate is not signed by that intermediate's key. Nil when this cannot tell (no
+    /// known intermediate, the signer not found by its name, or the intermediate itself named as the signer): the
+    /// full decision then runs as before, so this only ever refuses what it would refuse too.
+    ///
+    /// Apple's receipt chains are leaf → intermediate → root, and only such chains lend their intermediate here, so a
+    /// known intermediate a receipt carries can only be its signer's issuer: otherwise it would be a certificate off
+    /// the signing path, which the full decision refuses as stray.
+    private func refusalBeforeDecoding(_ container: ReceiptContainer) -> ChainFailure? {
+        guard let (intermediate, intermediateKey) = cache.withLock({ $0.knownIntermediate(among: container.certificates) })
+        else { return nil }
+        guard let signer = container.certificates.firstIndex(where: {
+            Self.certificate($0, isNamedBy: container.signerIdentifier)
+        }), signer != intermediate else { return nil }
+        guard intermediateKey.hasSigned(certificate: Array(container.certificates[signer])) else {
+            return ChainFailure(
+                .noTrustedRoot, "the signing certificate is not signed by the intermediate certificate the receipt carries")
+        }
+        return nil
+    }
+
+    /// Whether a certificate's issuer and serial number, read where they lie in its TBSCertificate, are those a
+    /// SignerInfo names (`IssuerAndSerialNumber ::= SEQUENCE { issuer Name, serialNumber INTEGER }`, RFC 5652 §10.2.4).
+    /// `d2i_X509` keeps the name's received encoding and refuses a padded INTEGER, so this agrees with the
+    /// re-encoded `X509Certificate.issuerAndSerialNumber` for every certificate that decodes.
+    private static func certificate(_ encoding: ArraySlice<UInt8>, isNamedBy signerIdentifier: ArraySlice<UInt8>) -> Bool {
+        let certificate = ASN1Reader(Array(encoding))
+        let identifier = ASN1Reader(Array(signerIdentifier))
+        guard let root = try? certificate.root(), let parts = try? certificate.children(of: root), let tbs = parts.first,
+            tbs.isUniversal(ASN1Tag.sequence), let fields = try? certificate.children(of: tbs),
+            let name = try? identifier.root(), let named = try? identifier.children(of: name), named.count == 2
+        else { return false }
+        // TBSCertificate: [0] version (absent for v1), serialNumber, signature, issuer, …
+        let rest = fields.first?.isContext(0) == true ? fields.dropFirst() : fields[...]
+        guard rest.count >= 3 else { return false }
+        let serial = rest[rest.startIndex]
+        let issuer = rest[rest.startIndex + 2]
+        return certificate.encoding(of: issuer).hasSameBytes(as: identifier.encoding(of: named[0]))
+            && certificate.encoding(of: serial).hasSameBytes(as: identifier.encoding(of: named[1]))
     }
 
     private func decide(certificates encodings: [ArraySlice<UInt8>], signerIdentifier: [UInt8]) -> TrustDecision {
@@ -118,16 +166,40 @@ private struct SignerName: Hashable {
     }
 }
 
-/// Trusted signers by certificate set, forgetting the oldest once full.
+/// Trusted signers by certificate set, forgetting the oldest once full, and the intermediates of those chains with
+/// their keys.
 private struct DecisionCache: ~Copyable {
+    /// Apple has a few WWDR intermediates in use at a time.
+    static let intermediateCapacity = 16
+
     var entries: [SignerName: [(certificates: CertificateSet, signer: TrustedChain)]] = [:]
     var order: [SignerName] = []
+    /// Oldest first. Few enough that comparing lengths, then bytes, beats hashing kilobytes per lookup.
+    var intermediates: [(encoding: [UInt8], key: PublicKey)] = []
 
     func signer(for key: CertificateSet) -> TrustedChain? {
         entries[SignerName(bytes: key.signerIdentifier)]?.first { $0.certificates.hasSameBytes(as: key) }?.signer
     }
 
+    /// The index of the first certificate that is a known intermediate, byte for byte, with that intermediate's key.
+    func knownIntermediate(among certificates: [ArraySlice<UInt8>]) -> (index: Int, key: PublicKey)? {
+        for (index, certificate) in certificates.enumerated() {
+            if let known = intermediates.first(where: { $0.encoding[...].hasSameBytes(as: certificate) }) {
+                return (index, known.key)
+            }
+        }
+        return nil
+    }
+
     mutating func insert(_ signer: TrustedChain, for key: CertificateSet, capacity: Int) {
+        // Only Apple's shape, leaf → intermediate → anchor, lends its intermediate to the cheap refusal (see
+        // `TrustEvaluator.refusalBeforeDecoding`).
+        if signer.certificates.count == 3, let intermediateKey = signer.certificates[1].publicKey,
+            !intermediates.contains(where: { $0.encoding == signer.certificates[1].derEncoded })
+        {
+            intermediates.append((signer.certificates[1].derEncoded, intermediateKey))
+            if intermediates.count > Self.intermediateCapacity { intermediates.removeFirst() }
+        }
         guard self.signer(for: key) == nil else { return }
         let owned = key.owned()
         let name = SignerName(bytes: owned.signerIdentifier)

@@ -3,6 +3,10 @@
 
 #include <openssl/asn1.h>
 #include <openssl/bio.h>
+#include <openssl/ec.h>
+#include <openssl/ecdsa.h>
+#include <openssl/bn.h>
+#include <openssl/rsa.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pkcs7.h>
@@ -40,5 +44,13 @@ static inline int bench_signed_attributes(PKCS7_SIGNER_INFO *info, unsigned char
     if (sk_X509_ATTRIBUTE_num(info->auth_attr) <= 0) return 0;
     return ASN1_item_i2d((ASN1_VALUE *)info->auth_attr, out, ASN1_ITEM_rptr(PKCS7_ATTR_VERIFY));
 }
+
+/// The certificates a PKCS7 signedData carries (borrowed from `p7`).
+static inline int bench_p7_certificate_count(PKCS7 *p7) { return sk_X509_num(p7->d.sign->cert); }
+static inline X509 *bench_p7_certificate(PKCS7 *p7, int index) { return sk_X509_value(p7->d.sign->cert, index); }
+
+/// EVP_RSA_gen and EVP_EC_gen are variadic macros, which Swift does not import.
+static inline EVP_PKEY *bench_rsa_generate(unsigned int bits) { return EVP_RSA_gen(bits); }
+static inline EVP_PKEY *bench_ec_generate(const char *curve) { return EVP_EC_gen(curve); }
 
 #endif

@@ -2,17 +2,24 @@ import Foundation
 import ReceiptEngine
 import ReceiptForge
 import ReceiptService
+import StoreKitJWS
 
 // receipt-bench inprocess --fixtures DIR [--seconds S]   figures on one core, printed
 // receipt-bench profile --fixtures DIR [--count N]       N full validations of tpinapp_1, for callgrind
 // receipt-bench profile-floor --fixtures DIR [--count N] N signature-only checks of tpinapp_1, for callgrind
 // receipt-bench rate --fixtures DIR                      full validations per second on one core, alone (~4 s)
+// receipt-bench forged --fixtures DIR [--count N]        genuine receipts against N distinct forged ones (Apple's chain)
+// receipt-bench forge-receipts --fixtures DIR --out DIR [--count N]   write N distinct forged receipts, for wrk
+// receipt-bench jws --fixtures DIR [--jws FILE]          StoreKit 2: floor, cached verification, distinct forgeries
 
 struct Arguments {
     var mode = "inprocess"
     var fixtures = "../../shared/fixtures/apple"
     var seconds = 0.4
     var count = 2_000
+    var countGiven = false
+    var out = ""
+    var jws = ""
 
     init(_ arguments: [String]) {
         var rest = arguments[...]
@@ -22,7 +29,11 @@ struct Arguments {
             switch flag {
             case "--fixtures": fixtures = value
             case "--seconds": seconds = Double(value) ?? seconds
-            case "--count": count = Int(value) ?? count
+            case "--count":
+                count = Int(value) ?? count
+                countGiven = true
+            case "--out": out = value
+            case "--jws": jws = value
             default:
                 FileHandle.standardError.write(Data("unknown argument \(flag)\n".utf8))
                 exit(2)
@@ -79,6 +90,15 @@ case "rate":
     ])
     print("in_process_rate_per_core=\(Int(1e9 / times[0]))")
     exit(consumed == 42 ? 1 : 0)
+case "forged":
+    forgedReceipts(count: arguments.countGiven ? arguments.count : 512)
+    exit(0)
+case "forge-receipts":
+    writeForgedReceipts(count: arguments.countGiven ? arguments.count : 512, to: arguments.out)
+    exit(0)
+case "jws":
+    storeKit(count: arguments.countGiven ? arguments.count : 256)
+    exit(0)
 case "inprocess":
     break
 default:
@@ -170,3 +190,123 @@ print("")
 // For run.sh: the HTTP goal is 60% of this rate times the cores in use.
 print("in_process_rate_per_core=\(Int(1e9 / full))")
 if sink == 42 { print("") }
+
+/// Takes the next item of a fixed list on every call, so each call of a timed body sees another forgery.
+final class Cycle<Item> {
+    private let items: [Item]
+    private var index = 0
+
+    init(_ items: [Item]) { self.items = items }
+
+    func next() -> Item {
+        defer { index = index + 1 == items.count ? 0 : index + 1 }
+        return items[index]
+    }
+}
+
+/// Genuine receipts (chain decided once, then cached) against distinct forgeries under Apple's genuine intermediate
+/// and root, interleaved. Refusals are never cached, so cycling through the forgeries is the same as never repeating.
+@MainActor func forgedReceipts(count: Int) {
+    let genuineResult = appleValidator.validate(typical, at: now)
+    guard genuineResult.isValid else {
+        print("the genuine receipt does not validate: \(genuineResult.error?.description ?? "-")")
+        exit(1)
+    }
+    let forgeries: [[UInt8]]
+    do { forgeries = try Forgeries.receipts(from: typical, count: count) } catch {
+        print("forging: \(error)")
+        exit(1)
+    }
+    for forgery in forgeries.prefix(8) {
+        let result = appleValidator.validate(forgery, at: now)
+        guard result.error?.code == .certificateUntrusted else {
+            print("a forged receipt is not refused as certificate_untrusted: \(result.error?.description ?? "valid")")
+            exit(1)
+        }
+    }
+    let cycle = Cycle(forgeries)
+    let (times, consumed) = measureInterleaved(sampleSeconds: arguments.seconds, [
+        { fullValidation(appleValidator, typical, at: now) },
+        { fullValidation(appleValidator, cycle.next(), at: now) },
+    ])
+    print("receipt-bench: forged receipts, in-process, one thread; median of 7 interleaved samples of ~\(arguments.seconds) s")
+    print("forgeries: \(count) distinct leaves (fresh RSA-2048 key, Apple's names, own serial) under the intermediate and root of tpinapp_1.der")
+    print("refusal: \(appleValidator.validate(forgeries[0], at: now).error?.description ?? "-")")
+    print("")
+    row("genuine tpinapp_1, chain cached (+ JSON)", microseconds(times[0]))
+    row("distinct forged receipts (+ JSON)", microseconds(times[1]))
+    row("ratio forged / genuine", String(format: "%9.2f", times[1] / times[0]), times[1] / times[0] <= 2 ? "(goal <= 2.00: met)" : "(goal <= 2.00: NOT met)")
+    print("forged_receipt_ratio=\(String(format: "%.2f", times[1] / times[0]))")
+    if consumed == 42 { print("") }
+}
+
+func writeForgedReceipts(count: Int, to directory: String) {
+    guard !directory.isEmpty else {
+        FileHandle.standardError.write(Data("forge-receipts needs --out DIR\n".utf8))
+        exit(2)
+    }
+    do {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        for (index, forgery) in try Forgeries.receipts(from: typical, count: count).enumerated() {
+            let path = directory + "/" + String(format: "%05d.der", index)
+            guard FileManager.default.createFile(atPath: path, contents: Data(forgery)) else {
+                throw CocoaError(.fileWriteUnknown)
+            }
+        }
+    } catch {
+        print("forging: \(error)")
+        exit(1)
+    }
+    print("wrote \(count) forged receipts to \(directory)")
+}
+
+/// StoreKit 2: a real Apple-signed transaction verified with its chain decision cached, against the floor of one
+/// ES256 verification (SHA-256 over the signing input included), and distinct forgeries under Apple's real G6
+/// intermediate and G3 root, all interleaved.
+@MainActor func storeKit(count: Int) {
+    let path = arguments.jws.isEmpty ? arguments.fixtures + "/../apple-jws/transaction_5.jws" : arguments.jws
+    let text = String(decoding: read(path), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    let verifier = JWSVerifier(policy: ValidationPolicy())
+    let genuine = verifier.verify(text, at: now)
+    guard genuine.isValid else {
+        print("\(path) does not verify: \(genuine.error?.description ?? "-")")
+        exit(1)
+    }
+    let floor: ES256Floor
+    let forgeries: [String]
+    do {
+        floor = try ES256Floor(jws: text)
+        forgeries = try Forgeries.jws(from: text, count: count)
+    } catch {
+        print("\(error)")
+        exit(1)
+    }
+    for forgery in forgeries.prefix(8) {
+        let result = verifier.verify(forgery, at: now)
+        guard result.error?.code == .certificateUntrusted else {
+            print("a forged JWS is not refused as certificate_untrusted: \(result.error?.description ?? "valid")")
+            exit(1)
+        }
+    }
+    let bytes = Array(text.utf8)
+    let cycle = Cycle(forgeries.map { Array($0.utf8) })
+    let (times, consumed) = measureInterleaved(sampleSeconds: arguments.seconds, [
+        { floor.verify() ? 1 : 0 },
+        { verifier.verify(bytes, at: now).isValid ? 1 : 0 },
+        { JWSResultJSON.encode(verifier.verify(bytes, at: now)).count },
+        { JWSResultJSON.encode(verifier.verify(cycle.next(), at: now)).count },
+    ])
+    let (floorTime, verifyTime, fullTime, forgedTime) = (times[0], times[1], times[2], times[3])
+    print("receipt-bench: StoreKit 2, in-process, one thread; median of 7 interleaved samples of ~\(arguments.seconds) s")
+    print("signed transaction: \((path as NSString).lastPathComponent), \(bytes.count) bytes, Apple-signed (G3 → G6 → leaf)")
+    print("forgeries: \(count) distinct leaves (fresh P-256 key, Apple's names, own serial) under Apple's G6 and G3 from its x5c")
+    print("refusal: \(verifier.verify(forgeries[0], at: now).error?.description ?? "-")")
+    print("")
+    row("floor: SHA-256 + P-256 verify, key parsed", microseconds(floorTime))
+    row("receiptd verify(), chain cached", microseconds(verifyTime), String(format: "%.2fx floor", verifyTime / floorTime))
+    row("receiptd verify() + JSON answer", microseconds(fullTime), String(format: "%.2fx floor", fullTime / floorTime))
+    row("ratio verify / floor", String(format: "%9.2f", verifyTime / floorTime), verifyTime / floorTime <= 1.5 ? "(goal <= 1.50: met)" : "(goal <= 1.50: NOT met)")
+    row("distinct forged JWS (verify + JSON)", microseconds(forgedTime), String(format: "%.1fx genuine (verify + JSON)", forgedTime / fullTime))
+    print("jws_ratio=\(String(format: "%.2f", verifyTime / floorTime)) jws_forged_ratio=\(String(format: "%.1f", forgedTime / fullTime)) jws_verify_us=\(String(format: "%.1f", verifyTime / 1000))")
+    if consumed == 42 { print("") }
+}
