@@ -9,6 +9,7 @@ which starts the servers and passes:
     PRODUCTION_ONLY_URL   the same with environments ["Production"]
     SMALL_URL         the test world with max_connections 2 and max_receipt_bytes 1024
     STORE_URL         the test world with a SQLite store and CA's EC chain (CA/jws-root.pem) trusted for StoreKit 2
+    LEDGER            that store's SQLite file (the test locks it to make the ledger unreachable for writes)
 
 Every answer must have a status the spec lists for its operation (or the spec's NotFound/MethodNotAllowed for
 paths/methods it does not list), a documented Content-Type, the documented headers, and a body valid against the
@@ -20,6 +21,7 @@ import http.client
 import json
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -569,6 +571,37 @@ def check_storekit_and_ledger(store_url, stateless_url):
     expect_member(payload, ("pending_renewal_info", 0, "is_in_billing_retry_period"), "1",
                   "/verifyReceipt after a notification")
     request(store_url, "GET", "/readyz", label="readyz, store reachable", expect=200)
+
+    # The ledger unreachable: another process holds the SQLite file's write lock, so every write waits out the busy
+    # timeout (5 s) and fails. Notifications and claims are 503 store_unavailable (Apple and clients retry), a verdict
+    # is the input's alone with "ledger": "unavailable", /verifyReceipt is Apple's retryable 21005. Once the lock is
+    # gone the server takes writes again by itself.
+    later = forge_jws("notification", "--type", "DID_CHANGE_RENEWAL_STATUS", "--subtype", "AUTO_RENEW_DISABLED",
+                      "--bundle-id", "com.example.app", "--uuid", "4b0e6f1c-8a2d-4c3e-9f5a-6b7c8d9e0f11",
+                      "--transaction-id", "870002", "--original-transaction-id", "870000", "--product-id",
+                      "pro.monthly", "--purchased", "2026-02-01T00:00:00Z", "--expires", "2099-03-01T00:00:00Z",
+                      "--auto-renew", "false", "--signed", "2026-02-10T00:00:00Z", "--environment", "Production")
+    later_delivery = json.dumps({"signedPayload": later.decode()}).encode()
+    lock = sqlite3.connect(os.environ["LEDGER"], timeout=15, isolation_level=None)
+    try:
+        lock.execute("BEGIN EXCLUSIVE")
+        request(store_url, "POST", n, later_delivery, as_json, label="notification, ledger locked", expect=503,
+                code="store_unavailable")
+        request(store_url, "POST", "/v1/transactions/870002/claim", account("user-3"), as_json,
+                label="claim, ledger locked", expect=503, as_operation=claim_op, code="store_unavailable")
+        _, _, payload = request(store_url, "POST", v, transaction, text, label="validate, ledger locked", expect=200)
+        expect_member(payload, ("ledger",), "unavailable", "validate, ledger locked")
+        expect_member(payload, ("subscriptions", 0, "source"), "jws", "validate, ledger locked")
+        _, _, payload = request(store_url, "POST", "/verifyReceipt", apple(receipt),
+                                label="/verifyReceipt, ledger locked", expect=200)
+        expect_member(payload, ("status",), 21005, "/verifyReceipt, ledger locked")
+        expect_member(payload, ("is-retryable",), True, "/verifyReceipt, ledger locked")
+    finally:
+        lock.execute("ROLLBACK")
+        lock.close()
+    _, _, payload = request(store_url, "POST", n, later_delivery, as_json, label="notification, ledger back",
+                            expect=200)
+    expect_member(payload, ("duplicate",), False, "notification, ledger back")
 
 
 def check_crowded(base):

@@ -73,4 +73,5 @@ st "$MAIN_URL" --include-tag apple-compatible --exclude-checks negative_data_rej
 echo "== hand-written requests, every endpoint and status"
 SPEC="$SPEC" RECEIPTD="$RECEIPTD" CA="$WORK/ca" UNTRUSTED_CA="$WORK/untrusted-ca" MAIN_URL="$MAIN_URL" \
     PRODUCTION_ONLY_URL="$PRODUCTION_ONLY_URL" SMALL_URL="$SMALL_URL" STORE_URL="$STORE_URL" \
+    LEDGER="$WORK/ledger.sqlite" \
     timeout 120 "$E2E_PYTHON" "$HERE/test-openapi.py"
