@@ -8,6 +8,8 @@ which starts the servers and passes:
                       header_read_timeout 1)
     PRODUCTION_ONLY_URL   the same with environments ["Production"]
     SMALL_URL         the test world with max_connections 2 and max_receipt_bytes 1024
+    STORE_URL         the test world with a SQLite store and CA's EC chain (CA/jws-root.pem) trusted for StoreKit 2
+    LEDGER            that store's SQLite file (the test locks it to make the ledger unreachable for writes)
 
 Every answer must have a status the spec lists for its operation (or the spec's NotFound/MethodNotAllowed for
 paths/methods it does not list), a documented Content-Type, the documented headers, and a body valid against the
@@ -19,6 +21,7 @@ import http.client
 import json
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -185,18 +188,54 @@ def expect_member(payload, keys, want, label):
         value = json.loads(payload)
         for key in keys:
             value = value[key]
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, IndexError):
         value = "(absent)"
     if value != want:
-        failures.append(f"{label}: {'.'.join(keys)} is {value!r}, wanted {want!r}")
-        print(f"FAIL {label}: {'.'.join(keys)} is {value!r}, wanted {want!r}")
+        failures.append(f"{label}: {'.'.join(map(str, keys))} is {value!r}, wanted {want!r}")
+        print(f"FAIL {label}: {'.'.join(map(str, keys))} is {value!r}, wanted {want!r}")
     else:
-        print(f"ok   {label}: {'.'.join(keys)} = {want!r}")
+        print(f"ok   {label}: {'.'.join(map(str, keys))} = {want!r}")
 
 
-def forge(*args, ca=None, environment="Production", bundle="com.example.app", version="1.0", device=DEVICE):
+def expect_keys(payload, keys, want, label):
+    """A scenario check beyond the schema: the object at `keys` of the JSON answer has exactly the members `want`."""
+    global checked
+    checked += 1
+    try:
+        value = json.loads(payload)
+        for key in keys:
+            value = value[key]
+        got = set(value)
+    except (ValueError, KeyError, TypeError, IndexError):
+        got = "(absent)"
+    where = ".".join(map(str, keys)) or "(root)"
+    if got != set(want):
+        extra, missing = (sorted(got - set(want)), sorted(set(want) - got)) if got != "(absent)" else ([], want)
+        failures.append(f"{label}: {where} members: extra {extra}, missing {missing}")
+        print(f"FAIL {label}: {where} members: extra {extra}, missing {missing}")
+    else:
+        print(f"ok   {label}: {where} has exactly its documented members")
+
+
+def member(payload, *keys):
+    value = json.loads(payload)
+    for key in keys:
+        value = value[key]
+    return value
+
+
+def forge_jws(command, *args, ca=None):
+    """`receiptd testing COMMAND --ca CA ARGS…`: a forged StoreKit 2 JWS (text, stripped)."""
+    argv = [RECEIPTD, "testing", command, "--ca", ca or os.environ["CA"], *args]
+    return subprocess.run(argv, check=True, capture_output=True, timeout=30).stdout.strip()
+
+
+def forge(*args, ca=None, environment="Production", bundle="com.example.app", version="1.0", device=DEVICE,
+          created=None):
     command = [RECEIPTD, "testing", "receipt", "--ca", ca or os.environ["CA"], "--bundle-id", bundle,
                "--app-version", version, "--environment", environment, "--device-id", device]
+    if created:
+        command += ["--created", created]
     for spec in args:
         command += ["--purchase", spec]
     return subprocess.run(command, check=True, capture_output=True, timeout=30).stdout
@@ -349,6 +388,8 @@ def main():
                             as_operation=("/verifyReceipt", "POST"))
     expect_member(payload, ("status",), 21000, "GET /verifyReceipt")
 
+    check_storekit_and_ledger(os.environ["STORE_URL"], main_url)
+
     # Operations
     request(main_url, "GET", "/healthz", expect=200)
     request(main_url, "GET", "/readyz", expect=200)
@@ -357,6 +398,210 @@ def main():
 
     print(f"{checked - len(failures)} of {checked} answers conform to {SPEC_PATH}")
     return 1 if failures else 0
+
+
+TRANSACTION_KEYS = ["transaction_id", "original_transaction_id", "web_order_line_item_id", "product_id", "bundle_id",
+                    "type", "quantity", "purchase_date", "original_purchase_date", "expires_date", "revocation_date",
+                    "revocation_reason", "in_app_ownership_type", "app_account_token", "offer_type", "environment",
+                    "signed_date"]
+RENEWAL_KEYS = ["original_transaction_id", "product_id", "auto_renew_product_id", "auto_renew_status",
+                "expiration_intent", "is_in_billing_retry_period", "grace_period_expires_date", "renewal_date",
+                "environment", "signed_date"]
+CHECK_KEYS = ["signature", "bundle_id", "environment", "app_apple_id", "version", "device_hash"]
+SUBSCRIPTION_KEYS = ["product_id", "original_transaction_id", "latest_transaction_id", "expires_date", "active",
+                     "cancelled", "source", "as_of"]
+
+
+def check_storekit_and_ledger(store_url, stateless_url):
+    """StoreKit 2 on /v1/validate, /v1/notifications and the ledger's endpoints, on a server with a SQLite store (and
+    503 store_not_configured on one without)."""
+    v, n = "/v1/validate", "/v1/notifications"
+    text = {"Content-Type": "text/plain"}
+    as_json = {"Content-Type": "application/json"}
+    # A subscription bought 2026-01-01 (expired), renewed 2026-02-01 by a notification until 2099, then in billing
+    # retry with a grace period: ids of their own, so that schemathesis' requests cannot collide with them.
+    transaction = forge_jws("transaction", "--bundle-id", "com.example.app", "--transaction-id", "870001",
+                            "--original-transaction-id", "870000", "--product-id", "pro.monthly",
+                            "--purchased", "2026-01-01T00:00:00Z", "--expires", "2026-02-01T00:00:00Z",
+                            "--signed", "2026-01-01T00:00:05Z", "--environment", "Production")
+    rogue = forge_jws("transaction", "--bundle-id", "com.example.app", "--transaction-id", "870009",
+                      ca=os.environ["UNTRUSTED_CA"])
+    renewal = forge_jws("renewal-info", "--original-transaction-id", "870000", "--product-id", "pro.monthly",
+                        "--auto-renew", "false", "--billing-retry", "--expires", "2099-01-01T00:00:00Z",
+                        "--grace-period-expires", "2099-01-17T00:00:00Z", "--signed", "2026-01-15T00:00:00Z")
+    uuid = "4b0e6f1c-8a2d-4c3e-9f5a-6b7c8d9e0f10"
+    notification = forge_jws("notification", "--type", "DID_RENEW", "--subtype", "BILLING_RECOVERY",
+                             "--bundle-id", "com.example.app", "--uuid", uuid, "--transaction-id", "870002",
+                             "--original-transaction-id", "870000", "--product-id", "pro.monthly",
+                             "--purchased", "2026-02-01T00:00:00Z", "--expires", "2099-03-01T00:00:00Z",
+                             "--signed", "2026-02-01T00:00:05Z", "--billing-retry",
+                             "--grace-period-expires", "2099-01-01T00:00:00Z", "--environment", "Production")
+    rogue_notification = forge_jws("notification", "--type", "DID_RENEW", "--bundle-id", "com.example.app",
+                                   ca=os.environ["UNTRUSTED_CA"])
+    delivery = json.dumps({"signedPayload": notification.decode()}).encode()
+
+    # /v1/validate with a JWS: 200, 422, 400
+    _, _, payload = request(store_url, "POST", v, transaction, text, label="validate a transaction JWS", expect=200)
+    expect_keys(payload, (), ["valid", "kind", "environment", "checks", "signed_date", "payload", "transaction",
+                              "subscriptions", "ledger"], "validate a transaction JWS")
+    expect_keys(payload, ("checks",), CHECK_KEYS, "validate a transaction JWS")
+    expect_keys(payload, ("transaction",), TRANSACTION_KEYS, "validate a transaction JWS")
+    expect_keys(payload, ("subscriptions", 0), SUBSCRIPTION_KEYS, "validate a transaction JWS")
+    expect_member(payload, ("kind",), "transaction", "validate a transaction JWS")
+    expect_member(payload, ("ledger",), "available", "validate a transaction JWS")
+    expect_member(payload, ("subscriptions", 0, "source"), "jws", "validate a transaction JWS")
+    request(store_url, "POST", f"{v}?kind=transaction", json.dumps({"jws": transaction.decode()}).encode(), as_json,
+            label="validate {\"jws\"} ?kind=transaction", expect=200)
+    _, _, payload = request(store_url, "POST", v, renewal, text, label="validate renewal info", expect=200)
+    expect_keys(payload, ("renewal_info",), RENEWAL_KEYS, "validate renewal info")
+    _, _, payload = request(store_url, "POST", f"{v}?kind=renewal_info", transaction, text,
+                            label="validate ?kind=renewal_info, a transaction", expect=422, code="kind_mismatch")
+    _, _, payload = request(store_url, "POST", v, rogue, text, label="validate a rogue-chain JWS", expect=422,
+                            code="certificate_untrusted")
+    expect_member(payload, ("kind",), None, "validate a rogue-chain JWS")
+    request(store_url, "POST", f"{v}?kind=coupon", transaction, text, label="validate ?kind= unknown", expect=400,
+            code="bad_request")
+    request(store_url, "POST", v, b'{"jws": "not a jws"}', as_json, label="validate {\"jws\"} not a JWS",
+            expect=400, code="bad_request")
+
+    # /v1/notifications: 200, duplicate 200, 422, 400; 503 without a store
+    _, _, payload = request(store_url, "POST", n, delivery, as_json, label="notification delivered", expect=200)
+    expect_keys(payload, (), ["received", "notification_uuid", "notification_type", "subtype", "duplicate"],
+                "notification delivered")
+    expect_member(payload, ("notification_uuid",), uuid, "notification delivered")
+    expect_member(payload, ("subtype",), "BILLING_RECOVERY", "notification delivered")
+    expect_member(payload, ("duplicate",), False, "notification delivered")
+    _, _, payload = request(store_url, "POST", n, delivery, as_json, label="notification delivered again", expect=200)
+    expect_member(payload, ("duplicate",), True, "notification delivered again")
+    request(store_url, "POST", n, json.dumps({"signedPayload": rogue_notification.decode()}).encode(), as_json,
+            label="notification from a rogue chain", expect=422, code="certificate_untrusted")
+    request(store_url, "POST", n, json.dumps({"signedPayload": transaction.decode()}).encode(), as_json,
+            label="notification that is a transaction", expect=422, code="kind_mismatch")
+    request(store_url, "POST", n, b"[]", as_json, label="notification body not an object", expect=400,
+            code="bad_request")
+    request(store_url, "POST", n, b'{"signedPayload": 42}', as_json, label="notification signedPayload not a string",
+            expect=400, code="bad_request")
+    request(stateless_url, "POST", n, delivery, as_json, label="notification without a store", expect=503,
+            code="store_not_configured")
+    _, _, payload = request(store_url, "POST", v, delivery, as_json, label="validate {\"signedPayload\"}",
+                            expect=200)
+    expect_keys(payload, ("notification",), ["notification_type", "subtype", "notification_uuid", "version",
+                                             "signed_date", "bundle_id", "app_apple_id", "environment", "status"],
+                "validate {\"signedPayload\"}")
+    expect_member(payload, ("subscriptions", 0, "source"), "jws", "validate {\"signedPayload\"}")
+
+    # GET /v1/subscriptions/{original_transaction_id}
+    _, _, payload = request(store_url, "GET", "/v1/subscriptions/870000", label="subscription", expect=200,
+                            as_operation=("/v1/subscriptions/{original_transaction_id}", "GET"))
+    expect_keys(payload, (), ["original_transaction_id", "product_id", "status", "expires_date", "auto_renew_status",
+                              "auto_renew_product_id", "is_in_billing_retry_period", "grace_period_expires_date",
+                              "expiration_intent", "revocation_date", "environment", "latest_transaction",
+                              "transactions", "last_notification", "updated_at"], "subscription")
+    expect_keys(payload, ("latest_transaction",), TRANSACTION_KEYS, "subscription")
+    expect_keys(payload, ("last_notification",), ["notification_type", "subtype", "notification_uuid", "signed_date"],
+                "subscription")
+    expect_member(payload, ("status",), "active", "subscription")
+    expect_member(payload, ("expires_date",), "2099-03-01T00:00:00Z", "subscription")
+    expect_member(payload, ("latest_transaction", "transaction_id"), "870002", "subscription")
+    expect_member(payload, ("last_notification", "notification_uuid"), uuid, "subscription")
+    ids = json.dumps({"ids": [entry.get("transaction_id") for entry in member(payload, "transactions")]}).encode()
+    expect_member(ids, ("ids",), ["870002", "870001"], "subscription: transactions, newest first")
+    request(store_url, "GET", "/v1/subscriptions/870999", label="subscription unknown", expect=404,
+            as_operation=("/v1/subscriptions/{original_transaction_id}", "GET"), code="not_found")
+    request(stateless_url, "GET", "/v1/subscriptions/870000", label="subscription without a store", expect=503,
+            as_operation=("/v1/subscriptions/{original_transaction_id}", "GET"), code="store_not_configured")
+
+    # GET /v1/transactions/{transaction_id} and POST …/claim
+    tx = ("/v1/transactions/{transaction_id}", "GET")
+    claim_op = ("/v1/transactions/{transaction_id}/claim", "POST")
+    _, _, payload = request(store_url, "GET", "/v1/transactions/870001", label="transaction", expect=200,
+                            as_operation=tx)
+    expect_keys(payload, (), ["transaction", "first_seen", "sources", "claim"], "transaction")
+    expect_keys(payload, ("transaction",), TRANSACTION_KEYS, "transaction")
+    expect_member(payload, ("sources",), ["jws"], "transaction")
+    expect_member(payload, ("claim",), None, "transaction")
+    request(store_url, "GET", "/v1/transactions/870999", label="transaction unknown", expect=404, as_operation=tx,
+            code="not_found")
+    request(stateless_url, "GET", "/v1/transactions/870001", label="transaction without a store", expect=503,
+            as_operation=tx, code="store_not_configured")
+    claim = "/v1/transactions/870001/claim"
+    account = lambda name: json.dumps({"account": name}).encode()
+    _, _, payload = request(store_url, "POST", claim, account("user-1"), as_json, label="claim first",
+                            expect=200, as_operation=claim_op)
+    expect_keys(payload, (), ["transaction_id", "account", "claimed_at", "first_claim"], "claim first")
+    expect_member(payload, ("first_claim",), True, "claim first")
+    _, _, payload = request(store_url, "POST", claim, account("user-1"), as_json, label="claim again, same account",
+                            expect=200, as_operation=claim_op)
+    expect_member(payload, ("first_claim",), False, "claim again, same account")
+    _, _, payload = request(store_url, "POST", claim, account("user-2"), as_json, label="claim by another account",
+                            expect=409, as_operation=claim_op, code="already_claimed")
+    expect_keys(payload, (), ["error", "claim"], "claim by another account")
+    expect_keys(payload, ("claim",), ["account", "claimed_at"], "claim by another account")
+    expect_member(payload, ("claim", "account"), "user-1", "claim by another account")
+    _, _, payload = request(store_url, "GET", "/v1/transactions/870001", label="transaction, claimed", expect=200,
+                            as_operation=tx)
+    expect_member(payload, ("claim", "account"), "user-1", "transaction, claimed")
+    request(store_url, "POST", "/v1/transactions/870999/claim", account("user-1"), as_json, label="claim unknown",
+            expect=404, as_operation=claim_op, code="not_found")
+    request(store_url, "POST", claim, b'{"account": ""}', as_json, label="claim, empty account", expect=400,
+            as_operation=claim_op, code="bad_request")
+    request(stateless_url, "POST", claim, account("user-1"), as_json, label="claim without a store", expect=503,
+            as_operation=claim_op, code="store_not_configured")
+
+    # A receipt made before the renewal: /v1/validate says the ledger knows better, /verifyReceipt shows the renewal
+    # and the pending renewal info the notification brought.
+    receipt = forge("product=pro.monthly,transaction=870001,original=870000,purchased=2026-01-01T00:00:00Z,"
+                    "expires=2026-02-01T00:00:00Z", created="2026-01-01T00:00:10Z")
+    _, _, payload = request(store_url, "POST", v, receipt, {"Content-Type": "application/octet-stream"},
+                            label="validate a receipt, store configured", expect=200)
+    expect_keys(payload, ("subscriptions", 0), SUBSCRIPTION_KEYS, "validate a receipt, store configured")
+    expect_member(payload, ("ledger",), "available", "validate a receipt, store configured")
+    expect_member(payload, ("subscriptions", 0, "source"), "ledger", "validate a receipt, store configured")
+    expect_member(payload, ("subscriptions", 0, "latest_transaction_id"), "870002",
+                  "validate a receipt, store configured")
+    _, _, payload = request(store_url, "POST", "/verifyReceipt", apple(receipt),
+                            label="/verifyReceipt after a notification", expect=200)
+    expect_member(payload, ("status",), 0, "/verifyReceipt after a notification")
+    expect_member(payload, ("latest_receipt_info", 0, "transaction_id"), "870002",
+                  "/verifyReceipt after a notification")
+    expect_keys(payload, ("pending_renewal_info", 0), [
+        "auto_renew_product_id", "auto_renew_status", "is_in_billing_retry_period", "grace_period_expires_date",
+        "grace_period_expires_date_ms", "grace_period_expires_date_pst", "original_transaction_id", "product_id"],
+        "/verifyReceipt after a notification")
+    expect_member(payload, ("pending_renewal_info", 0, "is_in_billing_retry_period"), "1",
+                  "/verifyReceipt after a notification")
+    request(store_url, "GET", "/readyz", label="readyz, store reachable", expect=200)
+
+    # The ledger unreachable: another process holds the SQLite file's write lock, so every write waits out the busy
+    # timeout (5 s) and fails. Notifications and claims are 503 store_unavailable (Apple and clients retry), a verdict
+    # is the input's alone with "ledger": "unavailable", /verifyReceipt is Apple's retryable 21005. Once the lock is
+    # gone the server takes writes again by itself.
+    later = forge_jws("notification", "--type", "DID_CHANGE_RENEWAL_STATUS", "--subtype", "AUTO_RENEW_DISABLED",
+                      "--bundle-id", "com.example.app", "--uuid", "4b0e6f1c-8a2d-4c3e-9f5a-6b7c8d9e0f11",
+                      "--transaction-id", "870002", "--original-transaction-id", "870000", "--product-id",
+                      "pro.monthly", "--purchased", "2026-02-01T00:00:00Z", "--expires", "2099-03-01T00:00:00Z",
+                      "--auto-renew", "false", "--signed", "2026-02-10T00:00:00Z", "--environment", "Production")
+    later_delivery = json.dumps({"signedPayload": later.decode()}).encode()
+    lock = sqlite3.connect(os.environ["LEDGER"], timeout=15, isolation_level=None)
+    try:
+        lock.execute("BEGIN EXCLUSIVE")
+        request(store_url, "POST", n, later_delivery, as_json, label="notification, ledger locked", expect=503,
+                code="store_unavailable")
+        request(store_url, "POST", "/v1/transactions/870002/claim", account("user-3"), as_json,
+                label="claim, ledger locked", expect=503, as_operation=claim_op, code="store_unavailable")
+        _, _, payload = request(store_url, "POST", v, transaction, text, label="validate, ledger locked", expect=200)
+        expect_member(payload, ("ledger",), "unavailable", "validate, ledger locked")
+        expect_member(payload, ("subscriptions", 0, "source"), "jws", "validate, ledger locked")
+        _, _, payload = request(store_url, "POST", "/verifyReceipt", apple(receipt),
+                                label="/verifyReceipt, ledger locked", expect=200)
+        expect_member(payload, ("status",), 21005, "/verifyReceipt, ledger locked")
+        expect_member(payload, ("is-retryable",), True, "/verifyReceipt, ledger locked")
+    finally:
+        lock.execute("ROLLBACK")
+        lock.close()
+    _, _, payload = request(store_url, "POST", n, later_delivery, as_json, label="notification, ledger back",
+                            expect=200)
+    expect_member(payload, ("duplicate",), False, "notification, ledger back")
 
 
 def check_crowded(base):

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # docs/openapi.yaml against the live server: the spec loads, schemathesis (from PyPI, in a throwaway venv) fuzzes
 # every operation and checks status codes, content types, headers and response schemas, and test-openapi.py sends
-# the requests a fuzzer cannot make (forged receipts, every verifyReceipt status, the HTTP limits) and validates each
-# answer against the spec's schema for that operation and status.
+# the requests a fuzzer cannot make (forged receipts and StoreKit 2 JWS, notifications, the ledger's endpoints on a
+# server with a SQLite store, every verifyReceipt status, the HTTP limits) and validates each answer against the
+# spec's schema for that operation and status.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 . "$HERE/lib.sh"
@@ -40,23 +41,37 @@ make_test_world "$WORK"
 serve MAIN '.max_body_bytes = 65536 | .max_header_bytes = 8192 | .header_read_timeout = 1'
 serve PRODUCTION_ONLY '.environments = ["Production"]'
 serve SMALL '.max_connections = 2 | .max_receipt_bytes = 1024'
+# The ledger: a SQLite file in the temp world (relative to the config's folder), and the EC test chain trusted so that
+# forged StoreKit 2 data verifies.
+serve STORE '.trusted_roots += ["ca/jws-root.pem"] | .store = {"sqlite": "ledger.sqlite"}'
 
 echo "== schemathesis: every operation, bounded"
 # Checks that the spec cannot honour by design are left out where they do not apply:
 # - /v1/validate: positive_data_acceptance (a schema-valid body is any bytes; only a genuine receipt gets 2xx, any
 #   other answers 422 with the verdict, which the spec documents);
 # - verifyReceipt: negative_data_rejection and unsupported_method (Apple's contract answers every request, whatever
-#   its body or method, with HTTP 200 and a status; 21000 for one it cannot read).
+#   its body or method, with HTTP 200 and a status; 21000 for one it cannot read);
+# - /v1/notifications: positive_data_acceptance, as for /v1/validate (a schema-valid signedPayload is any string;
+#   only a notification signed by a trusted chain gets 2xx, any other answers 422 with the verdict).
+# The ledger's and notifications' operations run against the server with a store, so that their answers are the
+# ledger's (404 for ids it never saw, 400 for bad bodies) and not all 503 store_not_configured; every check applies to
+# the ledger's reads and claims (positive_data_acceptance takes their 404 for an unknown id).
 # Run from the temp dir: schemathesis writes a .schemathesis/ cache into the working directory.
 st() {
-    (cd "$WORK" && timeout 150 "$(dirname "$E2E_PYTHON")/schemathesis" run "$SPEC" --url "$MAIN_URL" \
+    local url="$1"
+    shift
+    (cd "$WORK" && timeout 150 "$(dirname "$E2E_PYTHON")/schemathesis" run "$SPEC" --url "$url" \
         --max-examples 20 --seed 20260101 --request-timeout 10 --workers 1 --suppress-health-check all \
         --warnings off --output-truncate false "$@")
 }
-st --exclude-tag apple-compatible --exclude-checks positive_data_acceptance
-st --include-tag apple-compatible --exclude-checks negative_data_rejection,unsupported_method
+st "$MAIN_URL" --exclude-tag apple-compatible --exclude-tag ledger --exclude-tag notifications \
+    --exclude-checks positive_data_acceptance
+st "$STORE_URL" --include-tag ledger
+st "$STORE_URL" --include-tag notifications --exclude-checks positive_data_acceptance
+st "$MAIN_URL" --include-tag apple-compatible --exclude-checks negative_data_rejection,unsupported_method
 
 echo "== hand-written requests, every endpoint and status"
 SPEC="$SPEC" RECEIPTD="$RECEIPTD" CA="$WORK/ca" UNTRUSTED_CA="$WORK/untrusted-ca" MAIN_URL="$MAIN_URL" \
-    PRODUCTION_ONLY_URL="$PRODUCTION_ONLY_URL" SMALL_URL="$SMALL_URL" \
+    PRODUCTION_ONLY_URL="$PRODUCTION_ONLY_URL" SMALL_URL="$SMALL_URL" STORE_URL="$STORE_URL" \
+    LEDGER="$WORK/ledger.sqlite" \
     timeout 120 "$E2E_PYTHON" "$HERE/test-openapi.py"
