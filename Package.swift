@@ -15,6 +15,9 @@ let package = Package(
         .executable(name: "receiptd", targets: ["receiptd"]),
         .library(name: "ReceiptEngine", targets: ["ReceiptEngine"]),
         .library(name: "ReceiptForge", targets: ["ReceiptForge"]),
+        // For the Benchmarks package, which times the ledger's cost beside stateless answers.
+        .library(name: "Ledger", targets: ["Ledger"]),
+        .library(name: "JSONText", targets: ["JSONText"]),
         .library(name: "StoreKitJWS", targets: ["StoreKitJWS"]),
         .library(name: "HTTP1Server", targets: ["HTTP1Server"]),
         // For the separate Benchmarks/ package, which times validation together with the JSON answer.

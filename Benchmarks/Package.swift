@@ -17,6 +17,9 @@ let package = Package(
                 .product(name: "ReceiptForge", package: "receiptd"),
                 .product(name: "ReceiptService", package: "receiptd"),
                 .product(name: "StoreKitJWS", package: "receiptd"),
+                .product(name: "Ledger", package: "receiptd"),
+                .product(name: "HTTP1Server", package: "receiptd"),
+                .product(name: "JSONText", package: "receiptd"),
             ]
         ),
     ],

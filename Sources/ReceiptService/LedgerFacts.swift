@@ -55,9 +55,15 @@ enum LedgerFacts {
 
     /// A receipt's in-app entries, as of the receipt's creation date, in the camelCase shape Apple signs for StoreKit
     /// 2 so that every transaction in the ledger reads the same way.
-    static func transactions(of receipt: Receipt) -> [TransactionFacts] {
+    /// - Parameter isWanted: which of them to build, by transaction id and signing time (building one writes its
+    ///   payload's JSON, the most expensive part of recording a receipt).
+    static func transactions(
+        of receipt: Receipt, where isWanted: (String, Int64) -> Bool = { _, _ in true }
+    ) -> [TransactionFacts] {
         receipt.inAppPurchases.compactMap { purchase in
-            guard let transactionID = purchase.transactionID else { return nil }
+            guard let transactionID = purchase.transactionID,
+                isWanted(transactionID, receipt.creationDate.millisecondsSince1970)
+            else { return nil }
             let originalTransactionID = purchase.originalTransactionID ?? transactionID
             // Receipts do not name the product type; an expiry date is what marks an auto-renewable subscription.
             let type: String? = purchase.expiresDate == nil ? nil : "Auto-Renewable Subscription"

@@ -11,7 +11,7 @@ extension ReceiptRoutes {
         let facts: SubscriptionFacts?
         do {
             facts = try ledger.withStore { (store) throws(LedgerError) in
-                try store.subscription(originalTransactionID: originalTransactionID)
+                try ledger.subscription(originalTransactionID: originalTransactionID, in: store)
             }
         } catch {
             return problem(Self.storeProblem(error))
@@ -103,10 +103,11 @@ extension ReceiptRoutes {
         do {
             known = try ledger.withStore { (store) throws(LedgerError) in
                 try ledger.record(transactions, source: source, in: store)
-                if let renewal { try store.record(renewal: renewal, source: source) }
+                if let renewal { try ledger.record(renewal: renewal, source: source, in: store) }
                 var known: [(SubscriptionStatus, SubscriptionFacts?)] = []
                 for status in subscriptions {
-                    known.append((status, try store.subscription(originalTransactionID: status.originalTransactionID)))
+                    known.append(
+                        (status, try ledger.subscription(originalTransactionID: status.originalTransactionID, in: store)))
                 }
                 return known
             }

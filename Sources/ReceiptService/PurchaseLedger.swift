@@ -20,20 +20,28 @@ public final class PurchaseLedger: Sendable {
     /// What this process already wrote, by source and transaction id, with the signing time it wrote: a receipt
     /// validated again (backends re-check stored receipts nightly) then costs the ledger a read, not a write.
     private let written = Mutex<[String: Int64]>([:])
-    /// Bounds `written`; past it the memory starts over, which only costs writes the ledger ignores anyway.
-    static let writtenCapacity = 100_000
+    /// Bounds `written` and `subscriptions`; past it the memory starts over, which costs only reads and writes.
+    static let memoryCapacity = 100_000
+    /// Whether this process is the ledger's only writer (SQLite, one replica), so that what it read stays true until
+    /// it writes again: subscriptions are then remembered between writes, and a validation that changes nothing
+    /// costs no database work at all. With PostgreSQL other replicas write too, and every read goes to the database.
+    private let isExclusiveWriter: Bool
+    private let subscriptions = Mutex(SubscriptionMemory())
 
     /// A stateless service.
     public static let none = PurchaseLedger(opening: nil)
 
-    /// - Parameter open: makes (connects, migrates) the store; called until it succeeds.
-    public init(opening open: (@Sendable () throws(LedgerError) -> any LedgerStore)?) {
+    /// - Parameters:
+    ///   - open: makes (connects, migrates) the store; called until it succeeds.
+    ///   - isExclusiveWriter: nothing but this process writes to the store.
+    public init(opening open: (@Sendable () throws(LedgerError) -> any LedgerStore)?, isExclusiveWriter: Bool = false) {
         self.open = open
+        self.isExclusiveWriter = isExclusiveWriter
     }
 
-    /// A ledger on a store that is already open (tests, benchmarks).
+    /// A ledger on a store that is already open (tests, benchmarks); a SQLite one is taken to be this process's own.
     public convenience init(store: any LedgerStore) {
-        self.init(opening: { store })
+        self.init(opening: { store }, isExclusiveWriter: store is SQLiteLedger)
     }
 
     public var isConfigured: Bool { open != nil }
@@ -61,20 +69,74 @@ public final class PurchaseLedger: Sendable {
         }
     }
 
+    /// Whether a transaction from `source` signed at that time is news to what this process wrote; the answer lets
+    /// a caller skip building facts that `record` would skip anyway.
+    public func needsRecording(source: TransactionSource) -> (_ transactionID: String, _ signedDate: Int64) -> Bool {
+        { transactionID, signedDate in
+            self.written.withLock { $0[Self.key(source, transactionID)].map { $0 < signedDate } ?? true }
+        }
+    }
+
+    private static func key(_ source: TransactionSource, _ transactionID: String) -> String {
+        source.rawValue + " " + transactionID
+    }
+
     /// Records transactions unless this process already recorded each of them from `source` as of the same or a
     /// later signing time; the ledger would keep its newer state anyway, so skipping changes nothing it holds.
     public func record(
         _ transactions: [TransactionFacts], source: TransactionSource, in store: any LedgerStore
     ) throws(LedgerError) {
-        func key(_ facts: TransactionFacts) -> String { source.rawValue + " " + facts.transactionID }
+        func key(_ facts: TransactionFacts) -> String { Self.key(source, facts.transactionID) }
         let new = written.withLock { written in
             transactions.filter { facts in written[key(facts)].map { $0 < facts.signedDate } ?? true }
         }
         guard !new.isEmpty else { return }
+        defer { forget(new.map(\.originalTransactionID)) }
         try store.record(transactions: new, source: source)
         written.withLock { written in
-            if written.count + new.count > Self.writtenCapacity { written.removeAll(keepingCapacity: true) }
+            if written.count + new.count > Self.memoryCapacity { written.removeAll(keepingCapacity: true) }
             for facts in new { written[key(facts)] = max(written[key(facts)] ?? .min, facts.signedDate) }
+        }
+    }
+
+    public func record(renewal: RenewalFacts, source: TransactionSource, in store: any LedgerStore) throws(LedgerError) {
+        defer { forget([renewal.originalTransactionID]) }
+        try store.record(renewal: renewal, source: source)
+    }
+
+    public func record(_ notification: NotificationFacts, in store: any LedgerStore) throws(LedgerError)
+        -> NotificationWrite
+    {
+        defer {
+            forget([notification.transaction?.originalTransactionID, notification.renewal?.originalTransactionID]
+                .compactMap { $0 })
+        }
+        return try store.record(notification)
+    }
+
+    /// A subscription's facts; while this process is the only writer, from memory when nothing was written since.
+    public func subscription(
+        originalTransactionID: String, in store: any LedgerStore
+    ) throws(LedgerError) -> SubscriptionFacts? {
+        guard isExclusiveWriter else { return try store.subscription(originalTransactionID: originalTransactionID) }
+        let (remembered, generation) = subscriptions.withLock { ($0.facts[originalTransactionID], $0.generation) }
+        if let remembered { return remembered }
+        let facts = try store.subscription(originalTransactionID: originalTransactionID)
+        subscriptions.withLock { memory in
+            // A write since the read began may have made it stale: keep it only if none happened.
+            guard memory.generation == generation else { return }
+            if memory.facts.count >= Self.memoryCapacity { memory.facts.removeAll(keepingCapacity: true) }
+            memory.facts[originalTransactionID] = .some(facts)
+        }
+        return facts
+    }
+
+    /// Called after every write (also a failed one, which may have committed before it failed).
+    private func forget(_ originalTransactionIDs: [String]) {
+        guard isExclusiveWriter else { return }
+        subscriptions.withLock { memory in
+            memory.generation &+= 1
+            for id in originalTransactionIDs { memory.facts[id] = nil }
         }
     }
 
@@ -93,4 +155,10 @@ public final class PurchaseLedger: Sendable {
         guard isConfigured else { return true }
         return (try? withStore { (store) throws(LedgerError) in try store.ping() }) != nil
     }
+}
+
+/// Subscriptions as last read, and a count of writes that tells a read that raced a write.
+private struct SubscriptionMemory {
+    var facts: [String: SubscriptionFacts?] = [:]
+    var generation = 0
 }

@@ -230,11 +230,15 @@ public struct ReceiptRoutes: Sendable {
                 body: ResultJSON.encode(result))
         }
         var facts: [TransactionFacts] = []
-        if result.isValid, let decoded = result.receipt { facts = LedgerFacts.transactions(of: decoded) }
+        if result.isValid, let decoded = result.receipt {
+            facts = LedgerFacts.transactions(of: decoded, where: ledger.needsRecording(source: .receipt))
+        }
         let view = ledgerView(
             recording: facts, source: .receipt, subscriptions: result.subscriptions,
             inputAsOf: result.receipt?.creationDate, now: now)
-        return json(status: status, view.applied(to: ResultJSON.value(of: result)))
+        return HTTPResponse(
+            status: status, headers: HTTPHeaders([(.contentType, "application/json")]),
+            body: ResultJSON.encode(result, ledger: view))
     }
 
     /// `?kind=`: the kind of signed data the caller requires (`receipt` or a StoreKit 2 kind).
@@ -301,9 +305,10 @@ public struct ReceiptRoutes: Sendable {
 
     /// Records the receipt's entries, then reads back everything known of its original transactions.
     private func appleLedgerState(for receipt: Receipt) throws(PurchaseLedger.Unavailability) -> AppleLedgerState {
-        let facts = LedgerFacts.transactions(of: receipt)
+        let facts = LedgerFacts.transactions(of: receipt, where: ledger.needsRecording(source: .receipt))
         var seen = Set<String>()
-        let originals = facts.map(\.originalTransactionID).filter { seen.insert($0).inserted }
+        let originals = receipt.inAppPurchases.compactMap { $0.originalTransactionID ?? $0.transactionID }
+            .filter { seen.insert($0).inserted }
         return try ledger.withStore { (store) throws(LedgerError) in
             try ledger.record(facts, source: .receipt, in: store)
             return AppleLedgerState(

@@ -17,6 +17,17 @@ public enum ResultJSON {
         guard !pretty else { return value(of: result).serialized(pretty: true) }
         var writer = CompactWriter(capacity: CompactWriter.estimatedSize(of: result))
         writer.write(result)
+        writer.close()
+        return writer.output
+    }
+
+    /// The compact verdict with the ledger's view of its subscriptions in place of the receipt's own, and
+    /// `"ledger"` last: byte for byte `view.applied(to: value(of: result)).serialized()`, without the tree.
+    static func encode(_ result: ValidationResult, ledger view: LedgerView) -> [UInt8] {
+        var writer = CompactWriter(capacity: CompactWriter.estimatedSize(of: result))
+        writer.write(result, subscriptions: view.subscriptions)
+        writer.output += Array(#","ledger":"#.utf8) + JSONValue.string(view.availability).serialized()
+        writer.close()
         return writer.output
     }
 
@@ -107,7 +118,8 @@ public enum ResultJSON {
             512 + 640 * (result.receipt?.inAppPurchases.count ?? 0) + 256 * result.subscriptions.count
         }
 
-        mutating func write(_ result: ValidationResult) {
+        /// Everything but the closing brace, so that members can follow.
+        mutating func write(_ result: ValidationResult, subscriptions replacement: [JSONValue]? = nil) {
             literal(result.isValid ? Literals.validTrue : Literals.validFalse)
             literal(Literals.kindReceipt)
             if let error = result.error {
@@ -141,15 +153,23 @@ public enum ResultJSON {
                 write(result.receipt!)
             }
             literal(Literals.subscriptions)
-            // By index, so that each element is borrowed where it lies rather than copied out (a retain and release
-            // per string it holds).
-            for index in result.subscriptions.indices {
-                if index > 0 { byte(UInt8(ascii: ",")) }
-                write(result.subscriptions[index])
+            if let replacement {
+                for (index, entry) in replacement.enumerated() {
+                    if index > 0 { byte(UInt8(ascii: ",")) }
+                    output += entry.serialized()
+                }
+            } else {
+                // By index, so that each element is borrowed where it lies rather than copied out (a retain and
+                // release per string it holds).
+                for index in result.subscriptions.indices {
+                    if index > 0 { byte(UInt8(ascii: ",")) }
+                    write(result.subscriptions[index])
+                }
             }
             byte(UInt8(ascii: "]"))
-            byte(UInt8(ascii: "}"))
         }
+
+        mutating func close() { byte(UInt8(ascii: "}")) }
 
         /// From the value of `receipt_type` on: its `{"receipt_type":` is written with the key before it.
         private mutating func write(_ receipt: borrowing Receipt) {

@@ -137,7 +137,7 @@ public struct ServiceConfiguration: Sendable {
                 let folder = (path as NSString).deletingLastPathComponent
                 if !folder.isEmpty { try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) }
                 return try openLedger(.sqlite(path: path))
-            })
+            }, isExclusiveWriter: true)
         case .postgres(let connectionString)?:
             return PurchaseLedger(opening: { () throws(LedgerError) in try openLedger(.postgres(connectionString: connectionString)) })
         }

@@ -56,7 +56,7 @@ extension ReceiptRoutes {
         }
         let write: NotificationWrite
         do {
-            write = try ledger.withStore { (store) throws(LedgerError) in try store.record(facts) }
+            write = try ledger.withStore { (store) throws(LedgerError) in try ledger.record(facts, in: store) }
         } catch {
             return problem(Self.storeProblem(error))
         }

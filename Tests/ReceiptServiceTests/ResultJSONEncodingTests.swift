@@ -47,6 +47,17 @@ struct ResultJSONEncodingTests {
         #expect(ResultJSON.encode(result) == ResultJSON.value(of: result).serialized())
     }
 
+    @Test(arguments: results.indices)
+    func compactEncodingWithTheLedgersView_isTheSerializedValue(_ index: Int) {
+        let result = Self.results[index]
+        let view = LedgerView(
+            availability: index % 2 == 0 ? "available" : "unavailable",
+            subscriptions: result.subscriptions.map {
+                ReceiptRoutes.subscriptionEntry($0, source: "ledger", asOf: ReceiptDate(millisecondsSince1970: 7))
+            })
+        #expect(ResultJSON.encode(result, ledger: view) == view.applied(to: ResultJSON.value(of: result)).serialized())
+    }
+
     @Test func compactEncoding_parsesBackToTheValue() throws {
         for result in Self.results {
             #expect(try JSONValue(parsing: ResultJSON.encode(result)) == ResultJSON.value(of: result))

@@ -99,6 +99,9 @@ case "forge-receipts":
 case "jws":
     storeKit(count: arguments.countGiven ? arguments.count : 256)
     exit(0)
+case "ledger":
+    ledgerCosts(receipt: typical, senders: arguments.countGiven ? arguments.count : 16)
+    exit(0)
 case "inprocess":
     break
 default:
