@@ -217,6 +217,12 @@ enum LedgerStatements {
                 payload_json = excluded.payload_json,
                 updated_at = excluded.updated_at
             WHERE excluded.signed_date > transactions.signed_date
+                -- A receipt's entry knows less than StoreKit 2 data about the same transaction (no ownership, no
+                -- offer, no revocation reason): once Apple signed it as a JWS, a later receipt only adds a source.
+                AND ($17 <> 'receipt' OR NOT EXISTS (
+                    SELECT 1 FROM transaction_sources
+                    WHERE transaction_sources.transaction_id = excluded.transaction_id
+                        AND transaction_sources.source <> 'receipt'))
             """,
             [
                 .text(facts.transactionID), .text(facts.originalTransactionID), .text(facts.productID),
@@ -224,7 +230,7 @@ enum LedgerStatements {
                 SQLValue(facts.originalPurchaseDate), SQLValue(facts.expiresDate), SQLValue(facts.revocationDate),
                 SQLValue(facts.revocationReason), SQLValue(facts.inAppOwnershipType),
                 SQLValue(facts.webOrderLineItemID), SQLValue(facts.environment), .integer(facts.signedDate),
-                .text(facts.payloadJSON), .integer(now),
+                .text(facts.payloadJSON), .integer(now), .text(source.rawValue),
             ]
         )
         try connection.execute(

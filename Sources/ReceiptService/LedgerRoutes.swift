@@ -121,7 +121,10 @@ extension ReceiptRoutes {
             }
             let ledgerAsOf = max(
                 facts.transactions.map(\.signedDate).max() ?? .min, facts.renewal?.signedDate ?? .min)
-            guard ledgerAsOf > inputAsOf?.millisecondsSince1970 ?? .min else { return fromInput(status) }
+            // Newer facts, or a later renewal the input does not show (a receipt made before its delivery arrived).
+            guard ledgerAsOf > inputAsOf?.millisecondsSince1970 ?? .min
+                || expires > status.expiresDate.millisecondsSince1970
+            else { return fromInput(status) }
             let state = facts.status(at: nowMilliseconds)
             return Self.subscriptionEntry(
                 SubscriptionStatus(

@@ -27,6 +27,28 @@ struct TransactionRecordTests {
     }
 
     @Test(arguments: Backend.tested)
+    func laterReceiptEntry_neverReplacesWhatStoreKit2Signed_butAddsItsSource(_ backend: Backend) throws {
+        let ledger = try makeLedger(backend, clock: TestClock.counting())
+        let familyShared = E.transaction("1000", purchase: E.t0, expires: E.t0 + 30 * E.day, signed: E.t0,
+                                         ownership: "FAMILY_SHARED")
+        try ledger.record(transactions: [familyShared], source: .jws)
+        // The same transaction in a receipt made a day later: newer, but it cannot say FAMILY_SHARED.
+        var fromReceipt = E.with(familyShared, signed: E.t0 + E.day)
+        fromReceipt.inAppOwnershipType = nil
+        try ledger.record(transactions: [fromReceipt], source: .receipt)
+
+        let record = try #require(try ledger.transaction(id: "1000"))
+        #expect(record.facts == familyShared)
+        #expect(Set(record.sources.keys) == [.jws, .receipt])
+        // A transaction only a receipt ever showed still moves forward with newer receipts.
+        try ledger.record(transactions: [E.with(E.transaction("2000", purchase: E.t0, expires: nil, signed: E.t0),
+                                                signed: E.t0)], source: .receipt)
+        let newerReceipt = E.with(E.transaction("2000", purchase: E.t0, expires: nil, signed: E.t0 + 1), signed: E.t0 + 1)
+        try ledger.record(transactions: [newerReceipt], source: .receipt)
+        #expect(try ledger.transaction(id: "2000")?.facts == newerReceipt)
+    }
+
+    @Test(arguments: Backend.tested)
     func renewalInfo_isReplacedOnlyByANewerOne(_ backend: Backend) throws {
         let ledger = try makeLedger(backend)
         var newer = E.renewal(signed: E.t0 + 2, autoRenew: false)
