@@ -10,6 +10,7 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 
 WORK="$(mktemp -d)"
 BOTH_PID="" BOTH_LOG="" PRODUCTION_ONLY_PID="" PRODUCTION_ONLY_LOG="" APPLE_PID="" APPLE_LOG=""
+APPLE_SANDBOX_PID="" APPLE_SANDBOX_LOG=""
 cleanup() {
     local status=$?
     set +e
@@ -19,7 +20,9 @@ cleanup() {
     stop_server || status=1
     RECEIPTD_PID="$APPLE_PID" SERVER_LOG="$APPLE_LOG"
     stop_server || status=1
-    rm -rf "$WORK" "$BOTH_LOG" "$PRODUCTION_ONLY_LOG" "$APPLE_LOG"
+    RECEIPTD_PID="$APPLE_SANDBOX_PID" SERVER_LOG="$APPLE_SANDBOX_LOG"
+    stop_server || status=1
+    rm -rf "$WORK" "$BOTH_LOG" "$PRODUCTION_ONLY_LOG" "$APPLE_LOG" "$APPLE_SANDBOX_LOG"
     exit "$status"
 }
 trap cleanup EXIT
@@ -42,6 +45,10 @@ PRODUCTION_ONLY_PID="$RECEIPTD_PID" PRODUCTION_ONLY_LOG="$SERVER_LOG" PRODUCTION
 echo '{"environments": ["Production"]}' >"$WORK/apple.json"
 start_server "$WORK/apple.json"
 APPLE_PID="$RECEIPTD_PID" APPLE_LOG="$SERVER_LOG" APPLE_URL="$BASE_URL"
+# Its sandbox URL: a deployment that accepts Sandbox (a production-only server accepts no Sandbox receipt anywhere).
+echo '{}' >"$WORK/apple-sandbox.json"
+start_server "$WORK/apple-sandbox.json"
+APPLE_SANDBOX_PID="$RECEIPTD_PID" APPLE_SANDBOX_LOG="$SERVER_LOG" APPLE_SANDBOX_URL="$BASE_URL"
 
 mkdir "$WORK/receipts"
 forge() {
@@ -60,5 +67,6 @@ forge second-app --bundle-id com.example.other --app-version 1.0 --purchase prod
 
 RECEIPTS="$WORK/receipts" BOTH_URL="$BOTH_URL" BOTH_LOG="$BOTH_LOG" \
     PRODUCTION_ONLY_URL="$PRODUCTION_ONLY_URL" PRODUCTION_ONLY_LOG="$PRODUCTION_ONLY_LOG" \
-    APPLE_URL="$APPLE_URL" APPLE_LOG="$APPLE_LOG" APPLE_FIXTURES="$E2E_ROOT/../shared/fixtures/apple" \
+    APPLE_URL="$APPLE_URL" APPLE_LOG="$APPLE_LOG" APPLE_SANDBOX_URL="$APPLE_SANDBOX_URL" \
+    APPLE_SANDBOX_LOG="$APPLE_SANDBOX_LOG" APPLE_FIXTURES="$E2E_ROOT/../shared/fixtures/apple" \
     timeout 120 "$E2E_PYTHON" "$HERE/test-verify-receipt-client.py"
