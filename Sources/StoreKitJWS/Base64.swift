@@ -36,9 +36,23 @@ enum Base64 {
         guard characters.count % 4 != 1 else { return nil }
         var output: [UInt8] = []
         output.reserveCapacity(characters.count * 3 / 4)
+        // Whole quanta four characters at a time (a JWS header is kilobytes of them), then the tail bit by bit.
+        let whole = characters.count / 4 * 4
+        var index = 0
+        while index < whole {
+            let a = table[Int(characters[index])], b = table[Int(characters[index + 1])]
+            let c = table[Int(characters[index + 2])], d = table[Int(characters[index + 3])]
+            // `invalid` has the top bits set, which no 6-bit value has.
+            guard (a | b | c | d) & 0xC0 == 0 else { return nil }
+            let quantum = UInt32(a) << 18 | UInt32(b) << 12 | UInt32(c) << 6 | UInt32(d)
+            output.append(UInt8(truncatingIfNeeded: quantum >> 16))
+            output.append(UInt8(truncatingIfNeeded: quantum >> 8))
+            output.append(UInt8(truncatingIfNeeded: quantum))
+            index += 4
+        }
         var accumulator: UInt32 = 0
         var bits = 0
-        for character in characters {
+        for character in characters[whole...] {
             let value = table[Int(character)]
             guard value != invalid else { return nil }
             accumulator = accumulator << 6 | UInt32(value)

@@ -99,6 +99,15 @@ case "forge-receipts":
 case "jws":
     storeKit(count: arguments.countGiven ? arguments.count : 256)
     exit(0)
+case "profile-jws":
+    // Genuine StoreKit 2 verifications only, chain cached, for callgrind.
+    let path = arguments.jws.isEmpty ? arguments.fixtures + "/../apple-jws/transaction_5.jws" : arguments.jws
+    let text = Array(read(path))
+    let verifier = JWSVerifier(policy: ValidationPolicy())
+    var valid = 0
+    for _ in 0..<arguments.count where verifier.verify(text, at: now).isValid { valid += 1 }
+    print("\(valid) valid StoreKit 2 verifications")
+    exit(0)
 case "ledger":
     ledgerCosts(receipt: typical, senders: arguments.countGiven ? arguments.count : 16)
     exit(0)
