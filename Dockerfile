@@ -18,8 +18,9 @@ RUN apt-get update \
 WORKDIR /src
 COPY Package.swift ./
 COPY Sources ./Sources
-# The Swift runtime and Foundation are linked in statically; what stays dynamic is glibc, libstdc++/libgcc_s
-# (present in every Debian image), OpenSSL, SQLite and libpq (libssl3, libsqlite3-0, libpq5 below).
+# The Swift runtime and FoundationEssentials (Foundation without ICU) are linked in statically; what stays dynamic is
+# glibc, libstdc++/libgcc_s (present in every Debian image), OpenSSL, SQLite and libpq (libssl3, libsqlite3-0, libpq5
+# below).
 RUN swift build -c release --static-swift-stdlib --product receiptd \
     && install -D -m 0755 "$(swift build -c release --show-bin-path)/receiptd" /out/usr/local/bin/receiptd
 

@@ -20,6 +20,36 @@ extension StringProtocol {
         guard let last = scalars.lastIndex(where: { !set.unicodeScalars.contains($0) }) else { return "" }
         return String(self[..<scalars.index(after: last)])
     }
+
+    /// The text without leading and trailing spaces as Foundation's `CharacterSet.whitespaces` counts them: Unicode
+    /// space separators (Zs) and tab, no line breaks.
+    package func trimmedOfSpaces() -> String {
+        let isSpace = { (scalar: Unicode.Scalar) in scalar == "\t" || scalar.properties.generalCategory == .spaceSeparator }
+        let scalars = unicodeScalars
+        guard let first = scalars.firstIndex(where: { !isSpace($0) }) else { return "" }
+        let last = scalars.lastIndex(where: { !isSpace($0) })!
+        return String(self[first..<scalars.index(after: last)])
+    }
+}
+
+// File paths as `NSString` composes them, which FoundationEssentials (Foundation without ICU) does not have. Plain
+// text, unlike `URL(fileURLWithPath:)`, which would make relative paths absolute in every message that prints one.
+extension String {
+    /// `self/component`: a trailing slash is not doubled, and an empty path gives the component alone.
+    package func appendingPathComponent(_ component: String) -> String {
+        if isEmpty { return component }
+        return hasSuffix("/") ? self + component : self + "/" + component
+    }
+
+    /// The path without its last component: `a/b.json` gives `a`, `/b.json` gives `/`, `b.json` gives the empty path.
+    package var deletingLastPathComponent: String {
+        var path = Substring(self)
+        while path.count > 1, path.hasSuffix("/") { path = path.dropLast() }
+        guard let slash = path.lastIndex(of: "/") else { return "" }
+        var parent = path[..<slash]
+        while parent.hasSuffix("/") { parent = parent.dropLast() }
+        return parent.isEmpty ? "/" : String(parent)
+    }
 }
 
 extension UInt8 {

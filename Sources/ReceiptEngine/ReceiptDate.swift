@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 
 /// An instant from a receipt, kept to the millisecond as Apple's `_ms` fields need.
 public struct ReceiptDate: Sendable, Hashable, Comparable, CustomStringConvertible {

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 internal import CryptoFloor
 
 /// Validates receipts against one policy. Safe to share across threads; chain decisions are cached by the exact

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+internal import FoundationEssentials
+#else
 internal import Foundation
+#endif
 package import CryptoFloor
 
 /// A root certificate receipts may chain to, besides Apple's pinned root: a test PKI's root, or Xcode's StoreKit

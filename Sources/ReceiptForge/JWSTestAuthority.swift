@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 public import JSONText
 public import ReceiptEngine
 package import CryptoFloor
@@ -170,8 +174,8 @@ public struct JWSTestAuthority: Sendable {
     }
 
     static func base64URL(_ bytes: [UInt8]) -> String {
-        Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        Data(bytes).base64EncodedString().replacing("+", with: "-")
+            .replacing("/", with: "_").replacing("=", with: "")
     }
 
     // MARK: Files
@@ -188,7 +192,7 @@ public struct JWSTestAuthority: Sendable {
         let files = FileManager.default
         try files.createDirectory(atPath: directory, withIntermediateDirectories: true)
         func write(_ name: String, _ bytes: [UInt8], secret: Bool = false) throws {
-            let path = (directory as NSString).appendingPathComponent(name)
+            let path = directory.appendingPathComponent(name)
             guard files.createFile(atPath: path, contents: Data(bytes), attributes: secret ? [.posixPermissions: 0o600] : nil)
             else { throw TestAuthorityError(message: "\(path): cannot write") }
         }
@@ -213,7 +217,7 @@ public struct JWSTestAuthority: Sendable {
     /// Reads a chain written by `write(toDirectory:)`.
     public init(directory: String) throws {
         func read(_ name: String) throws -> [UInt8] {
-            let path = (directory as NSString).appendingPathComponent(name)
+            let path = directory.appendingPathComponent(name)
             guard let data = FileManager.default.contents(atPath: path) else {
                 throw TestAuthorityError(message: "\(path): cannot read (make one with `receiptd testing init-ca DIR`)")
             }

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 public import ReceiptEngine
 internal import CryptoFloor
 
@@ -41,14 +45,14 @@ public struct PurchaseBlueprint: Sendable, Hashable {
         var values: [String: String] = [:]
         for item in spec.split(separator: ",", omittingEmptySubsequences: true) {
             let parts = item.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            let key = parts[0].trimmingCharacters(in: .whitespaces)
+            let key = parts[0].trimmedOfSpaces()
             guard parts.count == 2 else { throw BlueprintError("purchase spec: \(key): expected \(key)=VALUE") }
             guard Self.specFields.contains(key) else {
                 throw BlueprintError(
                     "purchase spec: \(key): unknown field (known: \(Self.specFields.joined(separator: ", ")))")
             }
             guard values[key] == nil else { throw BlueprintError("purchase spec: \(key): given twice") }
-            values[key] = parts[1].trimmingCharacters(in: .whitespaces)
+            values[key] = parts[1].trimmedOfSpaces()
         }
         func date(_ key: String) throws -> ReceiptDate? {
             guard let text = values[key] else { return nil }

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 public import ReceiptEngine
 package import CryptoFloor
 
@@ -117,7 +121,7 @@ public struct TestCertificateAuthority: Sendable {
         let files = FileManager.default
         try files.createDirectory(atPath: directory, withIntermediateDirectories: true)
         func write(_ name: String, _ bytes: [UInt8], secret: Bool = false) throws {
-            let path = (directory as NSString).appendingPathComponent(name)
+            let path = directory.appendingPathComponent(name)
             guard files.createFile(atPath: path, contents: Data(bytes), attributes: secret ? [.posixPermissions: 0o600] : nil)
             else { throw TestAuthorityError(message: "\(path): cannot write") }
         }
@@ -141,7 +145,7 @@ public struct TestCertificateAuthority: Sendable {
     /// Reads a PKI written by `write(toDirectory:)`; the root and intermediate keys are optional.
     public init(directory: String) throws {
         func read(_ name: String) throws -> [UInt8] {
-            let path = (directory as NSString).appendingPathComponent(name)
+            let path = directory.appendingPathComponent(name)
             guard let data = FileManager.default.contents(atPath: path) else {
                 throw TestAuthorityError(message: "\(path): cannot read (make one with `receiptd testing init-ca DIR`)")
             }

@@ -1,5 +1,9 @@
 public import ReceiptEngine
+#if canImport(FoundationEssentials)
+internal import FoundationEssentials
+#else
 internal import Foundation
+#endif
 
 /// The three renderings Apple's verifyReceipt gives each date: `2024-05-01 12:00:00 Etc/GMT`, milliseconds as a
 /// string, and Cupertino wall time `2024-05-01 05:00:00 America/Los_Angeles`.
@@ -42,7 +46,7 @@ public enum AppleDateFormat {
     /// `YYYY-MM-DD HH:MM:SS` of a UTC instant; the engine's RFC 3339 text with Apple's separators.
     private static func wallClock(_ milliseconds: Int64) -> String {
         let text = ReceiptDate(millisecondsSince1970: milliseconds).rfc3339
-        return String(text.dropLast()).replacingOccurrences(of: "T", with: " ")
+        return String(text.dropLast()).replacing("T", with: " ")
     }
 
     /// Seconds since 1970 of midnight UTC on the first of a month.

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 public import HTTP1Server
 public import ReceiptEngine
 public import StoreKitJWS

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+internal import FoundationEssentials
+#else
 internal import Foundation
+#endif
 public import HTTP1Server
 public import ReceiptEngine
 public import StoreKitJWS
@@ -134,7 +138,7 @@ public struct ServiceConfiguration: Sendable {
         case .sqlite(let path)?:
             return PurchaseLedger(opening: { () throws(LedgerError) in
                 // The folder is part of the default config (git-ignored): make it rather than fail the first run.
-                let folder = (path as NSString).deletingLastPathComponent
+                let folder = path.deletingLastPathComponent
                 if !folder.isEmpty { try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) }
                 return try openLedger(.sqlite(path: path))
             }, isExclusiveWriter: true)
@@ -207,7 +211,7 @@ extension ServiceConfiguration {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw ConfigurationError(.unreadableFile, "config \(path): cannot read the file")
         }
-        let folder = (path as NSString).deletingLastPathComponent
+        let folder = path.deletingLastPathComponent
         return try parse([UInt8](data), path: path, baseDirectory: folder.isEmpty ? "." : folder)
     }
 
@@ -234,7 +238,7 @@ extension ServiceConfiguration {
             case "port": configuration.port = try reader.integer(value, key, in: 0...65_535)
             case "trusted_roots":
                 configuration.trustedRootPaths = try reader.strings(value, key).map { file in
-                    file.hasPrefix("/") ? file : (baseDirectory as NSString).appendingPathComponent(file)
+                    file.hasPrefix("/") ? file : baseDirectory.appendingPathComponent(file)
                 }
             case "apps": configuration.apps = try reader.apps(value)
             case "environments": configuration.environments = try reader.environments(value)
@@ -342,7 +346,7 @@ private struct ConfigurationReader {
         switch key {
         case "sqlite":
             let file = try nonEmptyString(member, "store.sqlite")
-            return .sqlite(path: file.hasPrefix("/") ? file : (baseDirectory as NSString).appendingPathComponent(file))
+            return .sqlite(path: file.hasPrefix("/") ? file : baseDirectory.appendingPathComponent(file))
         case "postgres":
             return .postgres(connectionString: try nonEmptyString(member, "store.postgres"))
         default:

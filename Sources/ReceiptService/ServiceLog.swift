@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 public import HTTP1Server
 internal import ReceiptEngine
 import JSONText
@@ -129,13 +133,14 @@ public struct ServiceLog: Sendable {
     }
 
     /// Writes each line with one `write(2)`, so lines from concurrent requests never interleave.
-    public static let standardOutput: LogSink = { line in writeLine(line, to: FileHandle.standardOutput) }
-    public static let standardError: LogSink = { line in writeLine(line, to: FileHandle.standardError) }
+    public static let standardOutput: LogSink = { line in writeLine(line, to: .output) }
+    public static let standardError: LogSink = { line in writeLine(line, to: .error) }
 
-    private static func writeLine(_ line: String, to handle: FileHandle) {
-        var bytes = Data(capacity: line.utf8.count + 1)
+    private static func writeLine(_ line: String, to stream: StandardStream) {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(line.utf8.count + 1)
         bytes.append(contentsOf: line.utf8)
         bytes.append(UInt8(ascii: "\n"))
-        handle.write(bytes)
+        stream.write(bytes)
     }
 }

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+internal import FoundationEssentials
+#else
 internal import Foundation
+#endif
 import JSONText
 
 /// The page served at `GET /`: a form to check one receipt, for support staff and developers.
@@ -53,10 +57,17 @@ public enum SupportPage {
     /// ETags, reproducible tests), and `<` is escaped so no value can close the `<script>` element.
     static func javaScriptObjectLiteral(_ table: [String: String]) -> String {
         let object = JSONValue.object(table.keys.sorted().map { ($0, .string(table[$0]!)) })
-        return String(decoding: object.serialized(pretty: true), as: UTF8.self)
-            .replacingOccurrences(of: "<", with: "\\u003c")
-            .replacingOccurrences(of: "\u{2028}", with: "\\u2028")
-            .replacingOccurrences(of: "\u{2029}", with: "\\u2029")
+        // Scalar by scalar: a `Character` holding `<` and a combining mark would not match a `<` search.
+        var literal = ""
+        for scalar in String(decoding: object.serialized(pretty: true), as: UTF8.self).unicodeScalars {
+            switch scalar {
+            case "<": literal += "\\u003c"
+            case "\u{2028}": literal += "\\u2028"
+            case "\u{2029}": literal += "\\u2029"
+            default: literal.unicodeScalars.append(scalar)
+            }
+        }
+        return literal
     }
 
     // A raw string: the script's backslashes and `\(` stay as written.

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 public import ReceiptEngine
 internal import CryptoFloor
 internal import JSONText
@@ -188,7 +192,7 @@ public final class JWSVerifier: Sendable {
             deviceVerificationNonce = PayloadField.string(payload, "deviceVerificationNonce")
         }
 
-        var subject: String { kind.rawValue.replacingOccurrences(of: "_", with: " ") }
+        var subject: String { kind.rawValue.replacing("_", with: " ") }
     }
 
     private func check(

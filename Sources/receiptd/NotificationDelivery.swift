@@ -1,7 +1,12 @@
 // Linux only, as the server is: the socket calls are spelled the Glibc way.
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Glibc
 import JSONText
+import ReceiptEngine
 
 /// A server's answer to a delivered notification.
 struct HTTPAnswer {
@@ -127,8 +132,7 @@ enum NotificationDelivery {
         var headers: [String: String] = [:]
         for line in headLines.dropFirst() {
             guard let colon = line.firstIndex(of: ":") else { continue }
-            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(
-                in: .whitespaces)
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmedOfSpaces()
         }
         var body = Array(answer[headEnd.upperBound...])
         if headers["transfer-encoding"]?.lowercased().contains("chunked") == true {

@@ -1,7 +1,12 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import JSONText
 import ReceiptEngine
 import ReceiptForge
+import ReceiptService
 
 // `receiptd testing transaction | renewal-info | app-transaction | notification`: StoreKit 2 signed data made to
 // order with the EC test chain that `init-ca` writes beside the receipt PKI.
@@ -325,6 +330,6 @@ private func deliver(signedPayload: String, to target: String, command: String) 
     }
     var text = "HTTP \(answer.status)\n" + String(decoding: answer.body, as: UTF8.self)
     if !text.hasSuffix("\n") { text += "\n" }
-    FileHandle.standardOutput.write(Data(text.utf8))
+    StandardStream.output.write(text)
     return (200..<300).contains(answer.status) ? ExitStatus.success : ExitStatus.failure
 }

@@ -1,6 +1,11 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import JSONText
 import Ledger
+import ReceiptEngine
 import ReceiptService
 
 let storeUsage = """
@@ -180,7 +185,7 @@ private func storeStatus(_ reader: ArgumentReader, _ store: ConfiguredStore) thr
         ]
         var text = JSONValue.object(members).serialized(pretty: true)
         if text.last != 0x0A { text.append(0x0A) }
-        FileHandle.standardOutput.write(Data(text))
+        StandardStream.output.write(text)
         return
     }
     var lines = ["store: \(store.backend)" + (store.sqlitePath.map { " \($0)" } ?? "")]
@@ -259,7 +264,7 @@ private func storeMigrate(_ reader: ArgumentReader, _ store: ConfiguredStore) th
     let before = try inspect(store)?.schemaVersion ?? 0
     if let path = store.sqlitePath {
         // As serve does: the default config's folder is git-ignored and may not exist yet.
-        let folder = (path as NSString).deletingLastPathComponent
+        let folder = path.deletingLastPathComponent
         if !folder.isEmpty {
             try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         }
@@ -283,7 +288,7 @@ private func storeMigrate(_ reader: ArgumentReader, _ store: ConfiguredStore) th
 /// `message` with the password of a libpq connection string (`password=…` or a URI's `user:password@`) masked.
 func redactingSecrets(of connectionString: String, in message: String) -> String {
     var secrets: [String] = []
-    if let scheme = connectionString.range(of: "://") {
+    if let scheme = connectionString.firstRange(of: "://") {
         let afterScheme = connectionString[scheme.upperBound...]
         if let at = afterScheme.firstIndex(of: "@") {
             let userInfo = afterScheme[..<at]
@@ -297,13 +302,19 @@ func redactingSecrets(of connectionString: String, in message: String) -> String
     } else {
         let words = connectionString.split(whereSeparator: \.isWhitespace)
         for word in words where word.hasPrefix("password=") {
-            secrets.append(
-                String(word.dropFirst("password=".count)).trimmingCharacters(in: CharacterSet(charactersIn: "'")))
+            secrets.append(String(word.dropFirst("password=".count)).trimmed(of: "'"))
         }
     }
-    var redacted = message.replacingOccurrences(of: connectionString, with: "(connection string)")
+    var redacted = replacingEvery(connectionString, with: "(connection string)", in: message)
     for secret in secrets where !secret.isEmpty {
-        redacted = redacted.replacingOccurrences(of: secret, with: "***")
+        redacted = replacingEvery(secret, with: "***", in: redacted)
     }
     return redacted
+}
+
+/// `text` with every occurrence of `target` replaced, compared as UTF-8 bytes: a password that begins with a combining
+/// mark joins the `=` before it into one `Character`, where a search by `Character` would not find it.
+private func replacingEvery(_ target: String, with replacement: String, in text: String) -> String {
+    guard !target.isEmpty else { return text }
+    return String(decoding: Array(text.utf8).replacing(Array(target.utf8), with: Array(replacement.utf8)), as: UTF8.self)
 }

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import ReceiptEngine
 import ReceiptForge
 import ReceiptService
@@ -72,7 +76,7 @@ private func runInitCA(_ arguments: [String]) -> Int32 {
         printError("receiptd testing init-ca: \(error)\n\n\(initCAUsage)")
         return ExitStatus.usage
     }
-    func path(_ name: String) -> String { (directory as NSString).appendingPathComponent(name) }
+    func path(_ name: String) -> String { directory.appendingPathComponent(name) }
     let hasReceiptPKI = FileManager.default.fileExists(atPath: path("root.pem"))
     // A PKI made before StoreKit 2 support is completed rather than refused, so its receipts stay trusted.
     if FileManager.default.fileExists(atPath: path("jws-root.pem")) {
@@ -99,7 +103,7 @@ private func runInitCA(_ arguments: [String]) -> Int32 {
 
 /// README.txt is the receipt PKI's; it gains how to trust the EC chain beside it.
 private func appendStoreKitNote(toReadmeIn directory: String) throws {
-    let readme = (directory as NSString).appendingPathComponent("README.txt")
+    let readme = directory.appendingPathComponent("README.txt")
     let note = """
 
         StoreKit 2: jws-root.pem -> jws-intermediate.pem -> jws-signing.pem sign transactions, renewal info, app
@@ -108,10 +112,9 @@ private func appendStoreKitNote(toReadmeIn directory: String) throws {
           "trusted_roots": ["\(directory)/root.pem", "\(directory)/jws-root.pem"]
 
         """
-    let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: readme))
-    defer { try? handle.close() }
-    try handle.seekToEnd()
-    try handle.write(contentsOf: Data(note.utf8))
+    guard var contents = FileManager.default.contents(atPath: readme) else { throw UsageError("\(readme): cannot read") }
+    contents.append(contentsOf: note.utf8)
+    try contents.write(to: URL(fileURLWithPath: readme))
 }
 
 private func runForgeReceipt(_ arguments: [String]) -> Int32 {
@@ -185,7 +188,7 @@ private func runForgeReceipt(_ arguments: [String]) -> Int32 {
             return ExitStatus.failure
         }
     } else {
-        FileHandle.standardOutput.write(Data(bytes))
+        StandardStream.output.write(bytes)
     }
     return ExitStatus.success
 }

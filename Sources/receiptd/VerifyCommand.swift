@@ -1,4 +1,13 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import JSONText
 import ReceiptEngine
 import ReceiptService
@@ -54,13 +63,13 @@ func runVerify(_ arguments: [String]) -> Int32 {
     var readSignedData = false
     for (index, file) in files.enumerated() {
         if showProgress {
-            FileHandle.standardError.write(Data("\r[\(index + 1)/\(files.count)] \(file)\u{1B}[K".utf8))
+            StandardStream.error.write("\r[\(index + 1)/\(files.count)] \(file)\u{1B}[K")
         }
         let data: [UInt8]
         switch readInput(file) {
         case .success(let bytes): data = bytes
         case .failure(let problem):
-            if showProgress { FileHandle.standardError.write(Data("\n".utf8)) }
+            if showProgress { StandardStream.error.write("\n") }
             printError("receiptd verify: \(file): \(problem.description)")
             unreadable += 1
             continue
@@ -87,13 +96,13 @@ func runVerify(_ arguments: [String]) -> Int32 {
         }
         if json {
             let value = files.count > 1 ? verdict.prepending(key: "file", .string(file)) : verdict
-            FileHandle.standardOutput.write(Data(value.serialized(pretty: files.count == 1) + [0x0A]))
+            StandardStream.output.write(value.serialized(pretty: files.count == 1) + [0x0A])
         } else {
-            if showProgress { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+            if showProgress { StandardStream.error.write("\r\u{1B}[K") }
             print(report)
         }
     }
-    if showProgress { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+    if showProgress { StandardStream.error.write("\r\u{1B}[K") }
     if files.count > 1 && !json {
         print(
             VerdictReport.summary(
@@ -129,18 +138,19 @@ func signedData(in bytes: [UInt8]) -> [UInt8]? {
 /// A file's bytes, or standard input's for `-`; a failure says what was there instead and what to do.
 func readInput(_ file: String) -> Result<[UInt8], UsageError> {
     if file == "-" {
-        let data = FileHandle.standardInput.readDataToEndOfFile()
+        let data: [UInt8]
+        do { data = try StandardStream.input.readToEnd() } catch { return .failure(UsageError("standard input: \(error)")) }
         guard !data.isEmpty else {
             return .failure(
                 UsageError("standard input is empty: pipe the receipt in (receiptd verify - < receipt.der)"))
         }
-        return .success(Array(data))
+        return .success(data)
     }
-    var isDirectory: ObjCBool = false
-    guard FileManager.default.fileExists(atPath: file, isDirectory: &isDirectory) else {
+    var status = stat()
+    guard stat(file, &status) == 0 else {
         return .failure(UsageError("no such file"))
     }
-    if isDirectory.boolValue {
+    if status.st_mode & S_IFMT == S_IFDIR {
         return .failure(UsageError("is a directory: name the files in it (receiptd verify \(file)/*)"))
     }
     guard FileManager.default.isReadableFile(atPath: file), let data = FileManager.default.contents(atPath: file) else {

@@ -7,4 +7,16 @@ cd "$(dirname "$0")/../.."
 swift build -c release --static-swift-stdlib --product receiptd >/dev/null
 [ "$(cd .build/release && pwd -P)" = "$(cd "$(swift build -c release --show-bin-path)" && pwd -P)" ] \
     || { echo "test-docker-files: .build/release is not the release build just made" >&2; exit 1; }
+
+# README's one small binary: FoundationEssentials rather than Foundation, whose ICU data made it 76 MB, and no DWARF.
+binary=.build/release/receiptd
+size=$(stat -c %s "$binary")
+[ "$size" -lt 25000000 ] || { echo "test-docker-files: $binary is $size bytes, over README's 25 MB" >&2; exit 1; }
+# grep -c reads nm's whole output: grep -q would quit early, and pipefail would count nm's SIGPIPE as no match.
+foundation_symbols=$(nm "$binary" | grep -c -e '\$s10Foundation' -e 'FoundationInternationalization' -e 'icudt[0-9]*_dat' || true)
+if [ "$foundation_symbols" -gt 0 ]; then
+    echo "test-docker-files: $binary links Foundation or ICU; Sources/ import FoundationEssentials only" >&2
+    exit 1
+fi
+echo "test-docker-files: ok: $binary is $size bytes, with neither Foundation nor ICU"
 scripts/check-docker
