@@ -189,12 +189,9 @@ public struct JWSTestAuthority: Sendable {
     /// under their own `jws-` names; keys readable by the owner only.
     public func write(toDirectory directory: String) throws {
         precondition(chain.count == 3, "the Xcode style has no directory form")
-        let files = FileManager.default
-        try files.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let folder = try PKIFolder(creating: directory)
         func write(_ name: String, _ bytes: [UInt8], secret: Bool = false) throws {
-            let path = directory.appendingPathComponent(name)
-            guard files.createFile(atPath: path, contents: Data(bytes), attributes: secret ? [.posixPermissions: 0o600] : nil)
-            else { throw TestAuthorityError(message: "\(path): cannot write") }
+            try folder.write(name, bytes, secret: secret)
         }
         try write(Self.fileNames.root, CertificateIssuer.pem(of: chain[2]))
         try write(Self.fileNames.intermediate, CertificateIssuer.pem(of: chain[1]))
@@ -216,13 +213,7 @@ public struct JWSTestAuthority: Sendable {
 
     /// Reads a chain written by `write(toDirectory:)`.
     public init(directory: String) throws {
-        func read(_ name: String) throws -> [UInt8] {
-            let path = directory.appendingPathComponent(name)
-            guard let data = FileManager.default.contents(atPath: path) else {
-                throw TestAuthorityError(message: "\(path): cannot read (make one with `receiptd testing init-ca DIR`)")
-            }
-            return Array(data)
-        }
+        let read = PKIFolder(directory).read
         do {
             chain = [
                 try X509Certificate(pem: try read(Self.fileNames.leaf)),

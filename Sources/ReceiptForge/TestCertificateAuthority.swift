@@ -118,12 +118,9 @@ public struct TestCertificateAuthority: Sendable {
     /// Writes certificates, keys and a README into `directory` (created if missing). Keys are written readable by
     /// the owner only.
     public func write(toDirectory directory: String) throws {
-        let files = FileManager.default
-        try files.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let folder = try PKIFolder(creating: directory)
         func write(_ name: String, _ bytes: [UInt8], secret: Bool = false) throws {
-            let path = directory.appendingPathComponent(name)
-            guard files.createFile(atPath: path, contents: Data(bytes), attributes: secret ? [.posixPermissions: 0o600] : nil)
-            else { throw TestAuthorityError(message: "\(path): cannot write") }
+            try folder.write(name, bytes, secret: secret)
         }
         try write(Self.fileNames.root, CertificateIssuer.pem(of: root))
         try write(Self.fileNames.intermediate, CertificateIssuer.pem(of: intermediate))
@@ -144,13 +141,7 @@ public struct TestCertificateAuthority: Sendable {
 
     /// Reads a PKI written by `write(toDirectory:)`; the root and intermediate keys are optional.
     public init(directory: String) throws {
-        func read(_ name: String) throws -> [UInt8] {
-            let path = directory.appendingPathComponent(name)
-            guard let data = FileManager.default.contents(atPath: path) else {
-                throw TestAuthorityError(message: "\(path): cannot read (make one with `receiptd testing init-ca DIR`)")
-            }
-            return Array(data)
-        }
+        let read = PKIFolder(directory).read
         do {
             root = try X509Certificate(pem: try read(Self.fileNames.root))
             intermediate = try X509Certificate(pem: try read(Self.fileNames.intermediate))
