@@ -573,9 +573,16 @@ def check_storekit_and_ledger(store_url, stateless_url):
     request(store_url, "GET", "/readyz", label="readyz, store reachable", expect=200)
 
     # The ledger unreachable: another process holds the SQLite file's write lock, so every write waits out the busy
-    # timeout (5 s) and fails. Notifications and claims are 503 store_unavailable (Apple and clients retry), a verdict
-    # is the input's alone with "ledger": "unavailable", /verifyReceipt is Apple's retryable 21005. Once the lock is
-    # gone the server takes writes again by itself.
+    # timeout (5 s) and fails. Notifications and claims are 503 store_unavailable (Apple and clients retry); a verdict
+    # with something new to record is the input's alone with "ledger": "unavailable", and /verifyReceipt of such a
+    # receipt is Apple's retryable 21005 (what the server already recorded needs no write, and is answered). Once the
+    # lock is gone the server takes writes again by itself.
+    unrecorded = forge_jws("transaction", "--bundle-id", "com.example.app", "--transaction-id", "870011",
+                           "--original-transaction-id", "870010", "--product-id", "pro.monthly",
+                           "--purchased", "2026-01-01T00:00:00Z", "--expires", "2099-02-01T00:00:00Z",
+                           "--signed", "2026-01-01T00:00:05Z", "--environment", "Production")
+    unrecorded_receipt = forge("product=pro.monthly,transaction=870021,original=870020,purchased=2026-01-01T00:00:00Z,"
+                               "expires=2099-02-01T00:00:00Z", created="2026-01-01T00:00:10Z")
     later = forge_jws("notification", "--type", "DID_CHANGE_RENEWAL_STATUS", "--subtype", "AUTO_RENEW_DISABLED",
                       "--bundle-id", "com.example.app", "--uuid", "4b0e6f1c-8a2d-4c3e-9f5a-6b7c8d9e0f11",
                       "--transaction-id", "870002", "--original-transaction-id", "870000", "--product-id",
@@ -589,10 +596,10 @@ def check_storekit_and_ledger(store_url, stateless_url):
                 code="store_unavailable")
         request(store_url, "POST", "/v1/transactions/870002/claim", account("user-3"), as_json,
                 label="claim, ledger locked", expect=503, as_operation=claim_op, code="store_unavailable")
-        _, _, payload = request(store_url, "POST", v, transaction, text, label="validate, ledger locked", expect=200)
+        _, _, payload = request(store_url, "POST", v, unrecorded, text, label="validate, ledger locked", expect=200)
         expect_member(payload, ("ledger",), "unavailable", "validate, ledger locked")
         expect_member(payload, ("subscriptions", 0, "source"), "jws", "validate, ledger locked")
-        _, _, payload = request(store_url, "POST", "/verifyReceipt", apple(receipt),
+        _, _, payload = request(store_url, "POST", "/verifyReceipt", apple(unrecorded_receipt),
                                 label="/verifyReceipt, ledger locked", expect=200)
         expect_member(payload, ("status",), 21005, "/verifyReceipt, ledger locked")
         expect_member(payload, ("is-retryable",), True, "/verifyReceipt, ledger locked")
