@@ -115,24 +115,12 @@ struct ReceiptPayload {
     private static func nextAttribute(
         _ cursor: inout ASN1Reader.ChildCursor, _ reader: ASN1Reader, count: inout Int
     ) throws(ASN1ReadError) -> Attribute? {
-        guard let attribute = try reader.next(&cursor) else { return nil }
+        guard let (type, value) = try reader.nextTypedValue(&cursor) else { return nil }
         count += 1
         guard count <= maximumAttributes else {
             throw ASN1ReadError(reason: "more than \(maximumAttributes) attributes")
         }
-        guard attribute.isUniversal(ASN1Tag.sequence), attribute.isConstructed else {
-            throw ASN1ReadError(reason: "an attribute is not a SEQUENCE")
-        }
-        let type = try reader.element(at: attribute.contentStart, limit: attribute.contentEnd)
-        let version = try reader.element(at: type.end, limit: attribute.contentEnd)
-        let value = try reader.element(at: version.end, limit: attribute.contentEnd)
-        guard value.end == attribute.contentEnd, let typeNumber = try reader.integer(type),
-            version.isUniversal(ASN1Tag.integer)
-        else { throw ASN1ReadError(reason: "an attribute is not (type, version, value)") }
-        guard value.isUniversal(ASN1Tag.octetString) else {
-            throw ASN1ReadError(reason: "attribute \(typeNumber)'s value is not an OCTET STRING")
-        }
-        return Attribute(type: typeNumber, value: value)
+        return Attribute(type: type, value: value)
     }
 
     private static func purchase(
