@@ -38,34 +38,17 @@ public struct JWSTestAuthority: Sendable {
     public static let xcodeKeyID = "Apple_Xcode_Key"
 
     public static func generate(_ options: Options = Options()) throws -> JWSTestAuthority {
-        func seconds(_ range: ClosedRange<Date>?) -> (Int64, Int64) {
-            let range = range ?? options.notBefore...options.notAfter
-            return (Int64(range.lowerBound.timeIntervalSince1970), Int64(range.upperBound.timeIntervalSince1970))
-        }
-        let serial = Int64.random(in: 1...(1 << 40))
         let rootKey = try PrivateKey.generateEC(.p384)
         let intermediateKey = try PrivateKey.generateEC(.p384)
         let leafKey = try PrivateKey.generateEC(.p256)
-        let (rootFrom, rootUntil) = seconds(nil)
-        let root = try CertificateIssuer.issue(
-            CertificateTemplate(
-                commonName: "receiptd Test Root CA - G3", serial: serial, notBefore: rootFrom, notAfter: rootUntil,
-                isCA: true,
-                markers: options.rootHasMarkers ? [AppleMarker.signing, AppleMarker.worldwideDeveloperRelations] : []),
-            subjectKey: rootKey, issuer: nil, issuerKey: rootKey)
-        let (intermediateFrom, intermediateUntil) = seconds(options.intermediateValidity)
-        let intermediate = try CertificateIssuer.issue(
-            CertificateTemplate(
-                commonName: "receiptd Test Worldwide Developer Relations CA G6", serial: serial + 1,
-                notBefore: intermediateFrom, notAfter: intermediateUntil, isCA: true,
-                markers: options.intermediateHasMarker ? [AppleMarker.worldwideDeveloperRelations] : []),
-            subjectKey: intermediateKey, issuer: root, issuerKey: rootKey)
-        let (leafFrom, leafUntil) = seconds(options.leafValidity)
-        let leaf = try CertificateIssuer.issue(
-            CertificateTemplate(
-                commonName: "receiptd Test StoreKit Signing", serial: serial + 2, notBefore: leafFrom,
-                notAfter: leafUntil, isCA: false, markers: options.leafHasMarker ? [AppleMarker.signing] : []),
-            subjectKey: leafKey, issuer: intermediate, issuerKey: intermediateKey)
+        let (root, intermediate, leaf) = try AppleShapedChain(
+            names: ("receiptd Test Root CA - G3", "receiptd Test Worldwide Developer Relations CA G6",
+                    "receiptd Test StoreKit Signing"),
+            validity: options.notBefore...options.notAfter, intermediateValidity: options.intermediateValidity,
+            leafValidity: options.leafValidity,
+            rootMarkers: options.rootHasMarkers ? [AppleMarker.signing, AppleMarker.worldwideDeveloperRelations] : [],
+            intermediateHasMarker: options.intermediateHasMarker, leafHasMarker: options.leafHasMarker
+        ).issue(rootKey: rootKey, intermediateKey: intermediateKey, leafKey: leafKey)
         return JWSTestAuthority(
             chain: [leaf, intermediate, root], leafKey: leafKey, issuerKeys: [intermediateKey, rootKey], keyID: nil)
     }

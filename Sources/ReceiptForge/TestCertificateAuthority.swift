@@ -41,34 +41,16 @@ public struct TestCertificateAuthority: Sendable {
     private let intermediateKey: PrivateKey?
 
     public static func generate(_ options: Options = Options()) throws -> TestCertificateAuthority {
-        func validity(_ range: ClosedRange<Date>?) -> (Int64, Int64) {
-            let range = range ?? options.notBefore...options.notAfter
-            return (Int64(range.lowerBound.timeIntervalSince1970), Int64(range.upperBound.timeIntervalSince1970))
-        }
-        let serialBase = Int64.random(in: 1...(1 << 40))
         let rootKey = try PrivateKey.generateRSA(bits: options.keyBits)
         let intermediateKey = try PrivateKey.generateRSA(bits: options.keyBits)
         let leafKey = try PrivateKey.generateRSA(bits: options.keyBits)
-        let (rootFrom, rootUntil) = validity(nil)
-        let root = try CertificateIssuer.issue(
-            CertificateTemplate(
-                commonName: "receiptd Test Root CA", serial: serialBase, notBefore: rootFrom, notAfter: rootUntil,
-                isCA: true, markers: []),
-            subjectKey: rootKey, issuer: nil, issuerKey: rootKey)
-        let (intermediateFrom, intermediateUntil) = validity(options.intermediateValidity)
-        let intermediate = try CertificateIssuer.issue(
-            CertificateTemplate(
-                commonName: "receiptd Test Worldwide Developer Relations CA", serial: serialBase + 1,
-                notBefore: intermediateFrom, notAfter: intermediateUntil, isCA: true,
-                markers: options.intermediateHasMarker ? [AppleMarker.worldwideDeveloperRelations] : []),
-            subjectKey: intermediateKey, issuer: root, issuerKey: rootKey)
-        let (leafFrom, leafUntil) = validity(options.leafValidity)
-        let leaf = try CertificateIssuer.issue(
-            CertificateTemplate(
-                commonName: "receiptd Test Receipt Signing", serial: serialBase + 2, notBefore: leafFrom,
-                notAfter: leafUntil, isCA: false,
-                markers: options.leafHasMarker ? [AppleMarker.signing] : []),
-            subjectKey: leafKey, issuer: intermediate, issuerKey: intermediateKey)
+        let (root, intermediate, leaf) = try AppleShapedChain(
+            names: ("receiptd Test Root CA", "receiptd Test Worldwide Developer Relations CA",
+                    "receiptd Test Receipt Signing"),
+            validity: options.notBefore...options.notAfter, intermediateValidity: options.intermediateValidity,
+            leafValidity: options.leafValidity, intermediateHasMarker: options.intermediateHasMarker,
+            leafHasMarker: options.leafHasMarker
+        ).issue(rootKey: rootKey, intermediateKey: intermediateKey, leafKey: leafKey)
         return TestCertificateAuthority(
             root: root, intermediate: intermediate, leaf: leaf, leafKey: leafKey, rootKey: rootKey,
             intermediateKey: intermediateKey)

@@ -61,3 +61,24 @@ make_test_world() {
 }
 JSON
 }
+
+# check / fail / contains: a script's checks that go on after a failure and count them in `failures` (set it to 0
+# first); each command's output lands in out.txt and err.txt in the working directory.
+check() { # check DESCRIPTION EXPECTED-EXIT COMMAND...
+    local description="$1" expected="$2"
+    shift 2
+    local status=0
+    "$@" >out.txt 2>err.txt || status=$?
+    if [ "$status" -ne "$expected" ]; then
+        echo "FAIL: $description: exit $status, expected $expected"
+        sed 's/^/    /' err.txt | head -n 5
+        failures=$((failures + 1))
+    fi
+}
+fail() {
+    echo "FAIL: $*"
+    failures=$((failures + 1))
+}
+contains() { # contains DESCRIPTION FILE TEXT
+    grep -qF -- "$3" "$2" || { fail "$1: '$3' not in $2"; sed 's/^/    /' "$2" | head -n 5; }
+}

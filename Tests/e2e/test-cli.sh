@@ -7,20 +7,6 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 failures=0
-check() { # check DESCRIPTION EXPECTED-EXIT COMMAND...
-    local description="$1" expected="$2"
-    shift 2
-    local status=0
-    "$@" >out.txt 2>err.txt || status=$?
-    if [ "$status" -ne "$expected" ]; then
-        echo "FAIL: $description: exit $status, expected $expected"
-        sed 's/^/    /' err.txt | head -n 5
-        failures=$((failures + 1))
-    fi
-}
-contains() { # contains DESCRIPTION FILE TEXT
-    grep -qF -- "$3" "$2" || { echo "FAIL: $1: '$3' not in $2"; sed 's/^/    /' "$2" | head -n 5; failures=$((failures + 1)); }
-}
 
 R="$RECEIPTD"
 device=6C:40:08:B5:94:5E

@@ -17,24 +17,6 @@ cleanup() {
 trap cleanup EXIT
 cd "$work"
 failures=0
-check() { # check DESCRIPTION EXPECTED-EXIT COMMAND...
-    local description="$1" expected="$2"
-    shift 2
-    local status=0
-    "$@" >out.txt 2>err.txt || status=$?
-    if [ "$status" -ne "$expected" ]; then
-        echo "FAIL: $description: exit $status, expected $expected"
-        sed 's/^/    /' err.txt | head -n 5
-        failures=$((failures + 1))
-    fi
-}
-fail() {
-    echo "FAIL: $*"
-    failures=$((failures + 1))
-}
-contains() { # contains DESCRIPTION FILE TEXT
-    grep -qF -- "$3" "$2" || { fail "$1: '$3' not in $2"; sed 's/^/    /' "$2" | head -n 5; }
-}
 json() { # json DESCRIPTION FILTER [FILE]: the jq filter must hold on FILE (default out.txt)
     local file="${3:-out.txt}"
     jq -e "$2" "$file" >/dev/null 2>&1 || { fail "$1: $2"; head -c 600 "$file" | sed 's/^/    /'; echo; }
