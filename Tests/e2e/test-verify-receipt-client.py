@@ -16,9 +16,11 @@ Each test checks what the client's own objects and exceptions make of our answer
 
 import base64
 import datetime
+import json
 import os
 import time
 import unittest
+import urllib.request
 import warnings
 
 import django
@@ -103,6 +105,48 @@ class ReceiptdValidator(AppStoreValidator):
 
     def _change_url_by_sandbox(self):
         self.url = self.sandbox_url if self.sandbox else self.production_url
+
+
+class LedgerThroughAClientTests(unittest.TestCase):
+    """The drop-in promise with a ledger: a backend re-checking a stored receipt sees what Apple said since, through an
+    unchanged itunes-iap: the receipt's subscription expired, Apple delivers DID_RENEW to /v1/notifications, and the
+    same receipt now answers with the renewal first in latest_receipt_info and its pending_renewal_info."""
+
+    def setUp(self):
+        warnings.simplefilter("ignore")
+        self.saved = (itunesiap.request.Request.PRODUCTION_VALIDATION_URL,
+                      itunesiap.request.Request.SANDBOX_VALIDATION_URL)
+        point_itunesiap_at(os.environ["LEDGER_URL"], os.environ["LEDGER_URL"])
+
+    def tearDown(self):
+        (itunesiap.request.Request.PRODUCTION_VALIDATION_URL,
+         itunesiap.request.Request.SANDBOX_VALIDATION_URL) = self.saved
+
+    def test_renewal_delivered_by_apple_shows_in_the_same_receipts_answer(self):
+        before = itunesiap.verify(receipt("expired-subscription"), SECRET, env=itunesiap.env.production)
+        self.assertEqual(before.status, 0)
+        self.assertEqual([entry.transaction_id for entry in before.latest_receipt_info], ["5101"])
+        self.assertEqual(before["pending_renewal_info"], [])
+
+        with open(os.environ["DID_RENEW"]) as file:
+            body = json.dumps({"signedPayload": file.read().strip()}).encode()
+        delivery = urllib.request.Request(
+            os.environ["LEDGER_URL"] + "/v1/notifications", data=body, headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(delivery, timeout=10) as answer:
+            self.assertEqual(answer.status, 200)
+            self.assertEqual(json.load(answer)["notification_type"], "DID_RENEW")
+
+        after = itunesiap.verify(receipt("expired-subscription"), SECRET, env=itunesiap.env.production)
+        self.assertEqual(after.status, 0)
+        latest = after.latest_receipt_info
+        self.assertEqual([entry.transaction_id for entry in latest], ["5102", "5101"])
+        self.assertEqual(latest[0].original_transaction_id, "5100")
+        self.assertEqual(latest[0].expires_date, datetime.datetime(2099, 3, 1, tzinfo=UTC))
+        pending = after["pending_renewal_info"]
+        self.assertEqual(len(pending), 1)
+        self.assertEqual(pending[0]["original_transaction_id"], "5100")
+        self.assertEqual(pending[0]["auto_renew_status"], "1")
+        self.assertEqual(pending[0]["product_id"], "pro.monthly")
 
 
 class ItunesIAPTests(unittest.TestCase):

@@ -10,7 +10,7 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 
 WORK="$(mktemp -d)"
 BOTH_PID="" BOTH_LOG="" PRODUCTION_ONLY_PID="" PRODUCTION_ONLY_LOG="" APPLE_PID="" APPLE_LOG=""
-APPLE_SANDBOX_PID="" APPLE_SANDBOX_LOG=""
+APPLE_SANDBOX_PID="" APPLE_SANDBOX_LOG="" LEDGER_PID="" LEDGER_LOG=""
 cleanup() {
     local status=$?
     set +e
@@ -22,7 +22,9 @@ cleanup() {
     stop_server || status=1
     RECEIPTD_PID="$APPLE_SANDBOX_PID" SERVER_LOG="$APPLE_SANDBOX_LOG"
     stop_server || status=1
-    rm -rf "$WORK" "$BOTH_LOG" "$PRODUCTION_ONLY_LOG" "$APPLE_LOG" "$APPLE_SANDBOX_LOG"
+    RECEIPTD_PID="$LEDGER_PID" SERVER_LOG="$LEDGER_LOG"
+    stop_server || status=1
+    rm -rf "$WORK" "$BOTH_LOG" "$PRODUCTION_ONLY_LOG" "$APPLE_LOG" "$APPLE_SANDBOX_LOG" "$LEDGER_LOG"
     exit "$status"
 }
 trap cleanup EXIT
@@ -49,6 +51,12 @@ APPLE_PID="$RECEIPTD_PID" APPLE_LOG="$SERVER_LOG" APPLE_URL="$BASE_URL"
 echo '{}' >"$WORK/apple-sandbox.json"
 start_server "$WORK/apple-sandbox.json"
 APPLE_SANDBOX_PID="$RECEIPTD_PID" APPLE_SANDBOX_LOG="$SERVER_LOG" APPLE_SANDBOX_URL="$BASE_URL"
+# The test world with a ledger, trusting the StoreKit 2 test root too: renewals that Apple's notifications bring show
+# in the same receipt's answer, as Apple's verifyReceipt showed them.
+jq '.store = {"sqlite": "ledger.sqlite"} | .trusted_roots += ["ca/jws-root.pem"]' "$WORK/receiptd.json" \
+    >"$WORK/ledger.json"
+start_server "$WORK/ledger.json"
+LEDGER_PID="$RECEIPTD_PID" LEDGER_LOG="$SERVER_LOG" LEDGER_URL="$BASE_URL"
 
 mkdir "$WORK/receipts"
 forge() {
@@ -64,8 +72,16 @@ forge production --bundle-id com.example.app --app-version 1.0 \
 forge sandbox --bundle-id com.example.app --app-version 1.1 --environment Sandbox \
     --purchase product=pro.monthly,transaction=7000,purchased=2026-01-01T00:00:00Z,expires=2026-02-01T00:00:00Z
 forge second-app --bundle-id com.example.other --app-version 1.0 --purchase product=x,transaction=1
+# January's receipt of a monthly subscription (expired on 2026-02-01), and Apple's DID_RENEW of 2026-02-01 for it.
+forge expired-subscription --bundle-id com.example.app --app-version 1.0 --created 2026-01-15T00:00:00Z \
+    --purchase product=pro.monthly,transaction=5101,original=5100,purchased=2026-01-01T00:00:00Z,expires=2026-02-01T00:00:00Z
+"$RECEIPTD" testing notification --ca "$WORK/ca" --type DID_RENEW --bundle-id com.example.app \
+    --transaction-id 5102 --original-transaction-id 5100 --product-id pro.monthly \
+    --purchased 2026-02-01T00:00:00Z --expires 2099-03-01T00:00:00Z --signed 2026-02-01T00:00:05Z \
+    --environment Production --out "$WORK/did-renew.jws"
 
-RECEIPTS="$WORK/receipts" BOTH_URL="$BOTH_URL" BOTH_LOG="$BOTH_LOG" \
+RECEIPTS="$WORK/receipts" BOTH_URL="$BOTH_URL" BOTH_LOG="$BOTH_LOG" LEDGER_URL="$LEDGER_URL" \
+    DID_RENEW="$WORK/did-renew.jws" \
     PRODUCTION_ONLY_URL="$PRODUCTION_ONLY_URL" PRODUCTION_ONLY_LOG="$PRODUCTION_ONLY_LOG" \
     APPLE_URL="$APPLE_URL" APPLE_LOG="$APPLE_LOG" APPLE_SANDBOX_URL="$APPLE_SANDBOX_URL" \
     APPLE_SANDBOX_LOG="$APPLE_SANDBOX_LOG" APPLE_FIXTURES="$E2E_ROOT/../shared/fixtures/apple" \
