@@ -9,7 +9,7 @@ import Synchronization
 
 /// The ledger's two figures (the ledger issue): what it adds to a receipt validation, and verified-and-committed
 /// notifications per second with concurrent senders, both through `ReceiptRoutes.handle` (everything but sockets).
-func ledgerCosts(receipt: [UInt8], senders: Int) {
+func ledgerCosts(receipt: [UInt8], senders: Int, postgres: String?) {
     let folder = NSTemporaryDirectory() + "receipt-bench-ledger-\(getpid())"
     try! FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(atPath: folder) }
@@ -57,26 +57,29 @@ func ledgerCosts(receipt: [UInt8], senders: Int) {
         forged.append(Array("{\"signedPayload\": \"\(try! authority.sign(notification.payload))\"}".utf8))
     }
     let bodies = forged
-    let delivery = ReceiptRoutes(
-        configuration: notificationConfiguration, validator: notificationConfiguration.makeValidator(),
-        jwsVerifier: notificationConfiguration.makeJWSVerifier(),
-        ledger: PurchaseLedger(store: try! SQLiteLedger(path: folder + "/notifications.sqlite")),
-        metrics: ServiceMetrics())
-    let next = Atomic<Int>(0)
-    let stored = Atomic<Int>(0)
-    let started = nanoseconds()
-    DispatchQueue.concurrentPerform(iterations: senders) { _ in
-        while case let index = next.add(1, ordering: .relaxed).oldValue, index < count {
-            let response = delivery.handle(HTTPRequest(
-                method: .post, target: "/v1/notifications",
-                headers: HTTPHeaders([(.contentType, "application/json")]), body: bodies[index]))
-            if response.status == .ok { stored.add(1, ordering: .relaxed) }
+    var stores: [(name: String, store: any LedgerStore)] = [("SQLite", try! SQLiteLedger(path: folder + "/notifications.sqlite"))]
+    if let postgres { stores.append(("PostgreSQL", try! PostgresLedger(connectionString: postgres))) }
+    for (name, store) in stores {
+        let delivery = ReceiptRoutes(
+            configuration: notificationConfiguration, validator: notificationConfiguration.makeValidator(),
+            jwsVerifier: notificationConfiguration.makeJWSVerifier(), ledger: PurchaseLedger(store: store),
+            metrics: ServiceMetrics())
+        let next = Atomic<Int>(0)
+        let stored = Atomic<Int>(0)
+        let started = nanoseconds()
+        DispatchQueue.concurrentPerform(iterations: senders) { _ in
+            while case let index = next.add(1, ordering: .relaxed).oldValue, index < count {
+                let response = delivery.handle(HTTPRequest(
+                    method: .post, target: "/v1/notifications",
+                    headers: HTTPHeaders([(.contentType, "application/json")]), body: bodies[index]))
+                if response.status == .ok { stored.add(1, ordering: .relaxed) }
+            }
         }
+        let seconds = Double(nanoseconds() - started) / 1e9
+        guard stored.load(ordering: .relaxed) == count else {
+            fatalError("\(count - stored.load(ordering: .relaxed)) notifications were not stored on \(name)")
+        }
+        row("notifications committed, \(name)", String(format: "%.0f/s", Double(count) / seconds),
+            "\(senders) concurrent senders, \(count) distinct notifications (goal on SQLite: at least 1,000/s)")
     }
-    let seconds = Double(nanoseconds() - started) / 1e9
-    guard stored.load(ordering: .relaxed) == count else {
-        fatalError("\(count - stored.load(ordering: .relaxed)) notifications were not stored")
-    }
-    row("notifications verified and committed, SQLite", String(format: "%.0f/s", Double(count) / seconds),
-        "\(senders) concurrent senders, \(count) distinct notifications (goal: at least 1,000/s)")
 }

@@ -11,6 +11,8 @@ import StoreKitJWS
 // receipt-bench forged --fixtures DIR [--count N]        genuine receipts against N distinct forged ones (Apple's chain)
 // receipt-bench forge-receipts --fixtures DIR --out DIR [--count N]   write N distinct forged receipts, for wrk
 // receipt-bench jws --fixtures DIR [--jws FILE]          StoreKit 2: floor, cached verification, distinct forgeries
+// receipt-bench ledger --fixtures DIR [--count SENDERS] [--postgres CONNINFO]
+//                                                        the ledger beside a validation; notifications committed/s
 
 struct Arguments {
     var mode = "inprocess"
@@ -20,6 +22,7 @@ struct Arguments {
     var countGiven = false
     var out = ""
     var jws = ""
+    var postgres = ""
 
     init(_ arguments: [String]) {
         var rest = arguments[...]
@@ -34,6 +37,7 @@ struct Arguments {
                 countGiven = true
             case "--out": out = value
             case "--jws": jws = value
+            case "--postgres": postgres = value
             default:
                 FileHandle.standardError.write(Data("unknown argument \(flag)\n".utf8))
                 exit(2)
@@ -109,7 +113,9 @@ case "profile-jws":
     print("\(valid) valid StoreKit 2 verifications")
     exit(0)
 case "ledger":
-    ledgerCosts(receipt: typical, senders: arguments.countGiven ? arguments.count : 16)
+    ledgerCosts(
+        receipt: typical, senders: arguments.countGiven ? arguments.count : 16,
+        postgres: arguments.postgres.isEmpty ? nil : arguments.postgres)
     exit(0)
 case "inprocess":
     break
