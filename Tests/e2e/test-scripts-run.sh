@@ -60,4 +60,22 @@ wait "$pid" || status=$?
 pid=""
 [ "$status" -eq 0 ] || fail "scripts/run exited $status after SIGTERM, not 0"
 grep -q 'stopped' "$log" || fail "receiptd did not log its clean stop"
-echo "test-scripts-run: scripts/run served Config/receiptd.json on 127.0.0.1:8080 and stopped cleanly on SIGTERM"
+
+# Config/README.md's command, as written, with the binary scripts/run built on the PATH.
+PATH="$(swift build -c release --show-bin-path):$PATH"
+receiptd serve --config Config/receiptd.json >"$log" 2>&1 &
+pid=$!
+for _ in $(seq 1 100); do
+    grep -q 'listening address=http://127.0.0.1:8080 ' "$log" && break
+    kill -0 "$pid" 2>/dev/null || fail "receiptd serve --config Config/receiptd.json exited: $(cat "$log")"
+    sleep 0.1
+done
+curl -sS --max-time 5 http://127.0.0.1:8080/healthz >/dev/null \
+    || fail "receiptd serve --config Config/receiptd.json did not answer /healthz"
+kill -TERM "$pid"
+status=0
+wait "$pid" || status=$?
+pid=""
+[ "$status" -eq 0 ] || fail "receiptd serve --config Config/receiptd.json exited $status after SIGTERM, not 0"
+echo "test-scripts-run: scripts/run and Config/README.md's command served Config/receiptd.json on 127.0.0.1:8080" \
+    "and stopped cleanly on SIGTERM"
