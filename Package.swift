@@ -53,7 +53,7 @@ let package = Package(
         // Every command (`serve`, `verify`, `testing`) and its flags; the modules below know nothing of a command line.
         .executableTarget(
             name: "receiptd",
-            dependencies: ["ReceiptService", "ReceiptEngine", "StoreKitJWS", "Ledger", "ReceiptForge", "JSONText", "HTTP1Server"],
+            dependencies: ["ReceiptService", "CryptoFloor", "ReceiptEngine", "StoreKitJWS", "Ledger", "ReceiptForge", "JSONText", "HTTP1Server"],
             swiftSettings: strictSettings,
             // A release build's DWARF is 4 MB of the static binary (SwiftPM compiles release with -g); the symbol table
             // stays, so backtraces and profilers still name functions. Keeps the binary under 25 MB (README).
