@@ -79,6 +79,8 @@ public struct ReceiptRoutes: Sendable {
     private let sandboxValidator: ReceiptValidator
     public let metrics: ServiceMetrics
     public let readiness: ServiceReadiness
+    /// Where each notification's fate is written (stored, duplicate, refused, not stored); nil logs none.
+    let log: ServiceLog?
     let clock: @Sendable () -> Date
     /// When these routes were made, which is when the server starts: `/healthz`'s `started_at`.
     private let startedAt: ReceiptDate
@@ -86,11 +88,12 @@ public struct ReceiptRoutes: Sendable {
     /// - Parameters:
     ///   - jwsVerifier: StoreKit 2 verification; by default made from the validator's policy.
     ///   - ledger: where verified data is remembered; stateless by default.
+    ///   - log: receives one event per notification Apple delivers.
     ///   - clock: "now" for subscription activity and Apple's `request_date`; injected so tests are exact.
     public init(
         configuration: ServiceConfiguration, validator: ReceiptValidator, jwsVerifier: JWSVerifier? = nil,
         ledger: PurchaseLedger = .none, metrics: ServiceMetrics, readiness: ServiceReadiness = ServiceReadiness(),
-        clock: @escaping @Sendable () -> Date = { Date() }
+        log: ServiceLog? = nil, clock: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.configuration = configuration
         self.validator = validator
@@ -101,6 +104,7 @@ public struct ReceiptRoutes: Sendable {
         self.sandboxValidator = ReceiptValidator(policy: sandboxPolicy)
         self.metrics = metrics
         self.readiness = readiness
+        self.log = log
         self.clock = clock
         self.startedAt = ReceiptDate(clock())
     }

@@ -10,7 +10,8 @@ import JSONText
 /// Where log lines go: one call per complete line, without its newline. Injected, never global, so tests capture it.
 public typealias LogSink = @Sendable (String) -> Void
 
-/// receiptd's log: one line per request and a few lifecycle events, as text or JSON.
+/// receiptd's log: one line per request, one event per notification delivered and a few lifecycle events, as text
+/// or JSON.
 ///
 /// Only what operators need to see traffic and failures goes in. Receipts, device ids, passwords, shared secrets and
 /// query strings never do: query strings can carry `device_id`, and a receipt identifies a customer.

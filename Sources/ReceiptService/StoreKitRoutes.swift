@@ -37,6 +37,10 @@ extension ReceiptRoutes {
 
     /// Apple's delivery: 200 only once the notification is durably in the ledger (Apple retries anything else, for
     /// days in Production), so nothing Apple said is lost; the same uuid again is 200 with `"duplicate": true`.
+    ///
+    /// Each verified delivery is logged with its uuid, the key of Apple's notification history, so an operator can
+    /// tell a refund that never arrived from one that arrived and was not stored. A refused one logs only its code:
+    /// until verified, its fields are anyone's words.
     func receiveNotification(_ request: HTTPRequest) -> HTTPResponse {
         let signedPayload: String
         do {
@@ -47,9 +51,15 @@ extension ReceiptRoutes {
         guard ledger.isConfigured else { return problem(Self.storeProblem(.notConfigured)) }
         let result = jwsVerifier.verify(signedPayload, requiredKind: .notification, at: clock())
         metrics.recordVerdict(kind: result.kind?.rawValue, error: result.error)
-        guard result.isValid else { return json(status: .unprocessableContent, JWSResultJSON.value(of: result)) }
+        guard result.isValid else {
+            var fields = [("code", result.error?.code.rawValue ?? "invalid")]
+            if let reason = result.error?.reason { fields.append(("reason", reason.rawValue)) }
+            log?.event("notification refused", fields)
+            return json(status: .unprocessableContent, JWSResultJSON.value(of: result))
+        }
         guard let facts = LedgerFacts.notification(result, signedPayload: signedPayload) else {
             // A verified notification always has both; refusing keeps it in Apple's retry queue rather than lost.
+            log?.event("notification refused", [("code", "malformed_jws")])
             return problem(RequestProblem(
                 status: .unprocessableContent, code: "malformed_jws",
                 message: "the notification carries no notificationUUID, notificationType or signedDate"))
@@ -58,8 +68,15 @@ extension ReceiptRoutes {
         do {
             write = try ledger.withStore { (store) throws(LedgerError) in try ledger.record(facts, in: store) }
         } catch {
+            var fields = [("uuid", facts.uuid), ("type", facts.type), ("code", Self.storeProblem(error).code)]
+            if case .unavailable(let cause) = error { fields.append(("ledger_error", cause.code.rawValue)) }
+            log?.event("notification not stored", fields)
             return problem(Self.storeProblem(error))
         }
+        var fields = [("uuid", facts.uuid), ("type", facts.type)]
+        if let subtype = facts.subtype { fields.append(("subtype", subtype)) }
+        fields.append(("duplicate", write == .duplicate ? "true" : "false"))
+        log?.event("notification", fields)
         return json(
             status: .ok,
             .object([

@@ -62,7 +62,7 @@ func runServe(
     }
     let routes = ReceiptRoutes(
         configuration: configuration, validator: configuration.makeValidator(),
-        jwsVerifier: configuration.makeJWSVerifier(), ledger: ledger, metrics: metrics, readiness: readiness)
+        jwsVerifier: configuration.makeJWSVerifier(), ledger: ledger, metrics: metrics, readiness: readiness, log: log)
     var httpConfiguration = configuration.httpServerConfiguration
     httpConfiguration.mayHandleInline = routes.mayAnswerInline
     let server = HTTPServer(

@@ -23,12 +23,12 @@ enum LedgerService {
         return configuration
     }
 
-    static func routes(_ ledger: PurchaseLedger = .none) -> ReceiptRoutes {
+    static func routes(_ ledger: PurchaseLedger = .none, log: ServiceLog? = nil) -> ReceiptRoutes {
         let configuration = configuration
         let validator = configuration.makeValidator()
         return ReceiptRoutes(
             configuration: configuration, validator: validator, jwsVerifier: JWSVerifier(policy: validator.policy),
-            ledger: ledger, metrics: ServiceMetrics(), clock: { fixedNow })
+            ledger: ledger, metrics: ServiceMetrics(), log: log, clock: { fixedNow })
     }
 
     /// Routes over a fresh, empty ledger of `backend`.
