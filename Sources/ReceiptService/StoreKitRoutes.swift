@@ -68,10 +68,11 @@ extension ReceiptRoutes {
         do {
             write = try ledger.withStore { (store) throws(LedgerError) in try ledger.record(facts, in: store) }
         } catch {
-            var fields = [("uuid", facts.uuid), ("type", facts.type), ("code", Self.storeProblem(error).code)]
+            let answer = Self.storeProblem(error)
+            var fields = [("uuid", facts.uuid), ("type", facts.type), ("code", answer.code)]
             if case .unavailable(let cause) = error { fields.append(("ledger_error", cause.code.rawValue)) }
             log?.event("notification not stored", fields)
-            return problem(Self.storeProblem(error))
+            return problem(answer)
         }
         var fields = [("uuid", facts.uuid), ("type", facts.type)]
         if let subtype = facts.subtype { fields.append(("subtype", subtype)) }
