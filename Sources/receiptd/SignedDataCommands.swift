@@ -19,7 +19,7 @@ let forgeTransactionUsage = """
                                         [--out FILE]
       Signs a StoreKit 2 transaction (Transaction.jwsRepresentation) with the EC test chain in DIR (made by init-ca);
       it verifies only where DIR/jws-root.pem is in trusted_roots.
-    \(signedDataFlagHelp)
+    \(signedDataFlagHelp(transactionOptions))
     """
 
 let forgeRenewalInfoUsage = """
@@ -28,7 +28,7 @@ let forgeRenewalInfoUsage = """
                                          [--expires DATE] [--grace-period-expires DATE] [--billing-retry]
                                          [--signed DATE] [--out FILE]
       Signs StoreKit 2 renewal info (a subscription's signedRenewalInfo) with the EC test chain in DIR.
-    \(signedDataFlagHelp)
+    \(signedDataFlagHelp(renewalInfoOptions))
     """
 
 let forgeAppTransactionUsage = """
@@ -38,7 +38,7 @@ let forgeAppTransactionUsage = """
       Signs a StoreKit 2 app transaction (AppTransaction.jwsRepresentation) with the EC test chain in DIR.
       --app-version V   applicationVersion (checked against the app's versions), default 1.0
       --signed DATE     its receiptCreationDate, the instant its chain is checked at
-    \(signedDataFlagHelp)
+    \(signedDataFlagHelp(appTransactionOptions))
     """
 
 let forgeNotificationUsage = """
@@ -53,23 +53,37 @@ let forgeNotificationUsage = """
       --uuid UUID       notificationUUID, default a random one
       --post URL        deliver it as the App Store does (POST {"signedPayload": "<JWS>"}, application/json, http://
                         only) and print "HTTP <status>" and the answer's body; exit 0 on a 2xx answer, else 1
-    \(signedDataFlagHelp)
+    \(signedDataFlagHelp(notificationOptions))
     """
 
-private let signedDataFlagHelp = """
-      DATE is RFC 3339 (2026-01-01T00:00:00Z).
-      --signed DATE              signedDate, default now
-      --environment ENV          Production, Sandbox (default) or Xcode
-      --purchased DATE           purchaseDate, default a minute before --signed
-      --expires DATE             expiresDate (and the renewal's renewalDate), default a month after --purchased
-      --revoked DATE             revocationDate (a refund)
+/// One line per flag the forges share; each usage lists only the lines of the flags its command accepts, so that
+/// `--help` never offers a flag the command refuses.
+private let signedDataFlagLines: [(flag: String, help: String)] = [
+    ("--signed", "  --signed DATE              signedDate, default now"),
+    ("--environment", "  --environment ENV          Production, Sandbox (default) or Xcode"),
+    ("--purchased", "  --purchased DATE           purchaseDate, default a minute before --signed"),
+    ("--expires", "  --expires DATE             expiresDate (and renewalDate), default a month after the purchase"),
+    ("--revoked", "  --revoked DATE             revocationDate (a refund)"),
+    ("--product-type", """
       --product-type TYPE        Auto-Renewable Subscription (default), Non-Renewing Subscription, Consumable,
                                  Non-Consumable; only a subscription has an expiry unless --expires is given
-      --transaction-id ID        default 2000000000000001; --original-transaction-id defaults to it
-      --auto-renew true|false    autoRenewStatus, default true
-      --device-id ID             binds it to a device (deviceVerification) with --nonce or a random nonce
-      --out FILE                 default standard output
-    """
+    """),
+    (
+        "--transaction-id",
+        "  --transaction-id ID        default 2000000000000001; --original-transaction-id defaults to it"
+    ),
+    ("--auto-renew", "  --auto-renew true|false    autoRenewStatus, default true"),
+    (
+        "--device-id",
+        "  --device-id ID             binds it to a device (deviceVerification) with --nonce or a random nonce"
+    ),
+    ("--out", "  --out FILE                 default standard output"),
+]
+
+private func signedDataFlagHelp(_ accepted: Set<String>) -> String {
+    (["  DATE is RFC 3339 (2026-01-01T00:00:00Z)."]
+        + signedDataFlagLines.filter { accepted.contains($0.flag) }.map(\.help)).joined(separator: "\n")
+}
 
 /// The signed-data flags of one forging command, read once: dates, identifiers, the chain to sign with.
 private struct SignedDataRequest {
@@ -208,11 +222,18 @@ private let renewalFlags: Set = [
     "--original-transaction-id", "--product-id", "--auto-renew", "--expires", "--grace-period-expires",
 ]
 private let deviceFlags: Set = ["--device-id", "--nonce"]
+private let transactionOptions = commonOptions.union(transactionFlags).union(deviceFlags)
+private let renewalInfoOptions = commonOptions.union(renewalFlags)
+private let appTransactionOptions = commonOptions.union(deviceFlags).union([
+    "--bundle-id", "--app-version", "--original-version", "--app-apple-id",
+])
+private let notificationOptions = commonOptions.union(transactionFlags).union(renewalFlags)
+    .union(["--type", "--subtype", "--uuid", "--app-apple-id", "--post"])
 
 func runForgeTransaction(_ arguments: [String]) -> Int32 {
     forgeSignedData(
         "transaction", arguments, usage: forgeTransactionUsage,
-        options: commonOptions.union(transactionFlags).union(deviceFlags)
+        options: transactionOptions
     ) { request in
         try request.authority.sign(request.transaction(bundleID: request.reader.required("--bundle-id")).payload)
     }
@@ -221,7 +242,7 @@ func runForgeTransaction(_ arguments: [String]) -> Int32 {
 func runForgeRenewalInfo(_ arguments: [String]) -> Int32 {
     forgeSignedData(
         "renewal-info", arguments, usage: forgeRenewalInfoUsage,
-        options: commonOptions.union(renewalFlags), flags: ["--billing-retry"]
+        options: renewalInfoOptions, flags: ["--billing-retry"]
     ) { request in
         try request.authority.sign(request.renewalInfo().payload)
     }
@@ -230,9 +251,7 @@ func runForgeRenewalInfo(_ arguments: [String]) -> Int32 {
 func runForgeAppTransaction(_ arguments: [String]) -> Int32 {
     forgeSignedData(
         "app-transaction", arguments, usage: forgeAppTransactionUsage,
-        options: commonOptions.union(deviceFlags).union([
-            "--bundle-id", "--app-version", "--original-version", "--app-apple-id",
-        ])
+        options: appTransactionOptions
     ) { request in
         var blueprint = AppTransactionBlueprint(
             bundleID: try request.reader.required("--bundle-id"), receiptCreationDate: request.signed,
@@ -249,8 +268,7 @@ func runForgeNotification(_ arguments: [String]) -> Int32 {
     let now = Date()
     return forgeSignedData(
         "notification", arguments, usage: forgeNotificationUsage,
-        options: commonOptions.union(transactionFlags).union(renewalFlags)
-            .union(["--type", "--subtype", "--uuid", "--app-apple-id", "--post"]),
+        options: notificationOptions,
         flags: ["--billing-retry"], now: now
     ) { request in
         let reader = request.reader
