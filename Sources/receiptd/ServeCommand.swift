@@ -68,9 +68,21 @@ func runServe(
     let server = HTTPServer(
         configuration: httpConfiguration, handler: routes.handle, failureResponse: routes.failureResponse,
         accessLog: log.access)
+    // A second server, not a second socket of one: the HTTP layer stays one listener per server, and which routes
+    // a socket serves is the routes' decision (`Listener.public`).
+    let publicServer = configuration.publicListener.map { listener in
+        var publicConfiguration = configuration.publicServerConfiguration(listener)
+        publicConfiguration.mayHandleInline = routes.mayAnswerInline
+        return HTTPServer(
+            configuration: publicConfiguration, handler: { routes.handle($0, on: .public) },
+            failureResponse: routes.failureResponse, accessLog: log.access)
+    }
+    let servers = [server] + (publicServer.map { [$0] } ?? [])
     // Weak: the server holds the routes, which hold the metrics; a strong capture would make a cycle that outlives
     // a failed start (tests call this function many times in one process).
-    metrics.observeOpenConnections { [weak server] in server?.openConnections ?? 0 }
+    metrics.observeOpenConnections { [weak server, weak publicServer] in
+        (server?.openConnections ?? 0) + (publicServer?.openConnections ?? 0)
+    }
 
     let port: Int
     do {
@@ -79,20 +91,35 @@ func runServe(
         errors("receiptd: cannot listen on \(configuration.host):\(configuration.port): \(error)")
         return ExitStatus.failure
     }
-    let signals = ShutdownSignals(server: server, readiness: readiness, log: log)
+    var publicPort: Int?
+    if let publicServer, let listener = configuration.publicListener {
+        do {
+            publicPort = try publicServer.start()
+        } catch {
+            errors("receiptd: cannot listen on public \(listener.host):\(listener.port): \(error)")
+            server.shutdown()
+            server.waitUntilStopped()
+            return ExitStatus.failure
+        }
+    }
+    let signals = ShutdownSignals(servers: servers, readiness: readiness, log: log)
     readiness.markReady()
-    log.event(
-        "listening",
-        [
-            ("address", "http://\(hostForURL(configuration.host)):\(port)"),
-            ("apps", String(configuration.apps.count)),
-            ("environments", configuration.environments.map(\.rawValue).joined(separator: ",")),
-            ("config", configuration.sourcePath ?? "defaults"),
-            ("store", configuration.storeDescription),
-        ])
+    var listening = [
+        ("address", "http://\(hostForURL(configuration.host)):\(port)"),
+        ("apps", String(configuration.apps.count)),
+        ("environments", configuration.environments.map(\.rawValue).joined(separator: ",")),
+        ("config", configuration.sourcePath ?? "defaults"),
+        ("store", configuration.storeDescription),
+        ("api_tokens", String(configuration.apiTokens.count)),
+    ]
+    if let publicPort, let listener = configuration.publicListener {
+        listening.append(("public_address", "http://\(hostForURL(listener.host)):\(publicPort)"))
+    }
+    log.event("listening", listening)
     for note in configuration.startupNotes { log.event("note", [("message", note)]) }
+    if let warning = configuration.authorizationWarning { log.event("warning", [("message", warning)]) }
 
-    server.waitUntilStopped()
+    for server in servers { server.waitUntilStopped() }
     signals.cancel()
     log.event("stopped")
     return ExitStatus.success
@@ -110,7 +137,7 @@ private func hostForURL(_ host: String) -> String {
 private final class ShutdownSignals {
     private let sources: [any DispatchSourceSignal]
 
-    init(server: HTTPServer, readiness: ServiceReadiness, log: ServiceLog) {
+    init(servers: [HTTPServer], readiness: ServiceReadiness, log: ServiceLog) {
         let queue = DispatchQueue(label: "receiptd.signals")
         var sources: [any DispatchSourceSignal] = []
         for signalNumber in [SIGTERM, SIGINT] {
@@ -122,7 +149,7 @@ private final class ShutdownSignals {
                 guard readiness.isReady else { return }
                 readiness.markShuttingDown()
                 log.event("shutting down", [("signal", name)])
-                DispatchQueue.global().async { @Sendable in server.shutdown() }
+                for server in servers { DispatchQueue.global().async { @Sendable in server.shutdown() } }
             }
             source.resume()
             sources.append(source)
