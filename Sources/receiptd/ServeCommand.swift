@@ -26,8 +26,11 @@ func runServe(arguments: [String]) -> Int32 {
         output: ServiceLog.standardOutput, errors: ServiceLog.standardError)
 }
 
+/// - Parameter started: called once serving, with what SIGTERM does, which then stops it instead of signals; for
+///   tests that run several servers in one process, where a signal cannot tell them apart.
 func runServe(
-    arguments: [String], environment: [String: String], output: @escaping LogSink, errors: LogSink
+    arguments: [String], environment: [String: String], output: @escaping LogSink, errors: LogSink,
+    started: ((_ shutDown: @escaping @Sendable () -> Void) -> Void)? = nil
 ) -> Int32 {
     let options: ServeOptions
     do {
@@ -102,7 +105,9 @@ func runServe(
             return ExitStatus.failure
         }
     }
-    let signals = ShutdownSignals(servers: servers, readiness: readiness, log: log)
+    // A caller that stops the servers itself leaves the process's signals alone: Dispatch stops delivering a signal
+    // to new sources once earlier ones for it were cancelled, which would break a later `serve` in the process.
+    let signals = started == nil ? ShutdownSignals(servers: servers, readiness: readiness, log: log) : nil
     readiness.markReady()
     var listening = [
         ("address", "http://\(hostForURL(configuration.host)):\(port)"),
@@ -118,9 +123,10 @@ func runServe(
     log.event("listening", listening)
     for note in configuration.startupNotes { log.event("note", [("message", note)]) }
     if let warning = configuration.authorizationWarning { log.event("warning", [("message", warning)]) }
+    started?({ ShutdownSignals.shutDown(servers: servers, readiness: readiness, log: log, reason: "requested") })
 
     for server in servers { server.waitUntilStopped() }
-    signals.cancel()
+    signals?.cancel()
     log.event("stopped")
     return ExitStatus.success
 }
@@ -146,15 +152,19 @@ private final class ShutdownSignals {
             let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: queue)
             let name = signalNumber == SIGTERM ? "SIGTERM" : "SIGINT"
             source.setEventHandler { @Sendable in
-                guard readiness.isReady else { return }
-                readiness.markShuttingDown()
-                log.event("shutting down", [("signal", name)])
-                for server in servers { DispatchQueue.global().async { @Sendable in server.shutdown() } }
+                Self.shutDown(servers: servers, readiness: readiness, log: log, reason: name)
             }
             source.resume()
             sources.append(source)
         }
         self.sources = sources
+    }
+
+    static func shutDown(servers: [HTTPServer], readiness: ServiceReadiness, log: ServiceLog, reason: String) {
+        guard readiness.isReady else { return }
+        readiness.markShuttingDown()
+        log.event("shutting down", [("signal", reason)])
+        for server in servers { DispatchQueue.global().async { @Sendable in server.shutdown() } }
     }
 
     func cancel() {

@@ -1,0 +1,29 @@
+import Foundation
+import TestSupport
+import Testing
+
+@testable import HTTP1Server
+
+/// The peer a handler sees, and request ids that no client can predict.
+struct PeerAndRequestIDTests {
+    @Test func handler_seesALoopbackPeer_overIPv4AndMappedIPv4() throws {
+        for host in ["127.0.0.1", "::"] {
+            let server = try LiveServer({ $0.host = host }) { request in
+                HTTPResponse(status: 200, body: Array("\(request.peer.isLoopback) \(request.peer.address)".utf8))
+            }
+            let answer = try runCurl(["-s", "http://127.0.0.1:\(server.port)/"])
+            #expect(answer.stdout.hasPrefix("true "), "\(host): \(answer.stdout)")
+            #expect(answer.stdout.contains("127.0.0.1]:") || answer.stdout.contains("127.0.0.1:"))
+        }
+    }
+
+    @Test func requestBuiltInProcess_isLocal() {
+        #expect(HTTPRequest(method: .get, target: "/").peer == .local)
+    }
+
+    @Test func requestIDs_are16HexDigits_andDistinct_acrossRefills() {
+        let ids = (0..<5_000).map { _ in makeRequestID() }
+        #expect(Set(ids).count == ids.count)
+        #expect(ids.allSatisfy { $0.utf8.count == 16 && $0.utf8.allSatisfy { Array("0123456789abcdef".utf8).contains($0) } })
+    }
+}
