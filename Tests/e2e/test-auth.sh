@@ -3,7 +3,8 @@
 # PATH, from a scratch folder), its token then used with curl as Bearer and as Basic (`curl -u :TOKEN`) on a server
 # with that api_tokens entry and a public listener: 401 with both challenges, 403 naming the scope, the public
 # port serving only notifications and /healthz, the access log naming the token and never showing it. Then
-# deploy/kubernetes read as a pod does: the Secret's placeholder tokens, the public port, the Ingress's one path.
+# deploy/kubernetes read as a pod does (the Secret's placeholder tokens, the public port, the Ingress's one path), and
+# the Dockerfile's placeholder.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 . "$HERE/lib.sh"
@@ -92,6 +93,8 @@ grep -B1 -A1 'containerPort: 8443' "$K8S/deployment.yaml" | grep -q 'name: publi
 grep -q 'targetPort: public' "$K8S/service-public.yaml" || fail "service-public.yaml does not target the public port"
 [ "$(grep -c 'path: ' "$K8S/ingress.yaml")" = 1 ] && grep -q 'path: /v1/notifications$' "$K8S/ingress.yaml" \
     && grep -q 'name: receiptd-public$' "$K8S/ingress.yaml" || fail "the Ingress must route /v1/notifications alone"
+grep -qE '^ *RECEIPTD_API_TOKENS=\[\]$' "$E2E_ROOT/Dockerfile" && grep -q 'RECEIPTD_API_TOKENS: PLACEHOLDER' "$E2E_ROOT/Dockerfile" \
+    || fail "the Dockerfile does not ship (and name) the RECEIPTD_API_TOKENS placeholder"
 # The pod's config with the placeholder: serves, warns once, refuses the guarded routes to non-loopback callers
 # (checked in the unit tests: every caller here is loopback) and answers the probes.
 jq '.public.port = 0' "$WORK/k8s.json" >"$WORK/k8s-test.json"
