@@ -75,26 +75,31 @@ struct PresentedToken {
     let digest: [UInt8]
 
     init?(authorization: String?) {
-        guard let authorization else { return nil }
-        let parts = authorization.utf8.split(separator: UInt8(ascii: " "), maxSplits: 1, omittingEmptySubsequences: true)
-        guard parts.count == 2 else { return nil }
-        let scheme = String(decoding: parts[0], as: UTF8.self)
-        let credentials = parts[1].drop { $0 == UInt8(ascii: " ") }
+        guard var header = authorization else { return nil }
+        // Scanned in place, with no copy or split: this runs on every guarded request.
+        guard let digest = header.withUTF8({ Self.digest(ofCredentialIn: $0) }) else { return nil }
+        self.digest = digest
+    }
+
+    private static func digest(ofCredentialIn header: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
+        guard let space = header.firstIndex(of: UInt8(ascii: " ")) else { return nil }
+        let scheme = header[..<space]
+        guard let start = header[space...].firstIndex(where: { $0 != UInt8(ascii: " ") }) else { return nil }
+        let credentials = header[start...]
         // RFC 9110 §11.1: the scheme is case-insensitive.
-        if scheme.equalsIgnoringASCIICase("Bearer") {
-            guard !credentials.isEmpty else { return nil }
-            digest = Digest.sha256.hash(credentials)
-        } else if scheme.equalsIgnoringASCIICase("Basic") {
-            // RFC 7617: base64 of `user:password`; the user is whatever the client typed, the password the token.
-            guard let decoded = Base64Text.decode(credentials),
-                let colon = decoded.firstIndex(of: UInt8(ascii: ":"))
-            else { return nil }
-            let password = decoded[decoded.index(after: colon)...]
-            guard !password.isEmpty else { return nil }
-            digest = Digest.sha256.hash(password)
-        } else {
-            return nil
-        }
+        if isScheme(scheme, "bearer") { return Digest.sha256.hash(credentials) }
+        guard isScheme(scheme, "basic") else { return nil }
+        // RFC 7617: base64 of `user:password`; the user is whatever the client typed, the password the token.
+        guard let decoded = Base64Text.decode(credentials), let colon = decoded.firstIndex(of: UInt8(ascii: ":")),
+            colon + 1 < decoded.count
+        else { return nil }
+        return Digest.sha256.hash(decoded[(colon + 1)...])
+    }
+
+    private static func isScheme(_ bytes: Slice<UnsafeBufferPointer<UInt8>>, _ lowercased: StaticString) -> Bool {
+        bytes.count == lowercased.utf8CodeUnitCount
+            && zip(bytes, UnsafeBufferPointer(start: lowercased.utf8Start, count: lowercased.utf8CodeUnitCount))
+                .allSatisfy { $0 | 0x20 == $1 }
     }
 }
 
@@ -308,12 +313,5 @@ extension UInt8 {
         case UInt8(ascii: "A")...UInt8(ascii: "F"): self - UInt8(ascii: "A") + 10
         default: nil
         }
-    }
-}
-
-extension String {
-    fileprivate func equalsIgnoringASCIICase(_ other: String) -> Bool {
-        utf8.count == other.utf8.count
-            && zip(utf8, other.utf8).allSatisfy { ($0 | 0x20) == ($1 | 0x20) }
     }
 }
