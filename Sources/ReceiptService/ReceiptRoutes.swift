@@ -160,15 +160,10 @@ public struct ReceiptRoutes: Sendable {
     /// - Parameter listener: the socket it came in on; the public one serves two routes and hides the rest.
     public func handle(_ request: HTTPRequest, on listener: Listener) -> HTTPResponse {
         let started = ContinuousClock.now
-        var (route, id) = Route.match(request.path)
-        let response: HTTPResponse
-        if listener == .public, !Self.isServedPublicly(request.method, route) {
-            route = .unmatched
-            id = nil
-            response = notFound(request)
-        } else {
-            response = respond(to: request, route: route, id: id)
-        }
+        let (matched, id) = Route.match(request.path)
+        let isHidden = listener == .public && !Self.isServedPublicly(request.method, matched)
+        let route = isHidden ? .unmatched : matched
+        let response = respond(to: request, route: route, id: id)
         let elapsed = ContinuousClock.now - started
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         metrics.recordRequest(route: route.rawValue, status: response.status.code, seconds: seconds)
