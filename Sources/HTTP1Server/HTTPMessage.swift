@@ -152,6 +152,21 @@ public struct HTTPPeer: Sendable, Hashable {
 
     /// A request made inside the process rather than read from a socket.
     public static let local = HTTPPeer(address: "local", isLoopback: true)
+
+    /// Decided on the address bytes (network order), never their text: 127.0.0.0/8, ::1, and ::ffff:127.0.0.0/104
+    /// (an IPv4 client of a dual-stack socket). Anything else, IPv4-compatible `::127.x` included, is not.
+    static func isLoopback(_ address: [UInt8]) -> Bool {
+        switch address.count {
+        case 4: return address[0] == 127
+        case 16:
+            let isIPv6Loopback = address[0..<15].allSatisfy { $0 == 0 } && address[15] == 1
+            let isMappedIPv4Loopback =
+                address[0..<10].allSatisfy { $0 == 0 } && address[10] == 0xFF && address[11] == 0xFF
+                && address[12] == 127
+            return isIPv6Loopback || isMappedIPv4Loopback
+        default: return false
+        }
+    }
 }
 
 public struct HTTPResponse: Sendable, Hashable {

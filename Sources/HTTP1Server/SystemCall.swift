@@ -157,8 +157,6 @@ enum Socket {
         String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
-    /// Loopback is decided on the address bytes, not their text: 127.0.0.0/8, ::1, and ::ffff:127.0.0.0/104 (an
-    /// IPv4 client of a dual-stack socket).
     private static func describe(_ storage: sockaddr_storage) -> (host: String, port: Int, isLoopback: Bool) {
         var storage = storage
         let family = Int32(storage.ss_family)
@@ -169,21 +167,15 @@ enum Socket {
                 return pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { address in
                     var raw = address.pointee.sin_addr
                     inet_ntop(AF_INET, &raw, &text, socklen_t(text.count))
-                    let isLoopback = UInt32(bigEndian: raw.s_addr) >> 24 == 127
-                    return (cText(text), Int(UInt16(bigEndian: address.pointee.sin_port)), isLoopback)
+                    let bytes = withUnsafeBytes(of: &raw) { Array($0) }
+                    return (cText(text), Int(UInt16(bigEndian: address.pointee.sin_port)), HTTPPeer.isLoopback(bytes))
                 }
             case AF_INET6:
                 return pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { address in
                     var raw = address.pointee.sin6_addr
                     inet_ntop(AF_INET6, &raw, &text, socklen_t(text.count))
                     let bytes = withUnsafeBytes(of: &raw) { Array($0) }
-                    let isIPv6Loopback = bytes[0..<15].allSatisfy { $0 == 0 } && bytes[15] == 1
-                    let isMappedIPv4Loopback =
-                        bytes[0..<10].allSatisfy { $0 == 0 } && bytes[10] == 0xFF && bytes[11] == 0xFF && bytes[12] == 127
-                    return (
-                        cText(text), Int(UInt16(bigEndian: address.pointee.sin6_port)),
-                        isIPv6Loopback || isMappedIPv4Loopback
-                    )
+                    return (cText(text), Int(UInt16(bigEndian: address.pointee.sin6_port)), HTTPPeer.isLoopback(bytes))
                 }
             default:
                 return ("unknown", 0, false)

@@ -17,6 +17,18 @@ struct PeerAndRequestIDTests {
         }
     }
 
+    @Test(arguments: [
+        ([127, 0, 0, 1], true), ([127, 255, 3, 4], true), ([128, 0, 0, 1], false), ([10, 0, 0, 1], false),
+        ([0, 0, 0, 0], false), ([UInt8](repeating: 0, count: 15) + [1], true),
+        ([UInt8](repeating: 0, count: 10) + [0xFF, 0xFF, 127, 0, 0, 9], true),
+        ([UInt8](repeating: 0, count: 10) + [0xFF, 0xFF, 10, 0, 0, 1], false),
+        ([UInt8](repeating: 0, count: 12) + [127, 0, 0, 1], false), ([UInt8](repeating: 0, count: 16), false),
+        ([0xFE, 0x80] + [UInt8](repeating: 0, count: 13) + [1], false), ([UInt8](repeating: 0, count: 14) + [1, 1], false),
+    ] as [([UInt8], Bool)])
+    func loopback_isDecidedOnTheAddressBytes(address: [UInt8], isLoopback: Bool) {
+        #expect(HTTPPeer.isLoopback(address) == isLoopback)
+    }
+
     @Test func requestBuiltInProcess_isLocal() {
         #expect(HTTPRequest(method: .get, target: "/").peer == .local)
     }
