@@ -85,6 +85,27 @@ extension ServeLiveTests {
     }
 }
 
+extension ServeLiveTests {
+    @Test func takenPublicPort_stopsTheMainListener_andExitsOne() throws {
+        var configuration = HTTPServerConfiguration()
+        configuration.port = 0
+        let occupant = HTTPServer(configuration: configuration, handler: { _ in HTTPResponse(status: 200) })
+        let port = try occupant.start()
+        defer {
+            occupant.shutdown()
+            occupant.waitUntilStopped()
+        }
+        let folder = try ScratchFolder()
+        let config = try folder.write("receiptd.json", #"{"port": 0, "public": {"host": "127.0.0.1", "port": \#(port)}}"#)
+        let errors = CapturedLines()
+        let status = runServe(
+            arguments: ["--config", config], environment: [:], output: CapturedLines().sink, errors: errors.sink)
+        #expect(status == 1)
+        #expect(errors.all.count == 1)
+        #expect(errors.all.first?.hasPrefix("receiptd: cannot listen on public 127.0.0.1:\(port)") == true)
+    }
+}
+
 final class ShutDownHooks: Sendable {
     private let hooks = Mutex<[@Sendable () -> Void]>([])
     func add(_ hook: @escaping @Sendable () -> Void) { hooks.withLock { $0.append(hook) } }
