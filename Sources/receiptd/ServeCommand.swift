@@ -105,8 +105,9 @@ func runServe(
             return ExitStatus.failure
         }
     }
-    // A caller that stops the servers itself leaves the process's signals alone: Dispatch stops delivering a signal
-    // to new sources once earlier ones for it were cancelled, which would break a later `serve` in the process.
+    // A caller that stops the servers itself leaves the process's signals alone: a signal cannot say which `serve` of
+    // a process it is for, and once one `serve` had cancelled its signal sources, a later one in the same process was
+    // seen never to receive SIGTERM (Dispatch on Linux), which would break the one test that sends it.
     let signals = started == nil ? ShutdownSignals(servers: servers, readiness: readiness, log: log) : nil
     readiness.markReady()
     var listening = [
