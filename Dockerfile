@@ -35,9 +35,14 @@ RUN apt-get update \
 COPY --from=build /out/usr/local/bin/receiptd /usr/local/bin/receiptd
 # Config/receiptd.json but for 0.0.0.0 and a SQLite ledger in the volume below (scripts/check-docker compares them).
 COPY Config/receiptd.image.json /etc/receiptd/receiptd.json
+# RECEIPTD_API_TOKENS: PLACEHOLDER. The callers of the guarded routes (/v1/validate, the ledger's lookups and claims,
+# /metrics, /), as the config's "api_tokens" JSON; pass yours from a secret store (`docker run -e` or a secret-backed
+# env file; `receiptd token new` makes each entry). While it is empty those routes answer 403 auth_not_configured to
+# every caller outside the container, and receiptd logs one warning at start-up saying so.
 ENV RECEIPTD_CONFIG=/etc/receiptd/receiptd.json \
     RECEIPTD_HOST=0.0.0.0 \
-    RECEIPTD_PORT=8080
+    RECEIPTD_PORT=8080 \
+    RECEIPTD_API_TOKENS=[]
 # The SQLite ledger (WAL: receiptd.sqlite plus its -wal and -shm files while it runs). One container per volume: for
 # several replicas use PostgreSQL (RECEIPTD_STORE_POSTGRES), as deploy/kubernetes does. Back it up while it runs
 # with `docker exec CONTAINER receiptd store backup /var/lib/receiptd/backup-DATE.sqlite`.

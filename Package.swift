@@ -49,7 +49,7 @@ let package = Package(
         // A small HTTP/1.1 server on POSIX sockets, epoll and Dispatch. Knows nothing of receipts.
         .target(name: "HTTP1Server", dependencies: ["CEpoll"], swiftSettings: strictSettings),
         // Routes, configuration and JSON: joins the engine to the HTTP server.
-        .target(name: "ReceiptService", dependencies: ["ReceiptEngine", "StoreKitJWS", "Ledger", "JSONText", "HTTP1Server"], swiftSettings: strictSettings),
+        .target(name: "ReceiptService", dependencies: ["CryptoFloor", "ReceiptEngine", "StoreKitJWS", "Ledger", "JSONText", "HTTP1Server"], swiftSettings: strictSettings),
         // Every command (`serve`, `verify`, `testing`) and its flags; the modules below know nothing of a command line.
         .executableTarget(
             name: "receiptd",

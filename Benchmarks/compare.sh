@@ -9,6 +9,9 @@
 #                                                 (`receipt-bench forged`) and over HTTP (wrk -c64), on REV with this
 #                                                 tree's Benchmarks copied in, and on this tree. REV defaults to the
 #                                                 commit before the TrustEvaluator pre-check.
+#   Benchmarks/compare.sh token                   issue 17: POST /v1/validate through ReceiptRoutes without api_tokens
+#                                                 and with a Bearer token, in instructions per validation (callgrind
+#                                                 at 1,000 and 3,000 validations; the difference drops start-up)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -26,6 +29,25 @@ build_server() { (cd "$1" && swift build -c release --static-swift-stdlib --prod
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load $(cut -d' ' -f1-3 /proc/loadavg)"
 
 case "$mode" in
+token)
+    command -v valgrind >/dev/null || { echo "valgrind is needed (apt install valgrind)" >&2; exit 1; }
+    build_bench "$root"
+    out=$(mktemp -d)
+    trap 'rm -rf "$out"' EXIT
+    per_validation() {  # per_validation MODE: instructions of one validation, start-up excluded
+        local count total=()
+        for count in 1000 3000; do
+            valgrind --tool=callgrind --callgrind-out-file="$out/$1-$count" \
+                "$root/Benchmarks/.build/release/receipt-bench" "$1" --fixtures "$fixtures" --count "$count" >/dev/null 2>&1
+            total+=("$(awk '/^summary:/ {print $2}' "$out/$1-$count")")
+        done
+        echo $(((total[1] - total[0]) / 2000))
+    }
+    without=$(per_validation profile-route)
+    with=$(per_validation profile-route-token)
+    echo "instructions per POST /v1/validate: without api_tokens $without, with a Bearer token $with"
+    awk -v a="$without" -v b="$with" 'BEGIN { printf "a token costs %+.2f%%\n", (b - a) * 100 / a }'
+    ;;
 split)
     rounds=${2:-3}
     before=${BEFORE_TREE:-/tmp/receiptd-before-5636b17}

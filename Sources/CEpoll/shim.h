@@ -5,6 +5,8 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+// getrandom: request ids come from the kernel's CSPRNG, fetched in batches.
+#include <sys/random.h>
 
 // glibc declares accept4 only under _GNU_SOURCE, which the Glibc module is not built with; the function is always
 // there. It sets O_NONBLOCK and FD_CLOEXEC atomically with the accept (no window for a forked child to inherit it).

@@ -1,5 +1,4 @@
 import Dispatch
-import Synchronization
 
 internal import Glibc
 
@@ -10,7 +9,7 @@ internal import Glibc
 /// come back with `loop.execute`.
 final class HTTPConnection: @unchecked Sendable {
     let descriptor: Int32
-    let peer: String
+    let peer: HTTPPeer
     let loop: EventLoop
     /// Accepted over `maxConnections`: answers 503 and closes, and does not count as open.
     let isRejected: Bool
@@ -55,7 +54,7 @@ final class HTTPConnection: @unchecked Sendable {
     /// data (which makes the kernel send RST) does not destroy the final response before the client reads it.
     private static let lingerSeconds = 2.0
 
-    init(descriptor: Int32, peer: String, loop: EventLoop, server: HTTPServer, isRejected: Bool) {
+    init(descriptor: Int32, peer: HTTPPeer, loop: EventLoop, server: HTTPServer, isRejected: Bool) {
         self.descriptor = descriptor
         self.peer = peer
         self.loop = loop
@@ -171,7 +170,10 @@ final class HTTPConnection: @unchecked Sendable {
         update()
     }
 
-    private func dispatch(_ request: HTTPRequest) {
+    private func dispatch(_ decoded: HTTPRequest) {
+        var fromPeer = decoded
+        fromPeer.peer = peer
+        let request = fromPeer
         let sequence = firstSlotSequence + slots.count
         slots.append(.waiting)
         if !request.wantsKeepAlive { isAcceptingRequests = false }
@@ -189,7 +191,7 @@ final class HTTPConnection: @unchecked Sendable {
             let bytes = HTTPResponseEncoder.encode(response, headOnly: request.method == .head, persistence: persistence)
             server.log(
                 method: request.method.rawValue, path: request.path, status: response.status, bytes: bytes.count,
-                started: started, requestID: requestID, peer: peer
+                started: started, requestID: requestID, peer: peer.address, user: response.authenticatedUser
             )
             return (bytes, closes)
         }
@@ -216,7 +218,7 @@ final class HTTPConnection: @unchecked Sendable {
         let bytes = HTTPResponseEncoder.encode(response, headOnly: method == "HEAD", persistence: .close)
         server.log(
             method: method ?? "-", path: target.map { HTTPRequest.split($0).path } ?? "-", status: response.status, bytes: bytes.count,
-            started: .now(), requestID: requestID, peer: peer
+            started: .now(), requestID: requestID, peer: peer.address
         )
         slots.append(.ready(bytes, closeAfter: true))
         flush()
@@ -395,19 +397,14 @@ extension HTTPRequest {
     }
 }
 
-/// 16 hex digits, unique within the process and unguessable across processes: a counter mixed with a per-process
-/// random key by a bijection (SplitMix64's finalizer), so requests do not each pay for a `getrandom` system call.
+/// 16 hex digits from the kernel's CSPRNG: an id must not let one client predict another's (a counter mixed with a
+/// key could be, once a few ids are seen).
 func makeRequestID() -> String {
-    var value = requestIDKey &+ requestIDCounter.add(1, ordering: .relaxed).newValue &* 0x9E37_79B9_7F4A_7C15
-    value = (value ^ (value >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    value = (value ^ (value >> 27)) &* 0x94D0_49BB_1331_11EB
-    value ^= value >> 31
+    let value = RandomBytes.shared.nextUInt64()
     var text: [UInt8] = []
     text.reserveCapacity(16)
     for shift in stride(from: 60, through: 0, by: -4) { text.append(requestIDDigits[Int(value >> UInt64(shift) & 0xF)]) }
     return String(decoding: text, as: UTF8.self)
 }
 
-private let requestIDKey = UInt64.random(in: .min ... .max)
 private let requestIDDigits = Array("0123456789abcdef".utf8)
-private let requestIDCounter = Atomic<UInt64>(0)

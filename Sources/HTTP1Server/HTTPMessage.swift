@@ -83,10 +83,13 @@ public struct HTTPRequest: Sendable, Hashable {
     public var version: HTTPVersion
     public var headers: HTTPHeaders
     public var body: [UInt8]
+    /// Who sent it. The server sets the socket's peer on every request it reads; a request made in the process
+    /// (tests, benchmarks, a router called directly) comes from this machine, so `.local`.
+    public var peer: HTTPPeer
 
     public init(
         method: HTTPMethod, target: String, version: HTTPVersion = .http1_1, headers: HTTPHeaders = HTTPHeaders(),
-        body: [UInt8] = []
+        body: [UInt8] = [], peer: HTTPPeer = .local
     ) {
         self.method = method
         self.target = target
@@ -94,6 +97,7 @@ public struct HTTPRequest: Sendable, Hashable {
         self.version = version
         self.headers = headers
         self.body = body
+        self.peer = peer
     }
 
     /// Split once per request: routing, logging and the handler all read the path.
@@ -134,10 +138,44 @@ public func percentDecode(_ text: String) -> String {
     return String(decoding: out, as: UTF8.self)
 }
 
+/// The remote end of a connection, as the server accepted it.
+public struct HTTPPeer: Sendable, Hashable {
+    /// `address:port` (`[address]:port` for IPv6), for logs.
+    public var address: String
+    /// 127.0.0.0/8, ::1 or an IPv4-mapped 127.x: a client on this machine (or anything this machine forwards).
+    public var isLoopback: Bool
+
+    public init(address: String, isLoopback: Bool) {
+        self.address = address
+        self.isLoopback = isLoopback
+    }
+
+    /// A request made inside the process rather than read from a socket.
+    public static let local = HTTPPeer(address: "local", isLoopback: true)
+
+    /// Decided on the address bytes (network order), never their text: 127.0.0.0/8, ::1, and ::ffff:127.0.0.0/104
+    /// (an IPv4 client of a dual-stack socket). Anything else, IPv4-compatible `::127.x` included, is not.
+    static func isLoopback(_ address: [UInt8]) -> Bool {
+        switch address.count {
+        case 4: return address[0] == 127
+        case 16:
+            let isIPv6Loopback = address[0..<15].allSatisfy { $0 == 0 } && address[15] == 1
+            let isMappedIPv4Loopback =
+                address[0..<10].allSatisfy { $0 == 0 } && address[10] == 0xFF && address[11] == 0xFF
+                && address[12] == 127
+            return isIPv6Loopback || isMappedIPv4Loopback
+        default: return false
+        }
+    }
+}
+
 public struct HTTPResponse: Sendable, Hashable {
     public var status: HTTPStatus
     public var headers: HTTPHeaders
     public var body: [UInt8]
+    /// Who the application found made the request (a token's name, say), for the access log only: never sent, and
+    /// never a credential.
+    public var authenticatedUser: String?
 
     public init(status: HTTPStatus, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {
         self.status = status

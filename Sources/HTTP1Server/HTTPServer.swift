@@ -39,8 +39,13 @@ public struct HTTPAccessRecord: Sendable {
     public var microseconds: Int
     public var requestID: String
     public var remoteAddress: String
+    /// Who the application says made the request (the response's `authenticatedUser`): a name, never a credential.
+    public var user: String?
 
-    public init(method: String, path: String, status: HTTPStatus, responseBytes: Int, microseconds: Int, requestID: String, remoteAddress: String) {
+    public init(
+        method: String, path: String, status: HTTPStatus, responseBytes: Int, microseconds: Int, requestID: String,
+        remoteAddress: String, user: String? = nil
+    ) {
         self.method = method
         self.path = path
         self.status = status
@@ -48,6 +53,7 @@ public struct HTTPAccessRecord: Sendable {
         self.microseconds = microseconds
         self.requestID = requestID
         self.remoteAddress = remoteAddress
+        self.user = user
     }
 }
 
@@ -206,7 +212,7 @@ public final class HTTPServer: Sendable {
 
     private func acceptConnections(_ listener: Int32) {
         while true {
-            let accepted: (descriptor: Int32, peer: String)
+            let accepted: (descriptor: Int32, peer: HTTPPeer)
             do {
                 guard case .processed(let connection) = try Socket.accept(listener) else { return }
                 accepted = connection
@@ -280,13 +286,16 @@ public final class HTTPServer: Sendable {
         if isStopped { stopped.leave() }
     }
 
-    func log(method: String, path: String, status: HTTPStatus, bytes: Int, started: DispatchTime, requestID: String, peer: String) {
+    func log(
+        method: String, path: String, status: HTTPStatus, bytes: Int, started: DispatchTime, requestID: String,
+        peer: String, user: String? = nil
+    ) {
         guard let accessLog else { return }
         let elapsed = DispatchTime.now().uptimeNanoseconds &- started.uptimeNanoseconds
         accessLog(
             HTTPAccessRecord(
                 method: method, path: path, status: status, responseBytes: bytes, microseconds: Int(elapsed / 1000),
-                requestID: requestID, remoteAddress: peer
+                requestID: requestID, remoteAddress: peer, user: user
             )
         )
     }

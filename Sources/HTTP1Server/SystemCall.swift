@@ -130,8 +130,8 @@ enum Socket {
         try syscall("fcntl(F_SETFL)") { fcntl(descriptor, F_SETFL, flags | O_NONBLOCK) }
     }
 
-    /// Accepts one connection, non-blocking and close-on-exec, with its peer as `address:port`.
-    static func accept(_ listener: Int32) throws(SystemCallError) -> IOResult<(descriptor: Int32, peer: String)> {
+    /// Accepts one connection, non-blocking and close-on-exec, with its peer.
+    static func accept(_ listener: Int32) throws(SystemCallError) -> IOResult<(descriptor: Int32, peer: HTTPPeer)> {
         var address = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let result = try withUnsafeMutablePointer(to: &address) { pointer throws(SystemCallError) in
@@ -148,7 +148,8 @@ enum Socket {
             var one: Int32 = 1
             _ = setsockopt(descriptor, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
             let peer = describe(address)
-            return .processed((descriptor, peer.host.contains(":") ? "[\(peer.host)]:\(peer.port)" : "\(peer.host):\(peer.port)"))
+            let text = peer.host.contains(":") ? "[\(peer.host)]:\(peer.port)" : "\(peer.host):\(peer.port)"
+            return .processed((descriptor, HTTPPeer(address: text, isLoopback: peer.isLoopback)))
         }
     }
 
@@ -156,7 +157,7 @@ enum Socket {
         String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
-    private static func describe(_ storage: sockaddr_storage) -> (host: String, port: Int) {
+    private static func describe(_ storage: sockaddr_storage) -> (host: String, port: Int, isLoopback: Bool) {
         var storage = storage
         let family = Int32(storage.ss_family)
         var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
@@ -166,16 +167,18 @@ enum Socket {
                 return pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { address in
                     var raw = address.pointee.sin_addr
                     inet_ntop(AF_INET, &raw, &text, socklen_t(text.count))
-                    return (cText(text), Int(UInt16(bigEndian: address.pointee.sin_port)))
+                    let bytes = withUnsafeBytes(of: &raw) { Array($0) }
+                    return (cText(text), Int(UInt16(bigEndian: address.pointee.sin_port)), HTTPPeer.isLoopback(bytes))
                 }
             case AF_INET6:
                 return pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { address in
                     var raw = address.pointee.sin6_addr
                     inet_ntop(AF_INET6, &raw, &text, socklen_t(text.count))
-                    return (cText(text), Int(UInt16(bigEndian: address.pointee.sin6_port)))
+                    let bytes = withUnsafeBytes(of: &raw) { Array($0) }
+                    return (cText(text), Int(UInt16(bigEndian: address.pointee.sin6_port)), HTTPPeer.isLoopback(bytes))
                 }
             default:
-                return ("unknown", 0)
+                return ("unknown", 0, false)
             }
         }
     }

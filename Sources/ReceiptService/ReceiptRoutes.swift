@@ -35,22 +35,69 @@ public struct ReceiptRoutes: Sendable {
         case metrics = "/metrics"
         case unmatched = "unmatched"
 
-        var allowedMethod: HTTPMethod {
+        /// Which of receiptd's sockets serve a route.
+        enum Listeners: Sendable, Hashable {
+            /// The main listener only (`host`, `port`).
+            case main
+            /// The main listener and the internet-facing `public` one.
+            case mainAndPublic
+        }
+
+        /// What a route is, in one place: its method, who may call it, whether answering may wait on the ledger's
+        /// database, and which listeners serve it.
+        struct Declaration: Sendable, Hashable {
+            var method: HTTPMethod
+            var access: RouteAccess
+            var usesLedger: Bool
+            var listeners: Listeners
+        }
+
+        /// The route table. Exhaustive with no `default`, so a new route cannot exist without deciding each column.
+        var declaration: Declaration {
             switch self {
-            case .validate, .notifications, .claim, .verifyReceipt, .sandboxVerifyReceipt: .post
-            default: .get
+            case .supportPage:
+                Declaration(method: .get, access: .scope(.support), usesLedger: false, listeners: .main)
+            // The support page posts its form here, so `support` alone is enough to use it.
+            case .validate:
+                Declaration(method: .post, access: .scope(.validate, orAlso: [.support]), usesLedger: true, listeners: .main)
+            // Apple's signature is the proof; Apple cannot present a token.
+            case .notifications:
+                Declaration(method: .post, access: .anyone, usesLedger: true, listeners: .mainAndPublic)
+            case .subscription:
+                Declaration(method: .get, access: .scope(.ledgerRead), usesLedger: true, listeners: .main)
+            case .transaction:
+                Declaration(method: .get, access: .scope(.ledgerRead), usesLedger: true, listeners: .main)
+            case .claim:
+                Declaration(method: .post, access: .scope(.claim), usesLedger: true, listeners: .main)
+            // Apple's protocol, with `shared_secret` as its own check.
+            case .verifyReceipt, .sandboxVerifyReceipt:
+                Declaration(method: .post, access: .anyone, usesLedger: true, listeners: .main)
+            case .health:
+                Declaration(method: .get, access: .anyone, usesLedger: false, listeners: .mainAndPublic)
+            case .readiness:
+                Declaration(method: .get, access: .anyone, usesLedger: true, listeners: .main)
+            case .metrics:
+                Declaration(method: .get, access: .scope(.metrics), usesLedger: false, listeners: .main)
+            // Answered 404 before anything else is looked at.
+            case .unmatched:
+                Declaration(method: .get, access: .anyone, usesLedger: false, listeners: .mainAndPublic)
             }
         }
 
-        /// The route a path names, and the id in it for the ledger's routes. Ids are one non-empty segment.
-        static func match(_ path: String) -> (route: Route, id: String?) {
+        var allowedMethod: HTTPMethod { declaration.method }
+        /// Whether answering may wait on the database; such requests never run on an event loop.
+        var usesLedger: Bool { declaration.usesLedger }
+
+        /// The route a path names, and the id in it for the ledger's routes. Ids are one non-empty segment; whether
+        /// an id is acceptable is `PathID`'s to say, after the caller is known.
+        static func match(_ path: String) -> (route: Route, id: Substring?) {
             if let route = Route(rawValue: path), route != .unmatched { return (route, nil) }
             var segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
             guard segments.first == "v1", segments.count >= 3, segments.allSatisfy({ !$0.isEmpty }) else {
                 return (.unmatched, nil)
             }
             segments = segments.dropFirst()
-            let id = String(segments[segments.startIndex + 1])
+            let id = segments[segments.startIndex + 1]
             switch (segments.first, segments.count, segments.last) {
             case ("subscriptions", 2, _): return (.subscription, id)
             case ("transactions", 2, _): return (.transaction, id)
@@ -58,16 +105,14 @@ public struct ReceiptRoutes: Sendable {
             default: return (.unmatched, nil)
             }
         }
+    }
 
-        /// Whether answering may wait on the database; such requests never run on an event loop.
-        var usesLedger: Bool {
-            switch self {
-            case .validate, .notifications, .subscription, .transaction, .claim, .verifyReceipt, .sandboxVerifyReceipt,
-                .readiness:
-                true
-            default: false
-            }
-        }
+    /// Which socket a request came in on.
+    public enum Listener: Sendable, Hashable {
+        /// `host`/`port`: every route.
+        case main
+        /// `public`: only `POST /v1/notifications` and `GET /healthz`.
+        case `public`
     }
 
     public let configuration: ServiceConfiguration
@@ -84,6 +129,7 @@ public struct ReceiptRoutes: Sendable {
     let clock: @Sendable () -> Date
     /// When these routes were made, which is when the server starts: `/healthz`'s `started_at`.
     private let startedAt: ReceiptDate
+    private let authorization: Authorization
 
     /// - Parameters:
     ///   - jwsVerifier: StoreKit 2 verification; by default made from the validator's policy.
@@ -107,17 +153,36 @@ public struct ReceiptRoutes: Sendable {
         self.log = log
         self.clock = clock
         self.startedAt = ReceiptDate(clock())
+        self.authorization = Authorization(tokens: configuration.apiTokens)
     }
 
     /// Answers one request and records it in the metrics.
-    public func handle(_ request: HTTPRequest) -> HTTPResponse {
+    /// - Parameter listener: the socket it came in on; the public one serves two routes and hides the rest.
+    public func handle(_ request: HTTPRequest, on listener: Listener) -> HTTPResponse {
         let started = ContinuousClock.now
-        let (route, id) = Route.match(request.path)
+        let (matched, id) = Route.match(request.path)
+        let isHidden = listener == .public && !Self.isServedPublicly(request.method, matched)
+        let route = isHidden ? .unmatched : matched
         let response = respond(to: request, route: route, id: id)
         let elapsed = ContinuousClock.now - started
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         metrics.recordRequest(route: route.rawValue, status: response.status.code, seconds: seconds)
         return response
+    }
+
+    /// Answers a request of the main listener.
+    @Sendable public func handle(_ request: HTTPRequest) -> HTTPResponse { handle(request, on: .main) }
+
+    /// The public listener answers only its routes' own methods (and HEAD of GET): anything else is 404 like a path
+    /// that does not exist, so a scan learns nothing of the rest, not even from a 405's `Allow`.
+    private static func isServedPublicly(_ method: HTTPMethod, _ route: Route) -> Bool {
+        guard route != .unmatched, route.declaration.listeners == .mainAndPublic else { return false }
+        return method == route.allowedMethod || (method == .head && route.allowedMethod == .get)
+    }
+
+    private func notFound(_ request: HTTPRequest) -> HTTPResponse {
+        let shownPath = request.path.utf8.count <= PathID.maximumLength ? request.path : "this path"
+        return problem(RequestProblem(status: 404, code: "not_found", message: "no route for \(shownPath)"))
     }
 
     /// Whether the server may answer `request` on the event loop that read it: not when the answer may wait on the
@@ -126,12 +191,48 @@ public struct ReceiptRoutes: Sendable {
         !ledger.isConfigured || !Route.match(request.path).route.usesLedger
     }
 
-    private func respond(to request: HTTPRequest, route: Route, id: String?) -> HTTPResponse {
+    private func respond(to request: HTTPRequest, route: Route, id: Substring?) -> HTTPResponse {
+        if route == .unmatched { return notFound(request) }
+        var tokenName: String?
+        switch authorization.decide(request, access: route.declaration.access) {
+        case .allowed(let name): tokenName = name
+        case .unauthenticated:
+            var response = problem(
+                RequestProblem(
+                    status: 401, code: "unauthorized",
+                    message: "\(route.rawValue) needs an API token: Authorization: Bearer TOKEN"))
+            response.headers.add(name: "WWW-Authenticate", value: #"Bearer realm="receiptd", Basic realm="receiptd""#)
+            return response
+        case .forbidden(let name, let missing):
+            var response = json(
+                status: 403,
+                .object([
+                    (
+                        "error",
+                        .object([
+                            ("code", .string("forbidden")),
+                            ("message", .string("token \(name) lacks the scope \(missing.rawValue)")),
+                            ("scope", .string(missing.rawValue)),
+                        ])
+                    )
+                ]))
+            response.authenticatedUser = name
+            return response
+        case .notConfigured:
+            return problem(
+                RequestProblem(
+                    status: 403, code: "auth_not_configured",
+                    message: "\(route.rawValue) answers only on loopback until api_tokens is configured"))
+        }
+        var response = authorizedResponse(to: request, route: route, id: id)
+        response.authenticatedUser = tokenName
+        return response
+    }
+
+    private func authorizedResponse(to request: HTTPRequest, route: Route, id: Substring?) -> HTTPResponse {
         switch route {
         case .verifyReceipt: return verifyReceipt(request, endpoint: .production)
         case .sandboxVerifyReceipt: return verifyReceipt(request, endpoint: .sandbox)
-        case .unmatched:
-            return problem(RequestProblem(status: 404, code: "not_found", message: "no route for \(request.path)"))
         default: break
         }
         // RFC 9110 §9.3.2: HEAD is GET without the content (the HTTP layer leaves the body out), so load balancers
@@ -145,12 +246,18 @@ public struct ReceiptRoutes: Sendable {
             response.headers.add(name: .allow, value: route.allowedMethod.rawValue)
             return response
         }
+        if let id, !PathID.isValid(id) {
+            return problem(
+                .badRequest(
+                    "the id in \(route.rawValue) must be 1 to \(PathID.maximumLength) characters of 0-9 A-Z a-z . _ -"))
+        }
+        let id = id.map(String.init) ?? ""
         switch route {
         case .validate: return validate(request)
         case .notifications: return receiveNotification(request)
-        case .subscription: return subscription(originalTransactionID: id ?? "")
-        case .transaction: return transaction(id: id ?? "")
-        case .claim: return claim(request, transactionID: id ?? "")
+        case .subscription: return subscription(originalTransactionID: id)
+        case .transaction: return transaction(id: id)
+        case .claim: return claim(request, transactionID: id)
         case .health:
             return json(
                 status: 200,

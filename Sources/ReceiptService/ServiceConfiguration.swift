@@ -51,7 +51,8 @@ public struct ConfigurationError: Error, Sendable, Hashable, CustomStringConvert
 /// The keys are a contract: `host`, `port`, `trusted_roots`, `apps` (`bundle_id`, `versions`, `shared_secret`),
 /// `environments`, `max_receipt_bytes`, `max_body_bytes`, `max_header_bytes`, `max_connections`,
 /// `header_read_timeout`, `body_read_timeout`, `idle_timeout`, `shutdown_grace_period`, `log_format`, `store`
-/// (`sqlite` or `postgres`), `apps[].app_apple_id`. Unknown keys are refused so that a typo never silently leaves a
+/// (`sqlite` or `postgres`), `apps[].app_apple_id`, `api_tokens` (`name`, `sha256`, `scopes`), `public` (`host`,
+/// `port`). Unknown keys are refused so that a typo never silently leaves a
 /// default in force.
 public struct ServiceConfiguration: Sendable {
     /// An app whose receipts are accepted.
@@ -104,6 +105,10 @@ public struct ServiceConfiguration: Sendable {
     public var shutdownGracePeriod: Double = 10
     public var logFormat = LogFormat.text
     public var store: Store?
+    /// `api_tokens` (Authorization.swift); empty: guarded routes answer loopback peers only.
+    public var apiTokens: [APIToken] = []
+    /// `public`: the second, internet-facing listener; nil opens none.
+    public var publicListener: PublicListener?
     /// The file this was read from, as given; nil when running on defaults.
     public var sourcePath: String?
 
@@ -203,6 +208,16 @@ extension ServiceConfiguration {
         if let connectionString = environment["RECEIPTD_STORE_POSTGRES"], !connectionString.isEmpty {
             configuration.store = .postgres(connectionString: connectionString)
         }
+        // Same reason: the image and Kubernetes keep the token entries in a Secret.
+        if let tokens = environment["RECEIPTD_API_TOKENS"], !tokens.isEmpty {
+            let value: JSONValue
+            do {
+                value = try JSONValue(parsing: Array(tokens.utf8))
+            } catch {
+                throw ConfigurationError(.invalidOverride, "RECEIPTD_API_TOKENS: \(error)")
+            }
+            configuration.apiTokens = try parseAPITokens(value, source: "RECEIPTD_API_TOKENS")
+        }
         return configuration
     }
 
@@ -256,6 +271,8 @@ extension ServiceConfiguration {
                 }
                 configuration.logFormat = format
             case "store": configuration.store = try reader.store(value, baseDirectory: baseDirectory)
+            case "api_tokens": configuration.apiTokens = try parseAPITokens(value, source: "config \(path)")
+            case "public": configuration.publicListener = try parsePublicListener(value, source: "config \(path)")
             default:
                 throw ConfigurationError(.unknownKey, "config \(path): \(key): unknown key")
             }

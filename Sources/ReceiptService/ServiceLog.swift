@@ -40,7 +40,7 @@ public struct ServiceLog: Sendable {
     }
 
     func accessLine(_ record: HTTPAccessRecord) -> String {
-        let path = Self.pathWithoutQuery(record.path)
+        let path = Self.loggedPath(record.path)
         let time = ReceiptDate(clock())
         switch format {
         case .text:
@@ -60,9 +60,13 @@ public struct ServiceLog: Sendable {
             line.append(contentsOf: String(record.microseconds).utf8)
             line.append(contentsOf: "us id=".utf8)
             Self.appendPrintable(record.requestID, to: &line)
+            if let user = record.user {
+                line.append(contentsOf: " token=".utf8)
+                Self.appendPrintable(user, to: &line)
+            }
             return String(decoding: line, as: UTF8.self)
         case .json:
-            let value = JSONValue.object([
+            var members: [(key: String, value: JSONValue)] = [
                 ("time", .string(time.rfc3339)),
                 ("method", .string(record.method)),
                 ("path", .string(path)),
@@ -70,7 +74,9 @@ public struct ServiceLog: Sendable {
                 ("bytes", .integer(Int64(record.responseBytes))),
                 ("duration_us", .integer(Int64(record.microseconds))),
                 ("request_id", .string(record.requestID)),
-            ])
+            ]
+            if let user = record.user { members.append(("token", .string(user))) }
+            let value = JSONValue.object(members)
             return String(decoding: value.serialized(), as: UTF8.self)
         }
     }
@@ -85,6 +91,20 @@ public struct ServiceLog: Sendable {
                 [("time", .string(time)), ("event", .string(message))] + fields.map { ($0.0, .string($0.1)) }
             return String(decoding: JSONValue.object(members).serialized(), as: UTF8.self)
         }
+    }
+
+    /// At most this many bytes of a path are logged: a path is the client's to choose, the log's size is not.
+    static let maximumLoggedPathBytes = 64
+
+    /// The path without its query, cut to `maximumLoggedPathBytes` (on a character boundary).
+    static func loggedPath(_ path: String) -> String {
+        let path = pathWithoutQuery(path)
+        guard path.utf8.count > maximumLoggedPathBytes else { return path }
+        var end = path.utf8.index(path.utf8.startIndex, offsetBy: maximumLoggedPathBytes)
+        while end > path.startIndex, !path.unicodeScalars.indices.contains(end) {
+            end = path.utf8.index(before: end)
+        }
+        return String(path[..<end])
     }
 
     /// HTTPServer hands over the path without its query already; this keeps `?device_id=` out of the log whoever

@@ -26,8 +26,11 @@ func runServe(arguments: [String]) -> Int32 {
         output: ServiceLog.standardOutput, errors: ServiceLog.standardError)
 }
 
+/// - Parameter started: called once serving, with what SIGTERM does, which then stops it instead of signals; for
+///   tests that run several servers in one process, where a signal cannot tell them apart.
 func runServe(
-    arguments: [String], environment: [String: String], output: @escaping LogSink, errors: LogSink
+    arguments: [String], environment: [String: String], output: @escaping LogSink, errors: LogSink,
+    started: ((_ shutDown: @escaping @Sendable () -> Void) -> Void)? = nil
 ) -> Int32 {
     let options: ServeOptions
     do {
@@ -68,9 +71,21 @@ func runServe(
     let server = HTTPServer(
         configuration: httpConfiguration, handler: routes.handle, failureResponse: routes.failureResponse,
         accessLog: log.access)
+    // A second server, not a second socket of one: the HTTP layer stays one listener per server, and which routes
+    // a socket serves is the routes' decision (`Listener.public`).
+    let publicServer = configuration.publicListener.map { listener in
+        var publicConfiguration = configuration.publicServerConfiguration(listener)
+        publicConfiguration.mayHandleInline = routes.mayAnswerInline
+        return HTTPServer(
+            configuration: publicConfiguration, handler: { routes.handle($0, on: .public) },
+            failureResponse: routes.failureResponse, accessLog: log.access)
+    }
+    let servers = [server] + (publicServer.map { [$0] } ?? [])
     // Weak: the server holds the routes, which hold the metrics; a strong capture would make a cycle that outlives
     // a failed start (tests call this function many times in one process).
-    metrics.observeOpenConnections { [weak server] in server?.openConnections ?? 0 }
+    metrics.observeOpenConnections { [weak server, weak publicServer] in
+        (server?.openConnections ?? 0) + (publicServer?.openConnections ?? 0)
+    }
 
     let port: Int
     do {
@@ -79,21 +94,40 @@ func runServe(
         errors("receiptd: cannot listen on \(configuration.host):\(configuration.port): \(error)")
         return ExitStatus.failure
     }
-    let signals = ShutdownSignals(server: server, readiness: readiness, log: log)
+    var publicPort: Int?
+    if let publicServer, let listener = configuration.publicListener {
+        do {
+            publicPort = try publicServer.start()
+        } catch {
+            errors("receiptd: cannot listen on public \(listener.host):\(listener.port): \(error)")
+            server.shutdown()
+            server.waitUntilStopped()
+            return ExitStatus.failure
+        }
+    }
+    // A caller that stops the servers itself leaves the process's signals alone: a signal cannot say which `serve` of
+    // a process it is for, and once one `serve` had cancelled its signal sources, a later one in the same process was
+    // seen never to receive SIGTERM (Dispatch on Linux), which would break the one test that sends it.
+    let signals = started == nil ? ShutdownSignals(servers: servers, readiness: readiness, log: log) : nil
     readiness.markReady()
-    log.event(
-        "listening",
-        [
-            ("address", "http://\(hostForURL(configuration.host)):\(port)"),
-            ("apps", String(configuration.apps.count)),
-            ("environments", configuration.environments.map(\.rawValue).joined(separator: ",")),
-            ("config", configuration.sourcePath ?? "defaults"),
-            ("store", configuration.storeDescription),
-        ])
+    var listening = [
+        ("address", "http://\(hostForURL(configuration.host)):\(port)"),
+        ("apps", String(configuration.apps.count)),
+        ("environments", configuration.environments.map(\.rawValue).joined(separator: ",")),
+        ("config", configuration.sourcePath ?? "defaults"),
+        ("store", configuration.storeDescription),
+        ("api_tokens", String(configuration.apiTokens.count)),
+    ]
+    if let publicPort, let listener = configuration.publicListener {
+        listening.append(("public_address", "http://\(hostForURL(listener.host)):\(publicPort)"))
+    }
+    log.event("listening", listening)
     for note in configuration.startupNotes { log.event("note", [("message", note)]) }
+    if let warning = configuration.authorizationWarning { log.event("warning", [("message", warning)]) }
+    started?({ ShutdownSignals.shutDown(servers: servers, readiness: readiness, log: log, reason: "requested") })
 
-    server.waitUntilStopped()
-    signals.cancel()
+    for server in servers { server.waitUntilStopped() }
+    signals?.cancel()
     log.event("stopped")
     return ExitStatus.success
 }
@@ -110,7 +144,7 @@ private func hostForURL(_ host: String) -> String {
 private final class ShutdownSignals {
     private let sources: [any DispatchSourceSignal]
 
-    init(server: HTTPServer, readiness: ServiceReadiness, log: ServiceLog) {
+    init(servers: [HTTPServer], readiness: ServiceReadiness, log: ServiceLog) {
         let queue = DispatchQueue(label: "receiptd.signals")
         var sources: [any DispatchSourceSignal] = []
         for signalNumber in [SIGTERM, SIGINT] {
@@ -119,15 +153,19 @@ private final class ShutdownSignals {
             let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: queue)
             let name = signalNumber == SIGTERM ? "SIGTERM" : "SIGINT"
             source.setEventHandler { @Sendable in
-                guard readiness.isReady else { return }
-                readiness.markShuttingDown()
-                log.event("shutting down", [("signal", name)])
-                DispatchQueue.global().async { @Sendable in server.shutdown() }
+                Self.shutDown(servers: servers, readiness: readiness, log: log, reason: name)
             }
             source.resume()
             sources.append(source)
         }
         self.sources = sources
+    }
+
+    static func shutDown(servers: [HTTPServer], readiness: ServiceReadiness, log: ServiceLog, reason: String) {
+        guard readiness.isReady else { return }
+        readiness.markShuttingDown()
+        log.event("shutting down", [("signal", reason)])
+        for server in servers { DispatchQueue.global().async { @Sendable in server.shutdown() } }
     }
 
     func cancel() {

@@ -396,8 +396,33 @@ def main():
     request(main_url, "GET", "/metrics", expect=200)
     request(main_url, "GET", "/", expect=200)
 
+    check_who_may_call(os.environ["AUTH_URL"], os.environ["AUTH_TOKEN"], os.environ["METRICS_TOKEN"])
+
     print(f"{checked - len(failures)} of {checked} answers conform to {SPEC_PATH}")
     return 1 if failures else 0
+
+
+def check_who_may_call(auth_url, token, metrics_token):
+    """401 and 403 as documented, on a server with api_tokens."""
+    guarded = [("GET", "/", "/"), ("POST", "/v1/validate", "/v1/validate"),
+               ("GET", "/v1/subscriptions/1000000001", "/v1/subscriptions/{original_transaction_id}"),
+               ("GET", "/v1/transactions/1000000001", "/v1/transactions/{transaction_id}"),
+               ("POST", "/v1/transactions/1000000001/claim", "/v1/transactions/{transaction_id}/claim")]
+    for method, path, operation in guarded + [("GET", "/metrics", "/metrics")]:
+        status, headers, _ = request(auth_url, method, path, body=b"{}" if method == "POST" else b"",
+                                     label=f"{method} {path} without a token", expect=401, code="unauthorized",
+                                     as_operation=(operation, method))
+        if headers.get("www-authenticate") != 'Bearer realm="receiptd", Basic realm="receiptd"':
+            failures.append(f"{method} {path}: WWW-Authenticate is {headers.get('www-authenticate')!r}")
+    for method, path, operation in guarded:
+        request(auth_url, method, path, body=b"{}" if method == "POST" else b"",
+                headers={"Authorization": f"Bearer {metrics_token}"}, label=f"{method} {path} without the scope",
+                expect=403, code="forbidden", as_operation=(operation, method))
+    basic = "Basic " + base64.b64encode(f":{token}".encode()).decode()
+    request(auth_url, "GET", "/metrics", headers={"Authorization": basic}, label="GET /metrics as Basic", expect=200)
+    request(auth_url, "GET", "/v1/transactions/" + "x" * 65, headers={"Authorization": f"Bearer {token}"},
+            label="a 65-character transaction id", expect=400, code="bad_request",
+            as_operation=("/v1/transactions/{transaction_id}", "GET"))
 
 
 TRANSACTION_KEYS = ["transaction_id", "original_transaction_id", "web_order_line_item_id", "product_id", "bundle_id",

@@ -44,6 +44,15 @@ serve SMALL '.max_connections = 2 | .max_receipt_bytes = 1024'
 # The ledger: a SQLite file in the temp world (relative to the config's folder), and the EC test chain trusted so that
 # forged StoreKit 2 data verifies.
 serve STORE '.trusted_roots += ["ca/jws-root.pem"] | .store = {"sqlite": "ledger.sqlite"}'
+# Who may call: a server with api_tokens (one token with every scope, one with `metrics` only) and a ledger, so that
+# the guarded operations answer 401 and 403 as documented, and schemathesis' ignored_auth check has teeth. The other
+# servers have no api_tokens and so trust their loopback callers, which is why they skip that check.
+"$RECEIPTD" token new --name e2e --scopes validate,ledger:read,claim,metrics,support >"$WORK/token-all.txt"
+"$RECEIPTD" token new --name e2e-metrics --scopes metrics >"$WORK/token-metrics.txt"
+AUTH_TOKEN="$(sed -n 's/^token: //p' "$WORK/token-all.txt")"
+METRICS_TOKEN="$(sed -n 's/^token: //p' "$WORK/token-metrics.txt")"
+entries="$(sed -n 's/^api_tokens entry: //p' "$WORK/token-all.txt" "$WORK/token-metrics.txt" | paste -sd, -)"
+serve AUTH ".trusted_roots += [\"ca/jws-root.pem\"] | .store = {\"sqlite\": \"auth-ledger.sqlite\"} | .api_tokens = [$entries]"
 
 echo "== schemathesis: every operation, bounded"
 # Checks that the spec cannot honour by design are left out where they do not apply:
@@ -65,13 +74,15 @@ st() {
         --warnings off --output-truncate false "$@")
 }
 st "$MAIN_URL" --exclude-tag apple-compatible --exclude-tag ledger --exclude-tag notifications \
-    --exclude-checks positive_data_acceptance
-st "$STORE_URL" --include-tag ledger
+    --exclude-checks positive_data_acceptance,ignored_auth
+st "$STORE_URL" --include-tag ledger --exclude-checks ignored_auth
 st "$STORE_URL" --include-tag notifications --exclude-checks positive_data_acceptance
 st "$MAIN_URL" --include-tag apple-compatible --exclude-checks negative_data_rejection,unsupported_method
+st "$AUTH_URL" --header "Authorization: Bearer $AUTH_TOKEN" --exclude-tag apple-compatible --exclude-tag notifications \
+    --exclude-checks positive_data_acceptance
 
 echo "== hand-written requests, every endpoint and status"
 SPEC="$SPEC" RECEIPTD="$RECEIPTD" CA="$WORK/ca" UNTRUSTED_CA="$WORK/untrusted-ca" MAIN_URL="$MAIN_URL" \
     PRODUCTION_ONLY_URL="$PRODUCTION_ONLY_URL" SMALL_URL="$SMALL_URL" STORE_URL="$STORE_URL" \
-    LEDGER="$WORK/ledger.sqlite" \
+    LEDGER="$WORK/ledger.sqlite" AUTH_URL="$AUTH_URL" AUTH_TOKEN="$AUTH_TOKEN" METRICS_TOKEN="$METRICS_TOKEN" \
     timeout 120 "$E2E_PYTHON" "$HERE/test-openapi.py"

@@ -1,12 +1,16 @@
 import Foundation
 import ReceiptEngine
 import ReceiptForge
+import HTTP1Server
 import ReceiptService
 import StoreKitJWS
 
 // receipt-bench inprocess --fixtures DIR [--seconds S]   figures on one core, printed
 // receipt-bench profile --fixtures DIR [--count N]       N full validations of tpinapp_1, for callgrind
 // receipt-bench profile-floor --fixtures DIR [--count N] N signature-only checks of tpinapp_1, for callgrind
+// receipt-bench profile-route --fixtures DIR [--count N]        N POST /v1/validate of tpinapp_1 through the routes,
+//                                                              no api_tokens, for callgrind
+// receipt-bench profile-route-token --fixtures DIR [--count N]  the same with api_tokens and a Bearer token
 // receipt-bench rate --fixtures DIR                      full validations per second on one core, alone (~4 s)
 // receipt-bench forged --fixtures DIR [--count N]        genuine receipts against N distinct forged ones (Apple's chain)
 // receipt-bench forge-receipts --fixtures DIR --out DIR [--count N]   write N distinct forged receipts, for wrk
@@ -79,6 +83,26 @@ case "profile":
     for _ in 0..<arguments.count { sink &+= fullValidation(appleValidator, typical, at: now) }
     print("\(arguments.count) validations, \(sink) bytes of JSON")
     exit(0)
+case "profile-route", "profile-route-token":
+    // What a token costs: parsing the header, SHA-256 of the token, a constant-time compare against each entry.
+    // Both modes run the same validation through ReceiptRoutes.handle; only the authorization differs.
+    let token = "bench-token-0123456789abcdefghijklmnopqrstuvwxyzAB"
+    var configuration = ServiceConfiguration()
+    var headers = HTTPHeaders([("Content-Type", "application/octet-stream")])
+    if arguments.mode == "profile-route-token" {
+        configuration.apiTokens = [
+            APIToken(name: "metrics-scraper", token: token + "-other", scopes: [.metrics]),
+            APIToken(name: "backend", token: token, scopes: [.validate, .ledgerRead, .claim]),
+        ]
+        headers.add(name: "Authorization", value: "Bearer \(token)")
+    }
+    let routes = ReceiptRoutes(
+        configuration: configuration, validator: appleValidator, metrics: ServiceMetrics(), clock: { now })
+    let request = HTTPRequest(method: .post, target: "/v1/validate", headers: headers, body: typical)
+    var ok = 0
+    for _ in 0..<arguments.count where routes.handle(request).status == .ok { ok += 1 }
+    print("\(ok) of \(arguments.count) validations answered 200 (\(arguments.mode))")
+    exit(ok == arguments.count ? 0 : 1)
 case "profile-floor":
     // The same count of signature-only checks, to compare instruction counts under callgrind.
     let baselines = try OpenSSLBaselines(receipt: typical, root: appleRoot)
