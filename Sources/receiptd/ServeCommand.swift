@@ -54,11 +54,22 @@ func runServe(
     let metrics = ServiceMetrics()
     let readiness = ServiceReadiness(isReady: false)
     let ledger = configuration.makeLedger()
-    do {
-        try ledger.openNow()
+    let fileLock: SQLiteFileLock?
+    let storeFailure: String?
+    do throws(LedgerError) {
+        (fileLock, storeFailure) = try openStore(configuration, ledger)
     } catch {
         errors("receiptd: store \(configuration.storeDescription): \(error.message)")
         return ExitStatus.failure
+    }
+    // Every return from here closes the ledger (a clean stop leaves the SQLite file whole), then lets the lock go.
+    defer {
+        do {
+            try ledger.close()
+        } catch {
+            log.event("store not closed cleanly", [("store", configuration.storeDescription), ("cause", error.message)])
+        }
+        withExtendedLifetime(fileLock) {}
     }
     let routes = ReceiptRoutes(
         configuration: configuration, validator: configuration.makeValidator(),
@@ -91,11 +102,47 @@ func runServe(
             ("store", configuration.storeDescription),
         ])
     for note in configuration.startupNotes { log.event("note", [("message", note)]) }
+    if let storeFailure {
+        log.event("store unavailable", [("store", configuration.storeDescription), ("cause", storeFailure)])
+    }
 
     server.waitUntilStopped()
     signals.cancel()
     log.event("stopped")
     return ExitStatus.success
+}
+
+/// Opens the ledger before the server listens. A SQLite file is this server's alone (the returned lock, held until
+/// exit) and must open and pass `quick_check`: nothing would repair it later, so any failure stops start-up. A
+/// PostgreSQL that cannot be reached is not fatal (receiptd serves, 503 where the ledger is needed, and reconnects):
+/// its cause is returned, passwords masked, for the log. A schema newer than this binary stops start-up on both.
+private func openStore(
+    _ configuration: ServiceConfiguration, _ ledger: PurchaseLedger
+) throws(LedgerError) -> (SQLiteFileLock?, unreachable: String?) {
+    switch configuration.store {
+    case nil:
+        return (nil, nil)
+    case .sqlite(let path)?:
+        // The folder is part of the default config (git-ignored): make it rather than fail the first run.
+        let folder = path.deletingLastPathComponent
+        if !folder.isEmpty { try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) }
+        let lock = try SQLiteFileLock(databasePath: path)
+        do {
+            try ledger.withStore { (store) throws(LedgerError) in try store.ping() }
+        } catch .unavailable(let error) {
+            throw error
+        } catch {}
+        return (lock, nil)
+    case .postgres(let connectionString)?:
+        do {
+            try ledger.withStore { (store) throws(LedgerError) in try store.ping() }
+        } catch .unavailable(let error) where error.code == .schemaTooNew {
+            throw error
+        } catch .unavailable(let error) {
+            return (nil, redactingSecrets(of: connectionString, in: error.message))
+        } catch {}
+        return (nil, nil)
+    }
 }
 
 private func hostForURL(_ host: String) -> String {
