@@ -24,7 +24,7 @@ public struct LedgerInspection: Sendable, Hashable {
         switch configuration {
         case .sqlite(let path):
             guard access(path, F_OK) == 0 else {
-                guard errno == ENOENT else {
+                guard errno == ENOENT || errno == ENOTDIR else {
                     throw LedgerError(.unavailable, "cannot reach \(path): \(String(cString: strerror(errno)))")
                 }
                 if let problem = SQLiteFile.creationProblem(at: path) {
@@ -34,9 +34,14 @@ public struct LedgerInspection: Sendable, Hashable {
             }
             let connection = try SQLiteConnection(path: path)
             defer { connection.close() }
-            var inspection = try read(connection)
-            inspection.problems = try connection.integrityProblems()
-            return inspection
+            let problems = connection.integrityProblems()
+            // A damaged file may fail the counts too: its problems are the answer then.
+            guard problems.isEmpty else {
+                var inspection = (try? read(connection)) ?? LedgerInspection(schemaVersion: 0, counts: nil)
+                inspection.problems = problems
+                return inspection
+            }
+            return try read(connection)
         case .postgres(let connectionString):
             let connection = try PostgresConnection(connectionString: connectionString)
             // One snapshot for every count, and nothing written.

@@ -59,9 +59,15 @@ public final class SQLiteFileLock: Sendable {
 extension SQLiteConnection {
     /// What SQLite's `quick_check` (or, `thorough`, its slower `integrity_check`, which also checks indexes against
     /// their tables) finds wrong: empty when the file is sound.
-    func integrityProblems(thorough: Bool = false) throws(LedgerError) -> [String] {
-        let lines = try query(thorough ? "PRAGMA integrity_check" : "PRAGMA quick_check", []).compactMap { $0.string(0) }
-        return lines == ["ok"] ? [] : lines
+    /// A check that cannot finish (SQLite gives up on a page it cannot parse) reports that as the problem.
+    func integrityProblems(thorough: Bool = false) -> [String] {
+        do throws(LedgerError) {
+            let rows = try query(thorough ? "PRAGMA integrity_check" : "PRAGMA quick_check", [])
+            let lines = rows.compactMap { $0.string(0) }
+            return lines == ["ok"] ? [] : lines
+        } catch {
+            return [error.message]
+        }
     }
 }
 
@@ -134,7 +140,7 @@ extension SQLiteLedger {
         do throws(LedgerError) {
             let connection = try SQLiteConnection(path: path)
             defer { connection.close() }
-            let problems = try connection.integrityProblems(thorough: true)
+            let problems = connection.integrityProblems(thorough: true)
             guard problems.isEmpty else {
                 throw LedgerError(
                     .corrupt, "the backup \(name) fails SQLite's integrity_check: \(problems.prefix(3).joined(separator: "; "))")

@@ -19,7 +19,7 @@ public final class SQLiteLedger: LedgerStore {
     /// `schemaVersion` below the latest exists for migration tests.
     init(path: String, schemaVersion: Int, clock: @escaping LedgerClock) throws(LedgerError) {
         let writerConnection = try SQLiteConnection(path: path)
-        let problems = try writerConnection.integrityProblems()
+        let problems = writerConnection.integrityProblems()
         guard problems.isEmpty else {
             throw LedgerError(
                 .corrupt,

@@ -63,12 +63,15 @@ func runServe(
         return ExitStatus.failure
     }
     // Every return from here closes the ledger (a clean stop leaves the SQLite file whole), then lets the lock go.
-    defer {
+    func closeStore() {
         do {
             try ledger.close()
         } catch {
             log.event("store not closed cleanly", [("store", configuration.storeDescription), ("cause", error.message)])
         }
+    }
+    defer {
+        closeStore()
         withExtendedLifetime(fileLock) {}
     }
     let routes = ReceiptRoutes(
@@ -108,6 +111,8 @@ func runServe(
 
     server.waitUntilStopped()
     signals.cancel()
+    // The server has stopped, so no request is still writing (one past the grace period fails `unavailable`).
+    closeStore()
     log.event("stopped")
     return ExitStatus.success
 }
