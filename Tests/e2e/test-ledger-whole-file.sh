@@ -8,6 +8,8 @@
 #    new notifications.
 # 4. An interrupted `store backup` (killed while writing) leaves no file at FILE.
 # 5. A damaged ledger stops `serve` with exit 1, and `store status` exits 1.
+# 6. Unlike a SQLite file, a PostgreSQL that is down at start is not fatal: serve starts, /readyz 503, and the log
+#    says why (without the password).
 # Loopback only; every request and every wait is bounded.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -209,3 +211,14 @@ status=0
 timeout 60 "$RECEIPTD" store status --config "$CONFIG" >/dev/null 2>&1 || status=$?
 [ "$status" = 1 ] || fail "store status on a damaged ledger exited $status, not 1"
 echo "damaged: serve exits 1 naming the file, store status exits 1"
+
+# ============================== 6. PostgreSQL down at start: served, with the cause in the log =======================
+export RECEIPTD_STORE_POSTGRES="host=$WORK/no-such-socket-dir user=receiptd password=s3cr3t-pw dbname=receiptd"
+start_server "$CONFIG"
+[ "$(readyz "$BASE_URL")" = 503 ] || fail "with PostgreSQL down, /readyz did not answer 503"
+grep -q 'store unavailable' "$SERVER_LOG" || fail "the log does not say the store is unavailable: $(cat "$SERVER_LOG")"
+grep -q 'no-such-socket-dir' "$SERVER_LOG" || fail "the log does not give libpq's cause: $(cat "$SERVER_LOG")"
+! grep -q 's3cr3t-pw' "$SERVER_LOG" || fail "the log printed the password"
+stop_server || fail "the server with PostgreSQL down did not stop cleanly"
+unset RECEIPTD_STORE_POSTGRES
+echo "postgres down at start: served (readyz 503), the cause logged without the password"
