@@ -9,6 +9,7 @@ final class ConnectionPool<Connection: PooledConnection>: Sendable {
     private let idle = Mutex<[Connection]>([])
     private let slots: DispatchSemaphore
     private let open: @Sendable () throws(LedgerError) -> Connection
+    private let isClosed = Atomic(false)
 
     init(capacity: Int, open: @escaping @Sendable () throws(LedgerError) -> Connection) {
         precondition(capacity > 0, "a connection pool needs at least one connection")
@@ -20,6 +21,7 @@ final class ConnectionPool<Connection: PooledConnection>: Sendable {
     func withConnection<Result>(
         _ body: (_ connection: Connection, _ reused: Bool) throws(LedgerError) -> Result
     ) throws(LedgerError) -> Result {
+        guard !isClosed.load(ordering: .acquiring) else { throw LedgerError(.unavailable, "the ledger is closed") }
         slots.wait()
         defer { slots.signal() }
         let connection: Connection
@@ -30,9 +32,19 @@ final class ConnectionPool<Connection: PooledConnection>: Sendable {
             (connection, reused) = (try open(), false)
         }
         defer {
-            if connection.isUsable { idle.withLock { $0.append(connection) } }
+            if connection.isUsable {
+                idle.withLock { idle in if !isClosed.load(ordering: .acquiring) { idle.append(connection) } }
+            }
         }
         return try body(connection, reused)
+    }
+
+    /// Closes the idle connections now and each lent one as it comes back (the pool holds the only reference, so
+    /// dropping one closes it); later callers fail `unavailable`.
+    func close() {
+        isClosed.store(true, ordering: .releasing)
+        // Under the lock, after the flag: a connection returned concurrently is either not kept or removed here.
+        idle.withLock { $0.removeAll() }
     }
 }
 
@@ -42,5 +54,5 @@ protocol PooledConnection: SQLConnection, Sendable {
 }
 
 extension SQLiteConnection: PooledConnection {
-    var isUsable: Bool { true }
+    var isUsable: Bool { !isClosed }
 }

@@ -17,6 +17,12 @@ public struct LedgerError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let invalidData = Code(rawValue: "invalid_data")
         /// A statement failed for another reason: a damaged schema, or a bug.
         public static let queryFailed = Code(rawValue: "query_failed")
+        /// Another process serves this SQLite file (it holds the file's lock); one server per file.
+        public static let inUse = Code(rawValue: "in_use")
+        /// The SQLite file is not a database, or fails SQLite's integrity check.
+        public static let corrupt = Code(rawValue: "corrupt")
+        /// The database is sound but holds no ledger (no schema version): not something to restore.
+        public static let notALedger = Code(rawValue: "not_a_ledger")
     }
 
     public let code: Code

@@ -14,19 +14,34 @@ public struct LedgerInspection: Sendable, Hashable {
     /// Rows per table, from one snapshot; nil unless the schema is this build's (an older one lacks columns, a newer
     /// one is not understood).
     public var counts: LedgerCounts?
+    /// What SQLite's `quick_check` finds wrong with the file; empty when it is sound (and always for PostgreSQL).
+    public var problems: [String] = []
 
-    /// Reads the version and counts of the configured database; nil for a SQLite file that does not exist (nothing
-    /// is created). Fails `unavailable` when the database cannot be reached.
+    /// Reads the version and counts of the configured database, and for SQLite runs `quick_check`; nil for a SQLite
+    /// file that does not exist yet (nothing is created). Fails `unavailable` when the database cannot be reached, or
+    /// when a missing SQLite file could not be created (the message says why).
     public static func read(_ configuration: LedgerConfiguration) throws(LedgerError) -> LedgerInspection? {
         switch configuration {
         case .sqlite(let path):
-            guard access(path, F_OK) == 0 else { return nil }
-            let connection = try SQLiteConnection(path: path)
-            return try connection.inTransaction(begin: "BEGIN") { () throws(LedgerError) in
-                let tables = try connection.query(
-                    "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ledger_schema'", [])
-                return try read(connection, hasVersionTable: tables.first?.int64(0) == 1)
+            guard access(path, F_OK) == 0 else {
+                guard errno == ENOENT || errno == ENOTDIR else {
+                    throw LedgerError(.unavailable, "cannot reach \(path): \(String(cString: strerror(errno)))")
+                }
+                if let problem = SQLiteFile.creationProblem(at: path) {
+                    throw LedgerError(.unavailable, "\(path) does not exist and cannot be created: \(problem)")
+                }
+                return nil
             }
+            let connection = try SQLiteConnection(path: path)
+            defer { connection.close() }
+            let problems = connection.integrityProblems()
+            // A damaged file may fail the counts too: its problems are the answer then.
+            guard problems.isEmpty else {
+                var inspection = (try? read(connection)) ?? LedgerInspection(schemaVersion: 0, counts: nil)
+                inspection.problems = problems
+                return inspection
+            }
+            return try read(connection)
         case .postgres(let connectionString):
             let connection = try PostgresConnection(connectionString: connectionString)
             // One snapshot for every count, and nothing written.
@@ -36,6 +51,15 @@ public struct LedgerInspection: Sendable, Hashable {
                 let exists = table.first?.string(0).map { $0 == "t" || $0 == "1" } ?? false
                 return try read(connection, hasVersionTable: exists)
             }
+        }
+    }
+
+    /// The version and counts of a SQLite database, from one snapshot.
+    static func read(_ connection: SQLiteConnection) throws(LedgerError) -> LedgerInspection {
+        try connection.inTransaction(begin: "BEGIN") { () throws(LedgerError) in
+            let tables = try connection.query(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ledger_schema'", [])
+            return try read(connection, hasVersionTable: tables.first?.int64(0) == 1)
         }
     }
 

@@ -45,6 +45,10 @@ public protocol LedgerStore: Sendable {
 
     /// Rows per table.
     func counts() throws(LedgerError) -> LedgerCounts
+
+    /// Releases the database at shutdown, after the writes already under way finished; later calls fail
+    /// `unavailable`. SQLite folds its write-ahead log into the database file first, so that the file alone is whole.
+    func close() throws(LedgerError)
 }
 
 /// Where the ledger lives: `"store": {"sqlite": "PATH"}` or `"store": {"postgres": "CONNINFO"}`.

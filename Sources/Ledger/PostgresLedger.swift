@@ -79,6 +79,9 @@ public final class PostgresLedger: LedgerStore {
     public func schemaVersion() throws(LedgerError) -> Int { try records.schemaVersion() }
 
     public func counts() throws(LedgerError) -> LedgerCounts { try records.counts() }
+
+    /// Closes the pool's connections (each one in use as it comes back); later calls fail `unavailable`.
+    public func close() throws(LedgerError) { records.database.pool.close() }
 }
 
 struct PostgresDatabase: LedgerDatabase {

@@ -7,6 +7,7 @@ internal import CSQLite
 final class SQLiteConnection: SQLConnection, @unchecked Sendable {
     private let handle: OpaquePointer
     private var statements: [String: OpaquePointer] = [:]
+    private(set) var isClosed = false
 
     init(path: String) throws(LedgerError) {
         var opened: OpaquePointer?
@@ -29,8 +30,15 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
         try execute("PRAGMA synchronous = FULL")
     }
 
-    deinit {
+    deinit { close() }
+
+    /// Closes the handle now rather than whenever the last reference goes; later statements fail `unavailable`. The
+    /// last connection to a WAL database to close checkpoints it and deletes its `-wal` and `-shm`.
+    func close() {
+        guard !isClosed else { return }
+        isClosed = true
         for statement in statements.values { sqlite3_finalize(statement) }
+        statements = [:]
         sqlite3_close_v2(handle)
     }
 
@@ -85,6 +93,7 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
     }
 
     private func prepared(_ sql: String) throws(LedgerError) -> OpaquePointer {
+        guard !isClosed else { throw LedgerError(.unavailable, "SQLite: the connection is closed") }
         if let cached = statements[sql] { return cached }
         var statement: OpaquePointer?
         let status = sqlite3_prepare_v2(handle, Self.sqliteParameters(sql), -1, &statement, nil)

@@ -1,11 +1,17 @@
+internal import Glibc
+
 /// The ledger in one SQLite file (WAL, `synchronous=FULL`): one grouped writer and a few readers.
+///
+/// Opening it runs `quick_check`, so that a damaged file is refused at start-up rather than found by a write;
+/// ``close()`` leaves the `.sqlite` file alone holding every commit, without `-wal` or `-shm`.
 public final class SQLiteLedger: LedgerStore {
     /// Readers in WAL mode never block the writer or each other.
     static let readerCount = 4
 
     private let records: LedgerRecords<SQLiteDatabase>
 
-    /// Opens (creating if missing) the database at `path` and migrates it to the current schema.
+    /// Opens (creating if missing) the database at `path`, checks it (`corrupt` when `quick_check` finds damage)
+    /// and migrates it to the current schema.
     public convenience init(path: String, clock: @escaping LedgerClock = unixMillisecondsNow) throws(LedgerError) {
         try self.init(path: path, schemaVersion: LedgerSchema.latestVersion, clock: clock)
     }
@@ -13,6 +19,12 @@ public final class SQLiteLedger: LedgerStore {
     /// `schemaVersion` below the latest exists for migration tests.
     init(path: String, schemaVersion: Int, clock: @escaping LedgerClock) throws(LedgerError) {
         let writerConnection = try SQLiteConnection(path: path)
+        let problems = writerConnection.integrityProblems()
+        guard problems.isEmpty else {
+            throw LedgerError(
+                .corrupt,
+                "the SQLite database at \(path) fails quick_check: \(problems.prefix(3).joined(separator: "; "))")
+        }
         try writerConnection.inTransaction(begin: "BEGIN IMMEDIATE") { () throws(LedgerError) in
             try LedgerSchema.migrate(writerConnection, to: schemaVersion)
         }
@@ -70,13 +82,32 @@ public final class SQLiteLedger: LedgerStore {
 
     public func counts() throws(LedgerError) -> LedgerCounts { try records.counts() }
 
+    /// Folds the write-ahead log into the database file and closes every connection, after the writes already
+    /// queued committed; later calls fail `unavailable`. Fails when the final checkpoint could not complete (the
+    /// commits are then still safe in `-wal`, replayed by the next open).
+    public func close() throws(LedgerError) {
+        // Readers first: the last connection to close is the one that deletes `-wal` and `-shm`.
+        records.database.readers.close()
+        try records.database.writer.close()
+    }
+
     /// Writes a consistent copy of the database to a new file at `path` while the ledger keeps serving; fails if
     /// `path` exists.
+    ///
+    /// The copy is written under a temporary name in `path`'s folder, flushed, and only then named `path`: an
+    /// interrupted backup leaves no file at `path` (a copy cut short would open as an empty or damaged ledger).
     public func backup(to path: String) throws(LedgerError) {
-        // VACUUM INTO reads one snapshot like any reader, so concurrent commits neither block it nor tear the copy.
+        guard access(path, F_OK) != 0 else { throw LedgerError(.unavailable, "\(path) already exists") }
+        let copy = try SQLiteFile.temporary(besides: path, purpose: "partial")
+        Glibc.close(copy.descriptor)
+        defer { unlink(copy.path) }
+        // VACUUM INTO reads one snapshot like any reader, so concurrent commits neither block it nor tear the copy; it
+        // accepts an empty file as its target.
         try records.database.readers.withConnection { connection, _ throws(LedgerError) in
-            try connection.execute("VACUUM INTO $1", [.text(path)])
+            try connection.execute("VACUUM INTO $1", [.text(copy.path)])
         }
+        try SQLiteFile.synchronize(copy.path)
+        try SQLiteFile.publish(copy.path, as: path)
     }
 }
 

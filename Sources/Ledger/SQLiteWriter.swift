@@ -22,6 +22,7 @@ final class SQLiteWriter: Sendable {
     private struct State {
         var pending: [any GroupedWrite] = []
         var draining = false
+        var isClosed = false
     }
 
     init(connection: SQLiteConnection) {
@@ -33,7 +34,8 @@ final class SQLiteWriter: Sendable {
         _ body: @escaping @Sendable (any SQLConnection) throws(LedgerError) -> Result
     ) throws(LedgerError) -> Result {
         let write = PendingWrite(body)
-        let startDrain = state.withLock { state in
+        let startDrain = try state.withLock { (state) throws(LedgerError) in
+            guard !state.isClosed else { throw LedgerError(.unavailable, "the ledger is closed") }
             state.pending.append(write)
             if state.draining { return false }
             state.draining = true
@@ -41,6 +43,32 @@ final class SQLiteWriter: Sendable {
         }
         if startDrain { queue.async { self.drain() } }
         return try write.wait()
+    }
+
+    /// Refuses new writes, lets the queued ones commit, then folds the write-ahead log into the database file
+    /// (`wal_checkpoint(TRUNCATE)`) and closes the connection: the `.sqlite` file alone then holds every commit.
+    /// Fails if the checkpoint could not complete (a reader kept it busy); the commits are still safe in `-wal`.
+    func close() throws(LedgerError) {
+        let wasClosed = state.withLock { state in
+            defer { state.isClosed = true }
+            return state.isClosed
+        }
+        if wasClosed { return }
+        // The queue is serial: this runs after the drain that takes the writes queued before the flag was set.
+        let checkpoint: Result<Void, LedgerError> = queue.sync {
+            defer { connection.close() }
+            do throws(LedgerError) {
+                // Columns: busy (1 when a reader kept the checkpoint from finishing), log frames, frames copied.
+                let busy = try connection.query("PRAGMA wal_checkpoint(TRUNCATE)", []).first?.int64(0)
+                guard busy == 0 else {
+                    throw LedgerError(.unavailable, "SQLite: the final checkpoint was kept busy by a reader")
+                }
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }
+        try checkpoint.get()
     }
 
     private func drain() {

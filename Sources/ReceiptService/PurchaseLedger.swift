@@ -17,6 +17,7 @@ public final class PurchaseLedger: Sendable {
 
     private let open: (@Sendable () throws(LedgerError) -> any LedgerStore)?
     private let store = Mutex<(any LedgerStore)?>(nil)
+    private let isClosed = Atomic(false)
     /// What this process already wrote, by source and transaction id, with the signing time it wrote: a receipt
     /// validated again (backends re-check stored receipts nightly) then costs the ledger a read, not a write.
     private let written = Mutex<[String: Int64]>([:])
@@ -55,6 +56,7 @@ public final class PurchaseLedger: Sendable {
         do {
             current = try store.withLock { (store) throws(LedgerError) -> any LedgerStore in
                 if let store { return store }
+                guard !isClosed.load(ordering: .relaxed) else { throw LedgerError(.unavailable, "the ledger is closed") }
                 let opened = try open()
                 store = opened
                 return opened
@@ -148,6 +150,17 @@ public final class PurchaseLedger: Sendable {
         } catch .unavailable(let error) where error.code == .schemaTooNew {
             throw error
         } catch {}
+    }
+
+    /// Closes the store for good, at shutdown once the server stopped: SQLite's file is then whole on its own. Later
+    /// calls answer `unavailable`, and nothing reopens it.
+    public func close() throws(LedgerError) {
+        let current = store.withLock { store in
+            isClosed.store(true, ordering: .relaxed)
+            defer { store = nil }
+            return store
+        }
+        try current?.close()
     }
 
     /// For `/readyz`: whether the ledger answers now. A stateless service is always ready.

@@ -57,11 +57,25 @@ func runServe(
     let metrics = ServiceMetrics()
     let readiness = ServiceReadiness(isReady: false)
     let ledger = configuration.makeLedger()
-    do {
-        try ledger.openNow()
+    let fileLock: SQLiteFileLock?
+    let storeFailure: String?
+    do throws(LedgerError) {
+        (fileLock, storeFailure) = try openStore(configuration, ledger)
     } catch {
         errors("receiptd: store \(configuration.storeDescription): \(error.message)")
         return ExitStatus.failure
+    }
+    // Every return from here closes the ledger (a clean stop leaves the SQLite file whole), then lets the lock go.
+    func closeStore() {
+        do {
+            try ledger.close()
+        } catch {
+            log.event("store not closed cleanly", [("store", configuration.storeDescription), ("cause", error.message)])
+        }
+    }
+    defer {
+        closeStore()
+        withExtendedLifetime(fileLock) {}
     }
     let routes = ReceiptRoutes(
         configuration: configuration, validator: configuration.makeValidator(),
@@ -124,12 +138,50 @@ func runServe(
     log.event("listening", listening)
     for note in configuration.startupNotes { log.event("note", [("message", note)]) }
     if let warning = configuration.authorizationWarning { log.event("warning", [("message", warning)]) }
+    if let storeFailure {
+        log.event("store unavailable", [("store", configuration.storeDescription), ("cause", storeFailure)])
+    }
     started?({ ShutdownSignals.shutDown(servers: servers, readiness: readiness, log: log, reason: "requested") })
 
     for server in servers { server.waitUntilStopped() }
     signals?.cancel()
+    // The servers have stopped, so no request is still writing (one past the grace period fails `unavailable`).
+    closeStore()
     log.event("stopped")
     return ExitStatus.success
+}
+
+/// Opens the ledger before the server listens. A SQLite file is this server's alone (the returned lock, held until
+/// exit) and must open and pass `quick_check`: nothing would repair it later, so any failure stops start-up. A
+/// PostgreSQL that cannot be reached is not fatal (receiptd serves, 503 where the ledger is needed, and reconnects):
+/// its cause is returned, passwords masked, for the log. A schema newer than this binary stops start-up on both.
+private func openStore(
+    _ configuration: ServiceConfiguration, _ ledger: PurchaseLedger
+) throws(LedgerError) -> (SQLiteFileLock?, unreachable: String?) {
+    switch configuration.store {
+    case nil:
+        return (nil, nil)
+    case .sqlite(let path)?:
+        // The folder is part of the default config (git-ignored): make it rather than fail the first run.
+        let folder = path.deletingLastPathComponent
+        if !folder.isEmpty { try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) }
+        let lock = try SQLiteFileLock(databasePath: path)
+        do {
+            try ledger.withStore { (store) throws(LedgerError) in try store.ping() }
+        } catch .unavailable(let error) {
+            throw error
+        } catch {}
+        return (lock, nil)
+    case .postgres(let connectionString)?:
+        do {
+            try ledger.withStore { (store) throws(LedgerError) in try store.ping() }
+        } catch .unavailable(let error) where error.code == .schemaTooNew {
+            throw error
+        } catch .unavailable(let error) {
+            return (nil, redactingSecrets(of: connectionString, in: error.message))
+        } catch {}
+        return (nil, nil)
+    }
 }
 
 private func hostForURL(_ host: String) -> String {

@@ -12,29 +12,34 @@ let storeUsage = """
     usage: receiptd store status [--config PATH] [--json]
            receiptd store backup FILE [--config PATH]
            receiptd store migrate [--config PATH]
+           receiptd store restore BACKUP [--config PATH]
       The ledger named by the config's "store" key, or by RECEIPTD_STORE_POSTGRES, which wins over the file.
       `receiptd store COMMAND --help` for more. The connection string is never printed (it may hold a password).
-      exit status: 0 done; 1 no store configured, the database cannot be reached, or its schema is newer than this
-      receiptd; 2 usage error
+      exit status: 0 done; 1 no store configured, the database cannot be reached or is damaged, its schema is newer
+      than this receiptd, or (restore) a server holds it; 2 usage error
     """
 
 let storeStatusUsage = """
     usage: receiptd store status [--config PATH] [--json]
-      Prints the backend, the ledger schema version (the database's and this receiptd's) and the rows of each table.
-      Changes nothing: a SQLite file that does not exist is reported, not created, and an older schema is not
-      migrated. Safe while receiptd serve runs.
+      Prints the backend, the ledger schema version (the database's and this receiptd's), the rows of each table,
+      and for SQLite the result of SQLite's quick_check. Changes nothing: a SQLite file that does not exist is
+      reported (or why it could not be created), not created, and an older schema is not migrated. Safe while
+      receiptd serve runs.
       config: --config, else RECEIPTD_CONFIG when not empty, else Config/receiptd.json when present;
               RECEIPTD_STORE_POSTGRES wins over the file's store
-      --json   one JSON object: backend, path (SQLite only), schema_version, supported_schema_version, counts
-      exit status: 0 reported; 1 no store configured, the database cannot be reached, or its schema is newer than
-      this receiptd; 2 usage error
+      --json   one JSON object: backend, path (SQLite only), exists, schema_version, supported_schema_version,
+               counts, healthy, problems (what quick_check found)
+      exit status: 0 reported, healthy; 1 no store configured, the database cannot be reached, a missing SQLite file
+      cannot be created, quick_check finds damage, or its schema is newer than this receiptd; 2 usage error
     """
 
 let storeBackupUsage = """
     usage: receiptd store backup FILE [--config PATH]
       Writes a consistent copy of a SQLite ledger to FILE, a new file, while receiptd serve keeps running (one
-      snapshot: notifications committed after it starts are not in the copy, none is half in it). The copy is a
-      complete ledger: point "store" at it to restore. A PostgreSQL ledger is backed up with pg_dump instead.
+      snapshot: notifications committed after it starts are not in the copy, none is half in it). The copy is
+      written under a hidden temporary name in FILE's folder and named FILE only once complete and on disk. The copy
+      is a complete ledger: receiptd store restore FILE puts it back. A PostgreSQL ledger is backed up with pg_dump
+      instead.
       exit status: 0 written; 1 no store configured, no database yet, FILE exists, or the copy failed;
       2 usage error or a PostgreSQL store
     """
@@ -48,7 +53,21 @@ let storeMigrateUsage = """
       this receiptd; 2 usage error
     """
 
-/// `receiptd store status|backup|migrate`: what an operator needs from a shell to look after the ledger.
+let storeRestoreUsage = """
+    usage: receiptd store restore BACKUP [--config PATH]
+      Replaces the SQLite ledger that "store" names with a copy of BACKUP (a file from receiptd store backup). Stop
+      the server first: restore refuses while a receiptd serve holds the ledger. BACKUP is copied next to the ledger,
+      the copy is checked (SQLite's integrity_check, a ledger schema version from 1 to this receiptd's; an older one
+      is migrated when the server starts) and renamed into place after the old -wal and -shm are removed, so the
+      ledger file is always either the old one or the whole backup. BACKUP itself is only read. A PostgreSQL ledger
+      is restored with pg_restore instead.
+      config: --config, else RECEIPTD_CONFIG when not empty, else Config/receiptd.json when present
+      exit status: 0 restored; 1 no store configured, a server holds the ledger, BACKUP is damaged, not a ledger or
+      newer than this receiptd, or a file cannot be read or written (the ledger is then unchanged); 2 usage error or
+      a PostgreSQL store
+    """
+
+/// `receiptd store status|backup|migrate|restore`: what an operator needs from a shell to look after the ledger.
 func runStore(_ arguments: [String]) -> Int32 {
     let rest = Array(arguments.dropFirst())
     switch arguments.first {
@@ -56,14 +75,15 @@ func runStore(_ arguments: [String]) -> Int32 {
         return runStoreCommand("status", rest, usage: storeStatusUsage, flags: ["--json"], positional: 0, storeStatus)
     case "backup": return runStoreCommand("backup", rest, usage: storeBackupUsage, positional: 1, storeBackup)
     case "migrate": return runStoreCommand("migrate", rest, usage: storeMigrateUsage, positional: 0, storeMigrate)
+    case "restore": return runStoreCommand("restore", rest, usage: storeRestoreUsage, positional: 1, storeRestore)
     case "--help", "-h", "help":
         print(storeUsage)
         return ExitStatus.success
     case let other?:
-        printError("receiptd store: unknown command '\(other)'; expected status, backup or migrate\n\n\(storeUsage)")
+        printError("receiptd store: unknown command '\(other)'; expected status, backup, migrate or restore\n\n\(storeUsage)")
         return ExitStatus.usage
     case nil:
-        printError("receiptd store: expected status, backup or migrate\n\n\(storeUsage)")
+        printError("receiptd store: expected status, backup, migrate or restore\n\n\(storeUsage)")
         return ExitStatus.usage
     }
 }
@@ -115,7 +135,9 @@ private func runStoreCommand(
             return ExitStatus.success
         }
         try reader.expectPositional(atMost: positional)
-        guard reader.positional.count == positional else { throw UsageError("expected a FILE") }
+        guard reader.positional.count == positional else {
+            throw UsageError(subcommand == "restore" ? "expected a BACKUP file" : "expected a FILE")
+        }
     } catch {
         printError("\(name): \(error)\n\n\(usage)")
         return ExitStatus.usage
@@ -174,6 +196,13 @@ private func storeStatus(_ reader: ArgumentReader, _ store: ConfiguredStore) thr
     let inspection = try inspect(store)
     let supported = LedgerInspection.supportedSchemaVersion
     let version = inspection?.schemaVersion ?? 0
+    let problems = inspection?.problems ?? []
+    func failIfDamaged() throws(StoreCommandFailure) {
+        guard let first = problems.first else { return }
+        throw StoreCommandFailure(
+            message: "\(store.name) is damaged: quick_check found \(problems.count == 1 ? "" : "\(problems.count) problems, the first: ")"
+                + "\(first); restore a backup (receiptd store restore)")
+    }
     if reader.isSet("--json") {
         var members: [(key: String, value: JSONValue)] = [("backend", .string(store.backend))]
         if let path = store.sqlitePath { members.append(("path", .string(path))) }
@@ -182,16 +211,19 @@ private func storeStatus(_ reader: ArgumentReader, _ store: ConfiguredStore) thr
             ("schema_version", .integer(Int64(version))),
             ("supported_schema_version", .integer(Int64(supported))),
             ("counts", inspection?.counts.map(countsJSON) ?? .null),
+            ("healthy", .bool(problems.isEmpty)),
+            ("problems", .array(problems.map(JSONValue.string))),
         ]
         var text = JSONValue.object(members).serialized(pretty: true)
         if text.last != 0x0A { text.append(0x0A) }
         StandardStream.output.write(text)
+        try failIfDamaged()
         return
     }
     var lines = ["store: \(store.backend)" + (store.sqlitePath.map { " \($0)" } ?? "")]
     switch inspection {
     case nil:
-        lines.append("schema: none (the file does not exist; receiptd serve or receiptd store migrate creates it)")
+        lines.append("schema: none (the file does not exist yet; receiptd serve or receiptd store migrate creates it)")
     case let inspection? where inspection.schemaVersion == 0:
         lines.append("schema: none (no ledger tables yet; receiptd serve or receiptd store migrate creates them)")
     case let inspection? where inspection.schemaVersion < supported:
@@ -204,7 +236,11 @@ private func storeStatus(_ reader: ArgumentReader, _ store: ConfiguredStore) thr
     if let counts = inspection?.counts {
         for (table, rows) in countRows(counts) { lines.append("\(table): \(rows)") }
     }
+    if inspection != nil, store.sqlitePath != nil {
+        lines.append(problems.isEmpty ? "integrity: ok (quick_check)" : "integrity: damaged (quick_check)")
+    }
     print(lines.joined(separator: "\n"))
+    try failIfDamaged()
 }
 
 private func countRows(_ counts: LedgerCounts) -> [(String, Int64)] {
@@ -256,6 +292,39 @@ private func storeBackup(_ reader: ArgumentReader, _ store: ConfiguredStore) thr
     print(
         "backup: \(file) (schema version \(copy.schemaVersion), \(counts.notifications) notifications, "
             + "\(counts.transactions) transactions, \(counts.claims) claims)")
+}
+
+// MARK: - restore
+
+private func storeRestore(_ reader: ArgumentReader, _ store: ConfiguredStore) throws(StoreCommandFailure) {
+    let backup = reader.positional[0]
+    guard let path = store.sqlitePath else {
+        throw StoreCommandFailure(
+            message: "the store is PostgreSQL: restore it with pg_restore (see docs/ledger.md); this command restores "
+                + "SQLite ledgers only",
+            status: ExitStatus.usage)
+    }
+    // As serve does: restoring onto a new volume is how a ledger moves.
+    let folder = path.deletingLastPathComponent
+    if !folder.isEmpty { try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) }
+    let restored: LedgerInspection
+    do throws(LedgerError) {
+        // Held until the copy is in place: a server starting meanwhile fails rather than open a file being replaced.
+        let lock = try SQLiteFileLock(databasePath: path)
+        restored = try SQLiteLedger.restore(from: backup, holding: lock)
+    } catch where error.code == .inUse {
+        throw StoreCommandFailure(message: "\(error.message): stop it before restoring; nothing was changed")
+    } catch {
+        throw StoreCommandFailure(message: "cannot restore \(backup) to \(path): \(error.message); nothing was changed")
+    }
+    let supported = LedgerInspection.supportedSchemaVersion
+    var summary = "restored: \(path) from \(backup) (schema version \(restored.schemaVersion)"
+    if let counts = restored.counts {
+        summary += ", \(counts.notifications) notifications, \(counts.transactions) transactions, \(counts.claims) claims)"
+    } else {
+        summary += ", older than this receiptd's \(supported): receiptd serve migrates it)"
+    }
+    print(summary)
 }
 
 // MARK: - migrate

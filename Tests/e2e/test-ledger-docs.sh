@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Runs every ```sh block of docs/ledger.md exactly as written, as an operator would: `receiptd` on the PATH, from a
-# scratch folder. The SQLite block needs nothing else; the PostgreSQL backup block runs against a throwaway cluster
+# scratch folder. The SQLite store-commands block needs nothing else. The SQLite backup and restore block runs with
+# RECEIPTD_CONFIG naming a served ledger holding a claim: its backup lines while the server runs, its restore line
+# first while it runs (refused) and then after it stopped, which must bring back the ledger as backed up (a claim made
+# after the backup gone, the one before it there). The PostgreSQL backup block runs against a throwaway cluster
 # (started here on a Unix socket, its connection string in RECEIPTD_STORE_POSTGRES) holding a ledger with a claim,
 # and the restore must bring that claim back. Checks the blocks left nothing in their temp dir.
 set -euo pipefail
@@ -27,7 +30,7 @@ sh_block() {
         /^```/ { if (inside) { inside = 0; next } if ($0 == "```sh" && ++k == n) { inside = 1; next } }
         inside' "$DOC"
 }
-[ "$(grep -c '^```sh$' "$DOC")" -eq 2 ] || fail "docs/ledger.md no longer has 2 sh blocks: update this test"
+[ "$(grep -c '^```sh$' "$DOC")" -eq 3 ] || fail "docs/ledger.md no longer has 3 sh blocks: update this test"
 ! grep -qE '^```(bash|shell|console)$' "$DOC" || fail "docs/ledger.md has a shell block this test does not run"
 
 unset RECEIPTD_STORE_POSTGRES RECEIPTD_CONFIG
@@ -46,7 +49,45 @@ done
 left="$(find "$WORK/tmp" "$WORK/cwd" -mindepth 1)"
 [ -z "$left" ] || fail "block 1 left files behind: $left"
 
-# --- block 2: pg_dump and pg_restore of a PostgreSQL ledger -----------------------------------------------------------
+# --- block 2: store backup and store restore of a served SQLite ledger ---------------------------------------------
+[ "$(sh_block 2 | wc -l)" -eq 3 ] || fail "docs/ledger.md's SQLite backup block is no longer 3 lines: update this test"
+sh_block 2 | sed -n '1,2p' >"$WORK/sqlite-backup.sh"
+sh_block 2 | sed -n '3p' >"$WORK/sqlite-restore.sh"
+grep -q 'store restore' "$WORK/sqlite-restore.sh" || fail "the SQLite block's last line is not the restore"
+make_ledger_world "$WORK/sqlite-world" '{"sqlite": "ledger/receiptd.sqlite"}'
+"$RECEIPTD" testing receipt --ca "$WORK/sqlite-world/ca" --bundle-id com.example.app --app-version 1.0 \
+    --purchase product=coins.100,transaction=4242,purchased=2026-01-01T00:00:00Z \
+    --purchase product=coins.100,transaction=4243,purchased=2026-01-01T00:00:00Z --out "$WORK/sqlite-receipt.der" 2>/dev/null
+export RECEIPTD_CONFIG="$WORK/sqlite-world/receiptd.json"
+start_server "$RECEIPTD_CONFIG"
+curl -sS --max-time 10 -o /dev/null -H 'Content-Type: application/octet-stream' \
+    --data-binary @"$WORK/sqlite-receipt.der" "$BASE_URL/v1/validate"
+curl -sS --max-time 10 -o /dev/null -d '{"account": "before-backup"}' "$BASE_URL/v1/transactions/4242/claim"
+(cd "$WORK/cwd" && TMPDIR="$WORK/tmp" timeout 60 bash -euo pipefail "$WORK/sqlite-backup.sh") >"$WORK/sqlite.out" 2>&1 \
+    || { sed 's/^/    /' "$WORK/sqlite.out" >&2; fail "docs/ledger.md's SQLite backup lines failed"; }
+grep -q '^store: sqlite ' "$WORK/sqlite.out" && grep -q '^claims: 1$' "$WORK/sqlite.out" \
+    && grep -qE '^backup: receiptd-backup\.sqlite \(schema version [0-9]+, 0 notifications, 2 transactions, 1 claims\)$' \
+        "$WORK/sqlite.out" || { sed 's/^/    /' "$WORK/sqlite.out" >&2; fail "the SQLite backup lines printed the above"; }
+curl -sS --max-time 10 -o /dev/null -d '{"account": "after-backup"}' "$BASE_URL/v1/transactions/4243/claim"
+status=0
+(cd "$WORK/cwd" && TMPDIR="$WORK/tmp" timeout 60 bash -euo pipefail "$WORK/sqlite-restore.sh") >"$WORK/sqlite.out" 2>&1 \
+    || status=$?
+[ "$status" = 1 ] || { sed 's/^/    /' "$WORK/sqlite.out" >&2; fail "restore while the server runs exited $status, not 1"; }
+stop_server
+(cd "$WORK/cwd" && TMPDIR="$WORK/tmp" timeout 60 bash -euo pipefail "$WORK/sqlite-restore.sh") >"$WORK/sqlite.out" 2>&1 \
+    || { sed 's/^/    /' "$WORK/sqlite.out" >&2; fail "docs/ledger.md's SQLite restore line failed"; }
+start_server "$RECEIPTD_CONFIG"
+[ "$(curl -sS --max-time 10 "$BASE_URL/v1/transactions/4242" | jq -r '.claim.account // "none"')" = before-backup ] \
+    || fail "the restored ledger lost the claim made before the backup"
+[ "$(curl -sS --max-time 10 "$BASE_URL/v1/transactions/4243" | jq -r '.claim.account // "none"')" = none ] \
+    || fail "the restored ledger still has the claim made after the backup"
+stop_server
+unset RECEIPTD_CONFIG
+rm -f "$WORK/cwd/receiptd-backup.sqlite"
+left="$(find "$WORK/tmp" "$WORK/cwd" -mindepth 1)"
+[ -z "$left" ] || fail "the SQLite backup block left more than receiptd-backup.sqlite: $left"
+
+# --- block 3: pg_dump and pg_restore of a PostgreSQL ledger -----------------------------------------------------------
 if ! pg_available; then
     [ "${RECEIPTD_SKIP_POSTGRES:-0}" = 1 ] || fail "PostgreSQL server binaries not found (apt install postgresql)"
     echo "SKIP: docs/ledger.md's PostgreSQL block: RECEIPTD_SKIP_POSTGRES=1"
@@ -67,7 +108,7 @@ curl -sS --max-time 10 -o /dev/null -d '{"account": "docs-reader"}' "$BASE_URL/v
 stop_server
 
 # Dump, then lose the claim, then restore (servers stopped, as the page says).
-sh_block 2 >"$WORK/block2.sh"
+sh_block 3 >"$WORK/block2.sh"
 sed -n '1,2p' "$WORK/block2.sh" >"$WORK/block2-dump.sh"
 sed -n '3,$p' "$WORK/block2.sh" >"$WORK/block2-restore.sh"
 [ "$(wc -l <"$WORK/block2.sh")" -eq 3 ] || fail "docs/ledger.md's PostgreSQL block is no longer 3 lines: update this test"
@@ -84,4 +125,5 @@ psql -X -q "$PG_CONNINFO" -c 'DELETE FROM claims' >/dev/null
 rm -f "$WORK/cwd/receiptd.dump"
 left="$(find "$WORK/tmp" "$WORK/cwd" -mindepth 1)"
 [ -z "$left" ] || fail "block 2 left more than receiptd.dump: $left"
-echo "test-ledger-docs: docs/ledger.md's blocks ran as written (SQLite store commands; pg_dump and pg_restore)"
+echo "test-ledger-docs: docs/ledger.md's blocks ran as written (SQLite store commands; SQLite backup and restore;" \
+    "pg_dump and pg_restore)"

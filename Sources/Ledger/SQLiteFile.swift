@@ -1,0 +1,262 @@
+internal import Glibc
+
+/// One server's claim on a SQLite ledger file: two `receiptd serve` on one file would each trust what they remember
+/// (the subscriptions they read, the writes they made) and answer stale state.
+///
+/// An exclusive `flock` on the sidecar file `PATH.lock`, taken without waiting and held until this value goes away;
+/// the kernel drops it when the process dies, `kill -9` included, so a crash leaves no stale lock. Not a POSIX
+/// (`fcntl`) lock, which is what SQLite takes on the database: those belong to the process, so a second claim from
+/// the same process would succeed, and they only make writers take turns. A `flock` belongs to the open file
+/// description, so two claims conflict even within one process. The lock file is never deleted: a holder would
+/// otherwise keep a lock on a name nobody else opens. Linux emulates `flock` on NFS; SQLite's WAL needs a local disk
+/// anyway.
+public final class SQLiteFileLock: Sendable {
+    /// The database file this lock guards.
+    public let databasePath: String
+    private let descriptor: Int32
+
+    /// The sidecar lock file of a database: `PATH.lock`.
+    public static func lockPath(forDatabaseAt path: String) -> String { path + ".lock" }
+
+    public var lockPath: String { Self.lockPath(forDatabaseAt: databasePath) }
+
+    /// Takes the lock on `databasePath` (creating the lock file, not the database), or fails `in_use` at once when
+    /// another holds it; the lock file then says which process, when it could write its id.
+    public init(databasePath: String) throws(LedgerError) {
+        let lockPath = Self.lockPath(forDatabaseAt: databasePath)
+        var descriptor = retryingInterrupts { open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644) }
+        // flock needs no write permission: a lock file made by another user can still be locked.
+        if descriptor < 0 && errno == EACCES { descriptor = retryingInterrupts { open(lockPath, O_RDONLY | O_CLOEXEC) } }
+        guard descriptor >= 0 else {
+            throw LedgerError(.unavailable, "cannot open the lock file \(lockPath): \(systemMessage())")
+        }
+        guard retryingInterrupts({ flock(descriptor, LOCK_EX | LOCK_NB) }) == 0 else {
+            let reason = errno == EWOULDBLOCK ? nil : systemMessage()
+            let holder = Self.holder(descriptor)
+            Glibc.close(descriptor)
+            if let reason { throw LedgerError(.unavailable, "cannot lock \(lockPath): \(reason)") }
+            throw LedgerError(
+                .inUse,
+                "another receiptd serves \(databasePath)\(holder.map { " (process \($0))" } ?? ""): it holds "
+                    + "\(lockPath); one server per SQLite file")
+        }
+        self.databasePath = databasePath
+        self.descriptor = descriptor
+        let text = Array("\(getpid())\n".utf8)
+        if ftruncate(descriptor, 0) == 0 { _ = text.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) } }
+    }
+
+    deinit { Glibc.close(descriptor) }
+
+    private static func holder(_ descriptor: Int32) -> Int32? {
+        var bytes = [UInt8](repeating: 0, count: 16)
+        let count = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, 0) }
+        guard count > 0 else { return nil }
+        return String(decoding: bytes[..<count], as: UTF8.self).split(separator: "\n").first.flatMap { Int32($0) }
+    }
+}
+
+extension SQLiteConnection {
+    /// What SQLite's `quick_check` (or, `thorough`, its slower `integrity_check`, which also checks indexes against
+    /// their tables) finds wrong: empty when the file is sound.
+    /// A check that cannot finish (SQLite gives up on a page it cannot parse) reports that as the problem.
+    func integrityProblems(thorough: Bool = false) -> [String] {
+        do throws(LedgerError) {
+            let rows = try query(thorough ? "PRAGMA integrity_check" : "PRAGMA quick_check", [])
+            let lines = rows.compactMap { $0.string(0) }
+            return lines == ["ok"] ? [] : lines
+        } catch {
+            return [error.message]
+        }
+    }
+}
+
+extension SQLiteLedger {
+    /// Replaces the database that `lock` guards with a copy of the SQLite ledger at `backupPath`, and returns what
+    /// the installed ledger holds.
+    ///
+    /// The backup is copied next to the database first, and the copy is what gets checked (`integrity_check`, a
+    /// schema version from 1 to this build's) and installed, by a rename: the database file is at every moment
+    /// either the old one or the whole new one. The old `-wal` and `-shm` are removed before the rename, since a
+    /// leftover log would be replayed onto the new file and make it malformed. Holding `lock` proves no server has
+    /// the file open. The backup itself is only read. Fails `corrupt`, `not_a_ledger`, `schema_too_new`, or
+    /// `unavailable` when a file cannot be read or written; the database is then untouched.
+    public static func restore(from backupPath: String, holding lock: SQLiteFileLock) throws(LedgerError)
+        -> LedgerInspection
+    {
+        let target = lock.databasePath
+        var backup = stat()
+        guard stat(backupPath, &backup) == 0 else {
+            throw LedgerError(.unavailable, "cannot read the backup \(backupPath): \(systemMessage())")
+        }
+        guard backup.st_mode & S_IFMT == S_IFREG else {
+            throw LedgerError(.notALedger, "the backup \(backupPath) is not a file")
+        }
+        var current = stat()
+        let replacing = stat(target, &current) == 0
+        if replacing && current.st_dev == backup.st_dev && current.st_ino == backup.st_ino {
+            throw LedgerError(.unavailable, "the backup \(backupPath) is the ledger file itself")
+        }
+        var log = stat()
+        if stat(backupPath + "-wal", &log) == 0 && log.st_size > 0 {
+            throw LedgerError(
+                .unavailable,
+                "\(backupPath)-wal lies beside the backup: commits there are not in the file; if no server uses "
+                    + "\(backupPath), open it once (receiptd store status) to fold them in, or use a backup from "
+                    + "receiptd store backup")
+        }
+        let copy = try SQLiteFile.temporary(besides: target, purpose: "restore")
+        var installed = false
+        defer {
+            if !installed { for path in [copy.path, copy.path + "-wal", copy.path + "-shm"] { unlink(path) } }
+        }
+        do {
+            defer { Glibc.close(copy.descriptor) }
+            try SQLiteFile.copyContents(of: backupPath, to: copy.descriptor, named: copy.path)
+            // The file that replaces the ledger keeps its permissions and owner (restore may run as root).
+            let model = replacing ? current : backup
+            fchmod(copy.descriptor, model.st_mode & 0o7777)
+            if replacing { _ = fchown(copy.descriptor, current.st_uid, current.st_gid) }
+        }
+        let inspection = try checkedBackup(at: copy.path, named: backupPath)
+        try SQLiteFile.synchronize(copy.path)
+        for suffix in ["-wal", "-shm", "-journal"] {
+            guard unlink(target + suffix) == 0 || errno == ENOENT else {
+                throw LedgerError(.unavailable, "cannot remove \(target)\(suffix): \(systemMessage())")
+            }
+        }
+        guard rename(copy.path, target) == 0 else {
+            throw LedgerError(.unavailable, "cannot move the restored copy to \(target): \(systemMessage())")
+        }
+        installed = true
+        try SQLiteFile.synchronizeFolder(of: target)
+        return inspection
+    }
+
+    /// Checks a ledger file as a restore must: one SQLite connection, closed before returning, so that the file is
+    /// left alone, without `-wal` or `-shm`.
+    private static func checkedBackup(at path: String, named name: String) throws(LedgerError) -> LedgerInspection {
+        let inspection: LedgerInspection
+        do throws(LedgerError) {
+            let connection = try SQLiteConnection(path: path)
+            defer { connection.close() }
+            let problems = connection.integrityProblems(thorough: true)
+            guard problems.isEmpty else {
+                throw LedgerError(
+                    .corrupt, "the backup \(name) fails SQLite's integrity_check: \(problems.prefix(3).joined(separator: "; "))")
+            }
+            inspection = try LedgerInspection.read(connection)
+        } catch where error.code == .unavailable {
+            // The copy is on the ledger's own disk, just written: what SQLite cannot read in it is the backup's fault.
+            throw LedgerError(.corrupt, "the backup \(name) cannot be read as a SQLite database: \(error.message)")
+        }
+        guard inspection.schemaVersion > 0 else {
+            throw LedgerError(.notALedger, "the backup \(name) holds no ledger (no schema version)")
+        }
+        guard inspection.schemaVersion <= LedgerSchema.latestVersion else {
+            throw LedgerError(
+                .schemaTooNew,
+                "the backup \(name) has ledger schema version \(inspection.schemaVersion), newer than version "
+                    + "\(LedgerSchema.latestVersion) of this receiptd")
+        }
+        return inspection
+    }
+}
+
+/// Files next to a ledger: temporary copies that become the real file by a rename once whole.
+enum SQLiteFile {
+    /// A new empty file, hidden in `path`'s folder (a rename never crosses file systems), named after `path`; the
+    /// caller owns the descriptor and removes the file unless it renames it.
+    static func temporary(besides path: String, purpose: String) throws(LedgerError) -> (path: String, descriptor: Int32) {
+        var template = Array("\(folder(of: path))/.\(name(of: path)).\(purpose)-XXXXXX".utf8CString)
+        let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard descriptor >= 0 else {
+            throw LedgerError(.unavailable, "cannot create a file in \(folder(of: path)): \(systemMessage())")
+        }
+        return (template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }, descriptor)
+    }
+
+    static func copyContents(of source: String, to destination: Int32, named: String) throws(LedgerError) {
+        let input = retryingInterrupts { open(source, O_RDONLY | O_CLOEXEC) }
+        guard input >= 0 else { throw LedgerError(.unavailable, "cannot read \(source): \(systemMessage())") }
+        defer { Glibc.close(input) }
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { bytes in retryingInterrupts { read(input, bytes.baseAddress, bytes.count) } }
+            guard count >= 0 else { throw LedgerError(.unavailable, "cannot read \(source): \(systemMessage())") }
+            if count == 0 { return }
+            var written = 0
+            while written < count {
+                let step = buffer.withUnsafeBytes { bytes in
+                    retryingInterrupts { write(destination, bytes.baseAddress! + written, count - written) }
+                }
+                guard step > 0 else { throw LedgerError(.unavailable, "cannot write \(named): \(systemMessage())") }
+                written += step
+            }
+        }
+    }
+
+    /// Flushes a file to the disk, so that a rename published afterwards never names a file still in the page cache.
+    static func synchronize(_ path: String) throws(LedgerError) {
+        let descriptor = retryingInterrupts { open(path, O_RDONLY | O_CLOEXEC) }
+        guard descriptor >= 0 else { throw LedgerError(.unavailable, "cannot open \(path): \(systemMessage())") }
+        defer { Glibc.close(descriptor) }
+        guard retryingInterrupts({ fsync(descriptor) }) == 0 else {
+            throw LedgerError(.unavailable, "cannot flush \(path) to disk: \(systemMessage())")
+        }
+    }
+
+    /// Flushes the folder entry a rename changed.
+    static func synchronizeFolder(of path: String) throws(LedgerError) { try synchronize(folder(of: path)) }
+
+    /// Makes `temporary` appear as `path` only if `path` does not exist (a backup never replaces a file): a hard link,
+    /// which fails if the name is taken, then the temporary name goes.
+    static func publish(_ temporary: String, as path: String) throws(LedgerError) {
+        if link(temporary, path) != 0 {
+            let failure = errno
+            guard failure == EPERM || failure == EOPNOTSUPP, access(path, F_OK) != 0 else {
+                throw LedgerError(.unavailable, "cannot name the file \(path): \(String(cString: strerror(failure)))")
+            }
+            // A file system without hard links: checked just before, like any tool that renames.
+            guard rename(temporary, path) == 0 else {
+                throw LedgerError(.unavailable, "cannot name the file \(path): \(systemMessage())")
+            }
+        } else {
+            unlink(temporary)
+        }
+        try synchronizeFolder(of: path)
+    }
+
+    /// Why a SQLite file cannot be created at `path` (its folder, or the nearest existing folder above, must be a
+    /// writable folder: receiptd creates the missing ones), or nil when it can.
+    static func creationProblem(at path: String) -> String? {
+        var folder = folder(of: path)
+        while access(folder, F_OK) != 0 && errno == ENOENT && folder != "/" && folder != "." {
+            folder = self.folder(of: folder)
+        }
+        var status = stat()
+        guard stat(folder, &status) == 0 else { return "\(folder): \(systemMessage())" }
+        guard status.st_mode & S_IFMT == S_IFDIR else { return "\(folder) is not a folder" }
+        guard access(folder, W_OK | X_OK) == 0 else { return "\(folder): \(systemMessage())" }
+        return nil
+    }
+
+    static func folder(of path: String) -> String {
+        guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return "." }
+        return slash == path.utf8.startIndex ? "/" : String(path[..<slash])
+    }
+
+    static func name(of path: String) -> String {
+        guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return path }
+        return String(path[path.utf8.index(after: slash)...])
+    }
+}
+
+private func systemMessage() -> String { String(cString: strerror(errno)) }
+
+private func retryingInterrupts<Result: BinaryInteger>(_ call: () -> Result) -> Result {
+    while true {
+        let result = call()
+        if result != -1 || errno != EINTR { return result }
+    }
+}
