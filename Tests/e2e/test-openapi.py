@@ -553,21 +553,21 @@ def check_storekit_and_ledger(store_url, stateless_url):
             as_operation=claim_op, code="store_not_configured")
     request(store_url, "POST", claim, json.dumps({"account": "user\u0000"}).encode(), as_json,
             label="claim, account with NUL", expect=400, as_operation=claim_op, code="bad_request")
-    refunded = forge_jws("transaction", "--bundle-id", "com.example.app", "--transaction-id", "870011",
+    refunded = forge_jws("transaction", "--bundle-id", "com.example.app", "--transaction-id", "870031",
                          "--product-id", "pro.monthly", "--purchased", "2026-01-01T00:00:00Z",
                          "--revoked", "2026-01-05T00:00:00Z", "--signed", "2026-01-05T00:00:05Z",
                          "--environment", "Production")
     request(store_url, "POST", v, refunded, text, label="validate a refunded transaction", expect=200)
-    _, _, payload = request(store_url, "POST", "/v1/transactions/870011/claim", account("user-1"), as_json,
+    _, _, payload = request(store_url, "POST", "/v1/transactions/870031/claim", account("user-1"), as_json,
                             label="claim, refunded", expect=409, as_operation=claim_op, code="revoked")
     expect_keys(payload, (), ["error", "transaction_id", "product_id", "environment", "revocation_date",
                               "revocation_reason", "claim"], "claim, refunded")
     expect_member(payload, ("revocation_date",), "2026-01-05T00:00:00Z", "claim, refunded")
-    consumable = forge_jws("transaction", "--bundle-id", "com.example.app", "--transaction-id", "870021",
+    consumable = forge_jws("transaction", "--bundle-id", "com.example.app", "--transaction-id", "870041",
                            "--product-id", "coins.100", "--product-type", "Consumable",
                            "--signed", "2026-01-05T00:00:05Z", "--environment", "Production")
     request(store_url, "POST", v, consumable, text, label="validate a consumable", expect=200)
-    request(store_url, "GET", "/v1/subscriptions/870021", label="subscription of a consumable", expect=404,
+    request(store_url, "GET", "/v1/subscriptions/870041", label="subscription of a consumable", expect=404,
             as_operation=("/v1/subscriptions/{original_transaction_id}", "GET"), code="not_a_subscription")
 
     # A receipt made before the renewal: /v1/validate says the ledger knows better, /verifyReceipt shows the renewal
