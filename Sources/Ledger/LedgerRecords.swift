@@ -190,11 +190,12 @@ enum LedgerStatements {
             }
             return signedClaims(storedPayload) == signedClaims(notification.signedPayload) ? .duplicate : .conflict
         }
+        let uuid = notification.uuid
         if let transaction = notification.transaction {
-            try upsert(transaction, source: .notification, notificationUUID: notification.uuid, now: receivedAt, connection)
+            try upsert(transaction, source: .notification, notificationUUID: uuid, now: receivedAt, connection)
         }
         if let renewal = notification.renewal {
-            try upsert(renewal, source: .notification, notificationUUID: notification.uuid, now: receivedAt, connection)
+            try upsert(renewal, source: .notification, notificationUUID: uuid, now: receivedAt, connection)
         }
         return .stored
     }
@@ -288,11 +289,13 @@ enum LedgerStatements {
             }
             let stored = Version(
                 isStoreKit2: row.string(0) != TransactionSource.receipt.rawValue, signedDate: try row.requiredInt64(1),
-                isRevocation: row.int64(2) != nil, notificationUUID: row.string(3), payloadJSON: try row.requiredString(4)
+                isRevocation: row.int64(2) != nil, notificationUUID: row.string(3),
+                payloadJSON: try row.requiredString(4)
             )
             let incoming = Version(
-                isStoreKit2: source != .receipt, signedDate: facts.signedDate, isRevocation: facts.revocationDate != nil,
-                notificationUUID: notificationUUID, payloadJSON: facts.payloadJSON
+                isStoreKit2: source != .receipt, signedDate: facts.signedDate,
+                isRevocation: facts.revocationDate != nil, notificationUUID: notificationUUID,
+                payloadJSON: facts.payloadJSON
             )
             if stored < incoming {
                 try connection.execute(
@@ -378,14 +381,14 @@ enum LedgerStatements {
         transactionID: String, account: String, at time: Int64, _ connection: any SQLConnection
     ) throws(LedgerError) -> ClaimOutcome {
         let known = try connection.query(
-            "SELECT revocation_date, revocation_reason FROM transactions WHERE transaction_id = $1", [.text(transactionID)]
+            "SELECT revocation_date, revocation_reason FROM transactions WHERE transaction_id = $1",
+            [.text(transactionID)]
         )
         guard let transaction = known.first else { return .unknownTransaction }
         // What Apple took back is granted to nobody; a claim made before stays, so that support can see who had it.
         if let revoked = transaction.int64(0) {
-            return .revoked(
-                date: revoked, reason: transaction.int(1), claim: try existingClaim(transactionID: transactionID, connection)
-            )
+            let claim = try existingClaim(transactionID: transactionID, connection)
+            return .revoked(date: revoked, reason: transaction.int(1), claim: claim)
         }
         let inserted = try connection.query(
             """

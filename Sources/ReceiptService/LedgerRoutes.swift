@@ -107,7 +107,8 @@ extension ReceiptRoutes {
                 status: .conflict,
                 .object([
                     ("error", ResultJSON.errorObject(
-                        code: "revoked", message: "transaction \(transactionID) was revoked by Apple: it grants nothing")),
+                        code: "revoked",
+                        message: "transaction \(transactionID) was revoked by Apple: it grants nothing")),
                     ("transaction_id", .string(transactionID)),
                 ] + purchase + [
                     ("revocation_date", Self.date(date)), ("revocation_reason", .integer(reason.map { Int64($0) })),
