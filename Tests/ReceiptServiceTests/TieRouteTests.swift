@@ -3,6 +3,7 @@ import HTTP1Server
 import JSONText
 import Ledger
 import ReceiptEngine
+import ReceiptForge
 import TestSupport
 import Testing
 
@@ -41,5 +42,17 @@ struct TieRouteTests {
             answers.append(state)
         }
         #expect(answers[0] == answers[1])
+    }
+
+    @Test(arguments: Backend.tested)
+    func refundJWSSignedWithTheSameDate_reachesTheLedger_afterTheSameTransactionWasValidated(_ backend: Backend) throws {
+        let routes = try LedgerService.routes(backend)
+        let purchase = E.transaction("7000", purchased: -10, expires: 20, signed: -2)
+        let refund = E.transaction("7000", purchased: -10, expires: 20, signed: -2, revoked: -2)
+        for blueprint in [purchase, refund, purchase] {
+            #expect(routes.handle(JWSUpload.text.request(try JWSPKI.atFixedNow.sign(blueprint.payload))).status == 200)
+        }
+        #expect(routes.handle(get("/v1/subscriptions/\(E.original)")).json?["status"] == .string("revoked"))
+        #expect(routes.claim("7000", account: "alice").errorCode == "revoked")
     }
 }
