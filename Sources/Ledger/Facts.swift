@@ -24,6 +24,9 @@ public struct TransactionFacts: Sendable, Hashable {
     public var inAppOwnershipType: String?
     public var webOrderLineItemID: String?
     public var environment: String?
+    /// StoreKit 2's `isUpgraded`: the customer moved to a higher product of the group, so this one no longer
+    /// entitles to anything even before it expires.
+    public var isUpgraded: Bool?
     /// When Apple signed these facts (for a receipt entry: the receipt's creation date); orders versions.
     public var signedDate: Int64
     /// The verified payload as Apple sent it: a JSON object's text.
@@ -33,7 +36,8 @@ public struct TransactionFacts: Sendable, Hashable {
         transactionID: String, originalTransactionID: String, productID: String, bundleID: String? = nil,
         type: String? = nil, purchaseDate: Int64? = nil, originalPurchaseDate: Int64? = nil, expiresDate: Int64? = nil,
         revocationDate: Int64? = nil, revocationReason: Int? = nil, inAppOwnershipType: String? = nil,
-        webOrderLineItemID: String? = nil, environment: String? = nil, signedDate: Int64, payloadJSON: String
+        webOrderLineItemID: String? = nil, environment: String? = nil, isUpgraded: Bool? = nil, signedDate: Int64,
+        payloadJSON: String
     ) {
         self.transactionID = transactionID
         self.originalTransactionID = originalTransactionID
@@ -48,8 +52,18 @@ public struct TransactionFacts: Sendable, Hashable {
         self.inAppOwnershipType = inAppOwnershipType
         self.webOrderLineItemID = webOrderLineItemID
         self.environment = environment
+        self.isUpgraded = isUpgraded
         self.signedDate = signedDate
         self.payloadJSON = payloadJSON
+    }
+
+    /// Apple's `type` for the purchases that renew; a receipt entry, which names no type, gets it when it expires.
+    public static let autoRenewableType = "Auto-Renewable Subscription"
+
+    /// Whether these facts are a purchase that renews: Apple's `type` says so, or (a receipt entry, which has no
+    /// type) it has an expiry date.
+    public var isAutoRenewable: Bool {
+        type.map { $0 == Self.autoRenewableType } ?? (expiresDate != nil)
     }
 }
 
@@ -126,8 +140,11 @@ public struct NotificationFacts: Sendable, Hashable {
 public enum NotificationWrite: Sendable, Hashable {
     /// First delivery of this uuid: stored, and its facts merged.
     case stored
-    /// This uuid was already stored; nothing changed.
+    /// This uuid was already stored with the same signed payload (Apple's retry); nothing changed.
     case duplicate
+    /// This uuid was already stored with a different signed payload: Apple never does that, so someone or something
+    /// replayed a uuid with other content. Nothing changed: the first payload stays the record.
+    case conflict
 }
 
 /// A notification as stored: its envelope and which transaction it was about.
@@ -173,6 +190,9 @@ public enum ClaimOutcome: Sendable, Hashable {
     case alreadyClaimed(Claim)
     /// The ledger has never recorded this transaction.
     case unknownTransaction
+    /// Apple revoked it (a refund, or family sharing withdrawn): never granted. `claim` is the claim made before the
+    /// revocation, if one was; it stays on record.
+    case revoked(date: Int64, reason: Int?, claim: Claim?)
 }
 
 /// A stored transaction with how and when the ledger learned of it, and who claimed it.

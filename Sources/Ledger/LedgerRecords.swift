@@ -11,8 +11,9 @@ protocol LedgerDatabase: Sendable {
 
 /// The ledger's reads and writes, written once in SQL both databases accept.
 ///
-/// Order is kept by the statements themselves: every upsert replaces a row only when the incoming signed date is
-/// strictly newer, so any interleaving of deliveries ends in the same rows.
+/// Order is kept by the statements themselves: every upsert replaces a row only with a greater
+/// ``LedgerStatements/Version`` (StoreKit 2 over receipts, then signed date, then deterministic tie-breaks), so any
+/// interleaving of deliveries ends in the same rows.
 struct LedgerRecords<Database: LedgerDatabase>: Sendable {
     let database: Database
     let clock: LedgerClock
@@ -180,59 +181,136 @@ enum LedgerStatements {
             ]
         )
         // A retried delivery must not touch anything, not even first_seen of its transaction's sources.
-        guard !inserted.isEmpty else { return .duplicate }
+        guard !inserted.isEmpty else {
+            let stored = try connection.query(
+                "SELECT signed_payload FROM notifications WHERE uuid = $1", [.text(notification.uuid)]
+            )
+            guard let storedPayload = stored.first?.string(0) else {
+                throw LedgerError(.queryFailed, "a notification uuid conflicted but cannot be read back")
+            }
+            return signedClaims(storedPayload) == signedClaims(notification.signedPayload) ? .duplicate : .conflict
+        }
+        let uuid = notification.uuid
         if let transaction = notification.transaction {
-            try upsert(transaction, source: .notification, now: receivedAt, connection)
+            try upsert(transaction, source: .notification, notificationUUID: uuid, now: receivedAt, connection)
         }
         if let renewal = notification.renewal {
-            try upsert(renewal, source: .notification, now: receivedAt, connection)
+            try upsert(renewal, source: .notification, notificationUUID: uuid, now: receivedAt, connection)
         }
         return .stored
     }
 
+    /// What a compact JWS says, without how it was signed: its payload segment. ES256 signatures differ on every
+    /// signing, so the same notification signed again is still the same notification; other text is not.
+    static func signedClaims(_ jws: String) -> Substring {
+        let segments = jws.split(separator: ".", maxSplits: 3, omittingEmptySubsequences: false)
+        return segments.count == 3 ? segments[1] : jws[...]
+    }
+
+    /// One version of a transaction or a renewal info, as the order between versions of one row sees it.
+    ///
+    /// The greater version is kept, whatever the order of arrival, so every interleaving of deliveries ends in the
+    /// same rows. In order: StoreKit 2 facts over a receipt's entry (a receipt cannot say what StoreKit 2 says:
+    /// ownership, offers, upgrades, the revocation reason), then the later signed date; at the same signed date a
+    /// revocation over what is not one (a refund is never lost to a renewal signed in the same millisecond); then
+    /// a version verified on its own (a JWS or a receipt, which carry no uuid) over one a notification delivered,
+    /// and between two notifications the greater `notificationUUID` (the order `last_notification` uses); last the
+    /// greater payload text, byte by byte, so that even two versions that differ only in content have one answer.
+    struct Version: Comparable {
+        var isStoreKit2: Bool
+        var signedDate: Int64
+        var isRevocation: Bool
+        var notificationUUID: String?
+        var payloadJSON: String
+
+        static func < (lhs: Version, rhs: Version) -> Bool {
+            if lhs.isStoreKit2 != rhs.isStoreKit2 { return rhs.isStoreKit2 }
+            if lhs.signedDate != rhs.signedDate { return lhs.signedDate < rhs.signedDate }
+            if lhs.isRevocation != rhs.isRevocation { return rhs.isRevocation }
+            switch (lhs.notificationUUID, rhs.notificationUUID) {
+            case (nil, _?): return false
+            case (_?, nil): return true
+            case (let left?, let right?) where !left.utf8.elementsEqual(right.utf8):
+                return left.utf8.lexicographicallyPrecedes(right.utf8)
+            default: break
+            }
+            return lhs.payloadJSON.utf8.lexicographicallyPrecedes(rhs.payloadJSON.utf8)
+        }
+
+        // Bytes, not Swift's canonical equivalence, which `<` does not follow.
+        static func == (lhs: Version, rhs: Version) -> Bool { !(lhs < rhs) && !(rhs < lhs) }
+    }
+
+    /// Locks the row a statement reads until the transaction ends. PostgreSQL runs writers side by side, and a
+    /// decision taken on a row another transaction is changing would be taken on stale facts; SQLite has one
+    /// writer, which already serializes every decision.
+    static func forUpdate(_ connection: any SQLConnection) -> String {
+        connection is PostgresConnection ? " FOR UPDATE" : ""
+    }
+
+    /// Inserts a new transaction, or replaces the stored one when `facts` are a greater ``Version``; the decision
+    /// is taken on the stored row under its lock, so that concurrent writers (receipts racing StoreKit 2 data
+    /// across processes) cannot both act on what the other is about to change.
     static func upsert(
-        _ facts: TransactionFacts, source: TransactionSource, now: Int64, _ connection: any SQLConnection
+        _ facts: TransactionFacts, source: TransactionSource, notificationUUID: String? = nil, now: Int64,
+        _ connection: any SQLConnection
     ) throws(LedgerError) {
-        try connection.execute(
+        let values: [SQLValue] = [
+            .text(facts.transactionID), .text(facts.originalTransactionID), .text(facts.productID),
+            SQLValue(facts.bundleID), SQLValue(facts.type), SQLValue(facts.purchaseDate),
+            SQLValue(facts.originalPurchaseDate), SQLValue(facts.expiresDate), SQLValue(facts.revocationDate),
+            SQLValue(facts.revocationReason), SQLValue(facts.inAppOwnershipType), SQLValue(facts.webOrderLineItemID),
+            SQLValue(facts.environment), .integer(facts.signedDate), .text(facts.payloadJSON),
+            .text(source.rawValue), SQLValue(notificationUUID), SQLValue(facts.isUpgraded), .integer(now),
+        ]
+        // A concurrent insert of the same id makes PostgreSQL wait here for it to commit; the read below then sees it.
+        let inserted = try connection.query(
             """
             INSERT INTO transactions (transaction_id, original_transaction_id, product_id, bundle_id, type,
                 purchase_date, original_purchase_date, expires_date, revocation_date, revocation_reason,
                 in_app_ownership_type, web_order_line_item_id, environment, signed_date, payload_json,
-                first_seen, updated_at)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $16)
-            ON CONFLICT (transaction_id) DO UPDATE SET
-                original_transaction_id = excluded.original_transaction_id,
-                product_id = excluded.product_id,
-                bundle_id = excluded.bundle_id,
-                type = excluded.type,
-                purchase_date = excluded.purchase_date,
-                original_purchase_date = excluded.original_purchase_date,
-                expires_date = excluded.expires_date,
-                revocation_date = excluded.revocation_date,
-                revocation_reason = excluded.revocation_reason,
-                in_app_ownership_type = excluded.in_app_ownership_type,
-                web_order_line_item_id = excluded.web_order_line_item_id,
-                environment = excluded.environment,
-                signed_date = excluded.signed_date,
-                payload_json = excluded.payload_json,
-                updated_at = excluded.updated_at
-            WHERE excluded.signed_date > transactions.signed_date
-                -- A receipt's entry knows less than StoreKit 2 data about the same transaction (no ownership, no
-                -- offer, no revocation reason): once Apple signed it as a JWS, a later receipt only adds a source.
-                AND ($17 <> 'receipt' OR NOT EXISTS (
-                    SELECT 1 FROM transaction_sources
-                    WHERE transaction_sources.transaction_id = excluded.transaction_id
-                        AND transaction_sources.source <> 'receipt'))
+                source, notification_uuid, is_upgraded, first_seen, updated_at)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $19)
+            ON CONFLICT (transaction_id) DO NOTHING
+            RETURNING transaction_id
             """,
-            [
-                .text(facts.transactionID), .text(facts.originalTransactionID), .text(facts.productID),
-                SQLValue(facts.bundleID), SQLValue(facts.type), SQLValue(facts.purchaseDate),
-                SQLValue(facts.originalPurchaseDate), SQLValue(facts.expiresDate), SQLValue(facts.revocationDate),
-                SQLValue(facts.revocationReason), SQLValue(facts.inAppOwnershipType),
-                SQLValue(facts.webOrderLineItemID), SQLValue(facts.environment), .integer(facts.signedDate),
-                .text(facts.payloadJSON), .integer(now), .text(source.rawValue),
-            ]
+            values
         )
+        if inserted.isEmpty {
+            let rows = try connection.query(
+                """
+                SELECT source, signed_date, revocation_date, notification_uuid, payload_json
+                FROM transactions WHERE transaction_id = $1
+                """ + forUpdate(connection),
+                [.text(facts.transactionID)]
+            )
+            guard let row = rows.first else {
+                throw LedgerError(.queryFailed, "a transaction conflicted but cannot be read back")
+            }
+            let stored = Version(
+                isStoreKit2: row.string(0) != TransactionSource.receipt.rawValue, signedDate: try row.requiredInt64(1),
+                isRevocation: row.int64(2) != nil, notificationUUID: row.string(3),
+                payloadJSON: try row.requiredString(4)
+            )
+            let incoming = Version(
+                isStoreKit2: source != .receipt, signedDate: facts.signedDate,
+                isRevocation: facts.revocationDate != nil, notificationUUID: notificationUUID,
+                payloadJSON: facts.payloadJSON
+            )
+            if stored < incoming {
+                try connection.execute(
+                    """
+                    UPDATE transactions SET original_transaction_id = $2, product_id = $3, bundle_id = $4, type = $5,
+                        purchase_date = $6, original_purchase_date = $7, expires_date = $8, revocation_date = $9,
+                        revocation_reason = $10, in_app_ownership_type = $11, web_order_line_item_id = $12,
+                        environment = $13, signed_date = $14, payload_json = $15, source = $16,
+                        notification_uuid = $17, is_upgraded = $18, updated_at = $19
+                    WHERE transaction_id = $1
+                    """,
+                    values
+                )
+            }
+        }
         try connection.execute(
             """
             INSERT INTO transaction_sources (transaction_id, source, first_seen) VALUES ($1, $2, $3)
@@ -242,37 +320,59 @@ enum LedgerStatements {
         )
     }
 
+    /// Inserts a renewal info, or replaces the stored one when `facts` are a greater ``Version``, decided like a
+    /// transaction's.
     static func upsert(
-        _ facts: RenewalFacts, source: TransactionSource, now: Int64, _ connection: any SQLConnection
+        _ facts: RenewalFacts, source: TransactionSource, notificationUUID: String? = nil, now: Int64,
+        _ connection: any SQLConnection
     ) throws(LedgerError) {
-        try connection.execute(
+        let values: [SQLValue] = [
+            .text(facts.originalTransactionID), SQLValue(facts.productID), SQLValue(facts.autoRenewProductID),
+            SQLValue(facts.autoRenewStatus), SQLValue(facts.expirationIntent), SQLValue(facts.isInBillingRetryPeriod),
+            SQLValue(facts.gracePeriodExpiresDate), SQLValue(facts.priceIncreaseStatus), SQLValue(facts.environment),
+            .integer(facts.signedDate), .text(facts.payloadJSON), .text(source.rawValue), .integer(now),
+            SQLValue(notificationUUID),
+        ]
+        let inserted = try connection.query(
             """
             INSERT INTO renewal_infos (original_transaction_id, product_id, auto_renew_product_id,
                 auto_renew_status, expiration_intent, is_in_billing_retry_period, grace_period_expires_date,
-                price_increase_status, environment, signed_date, payload_json, source, updated_at)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-            ON CONFLICT (original_transaction_id) DO UPDATE SET
-                product_id = excluded.product_id,
-                auto_renew_product_id = excluded.auto_renew_product_id,
-                auto_renew_status = excluded.auto_renew_status,
-                expiration_intent = excluded.expiration_intent,
-                is_in_billing_retry_period = excluded.is_in_billing_retry_period,
-                grace_period_expires_date = excluded.grace_period_expires_date,
-                price_increase_status = excluded.price_increase_status,
-                environment = excluded.environment,
-                signed_date = excluded.signed_date,
-                payload_json = excluded.payload_json,
-                source = excluded.source,
-                updated_at = excluded.updated_at
-            WHERE excluded.signed_date > renewal_infos.signed_date
+                price_increase_status, environment, signed_date, payload_json, source, updated_at, notification_uuid)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+            ON CONFLICT (original_transaction_id) DO NOTHING
+            RETURNING original_transaction_id
             """,
-            [
-                .text(facts.originalTransactionID), SQLValue(facts.productID), SQLValue(facts.autoRenewProductID),
-                SQLValue(facts.autoRenewStatus), SQLValue(facts.expirationIntent),
-                SQLValue(facts.isInBillingRetryPeriod), SQLValue(facts.gracePeriodExpiresDate),
-                SQLValue(facts.priceIncreaseStatus), SQLValue(facts.environment), .integer(facts.signedDate),
-                .text(facts.payloadJSON), .text(source.rawValue), .integer(now),
-            ]
+            values
+        )
+        guard inserted.isEmpty else { return }
+        let rows = try connection.query(
+            """
+            SELECT signed_date, notification_uuid, payload_json FROM renewal_infos WHERE original_transaction_id = $1
+            """ + forUpdate(connection),
+            [.text(facts.originalTransactionID)]
+        )
+        guard let row = rows.first else {
+            throw LedgerError(.queryFailed, "a renewal info conflicted but cannot be read back")
+        }
+        // Only StoreKit 2 carries renewal infos, and they are never revocations.
+        let stored = Version(
+            isStoreKit2: true, signedDate: try row.requiredInt64(0), isRevocation: false,
+            notificationUUID: row.string(1), payloadJSON: try row.requiredString(2)
+        )
+        let incoming = Version(
+            isStoreKit2: true, signedDate: facts.signedDate, isRevocation: false, notificationUUID: notificationUUID,
+            payloadJSON: facts.payloadJSON
+        )
+        guard stored < incoming else { return }
+        try connection.execute(
+            """
+            UPDATE renewal_infos SET product_id = $2, auto_renew_product_id = $3, auto_renew_status = $4,
+                expiration_intent = $5, is_in_billing_retry_period = $6, grace_period_expires_date = $7,
+                price_increase_status = $8, environment = $9, signed_date = $10, payload_json = $11, source = $12,
+                updated_at = $13, notification_uuid = $14
+            WHERE original_transaction_id = $1
+            """,
+            values
         )
     }
 
@@ -281,9 +381,15 @@ enum LedgerStatements {
         transactionID: String, account: String, at time: Int64, _ connection: any SQLConnection
     ) throws(LedgerError) -> ClaimOutcome {
         let known = try connection.query(
-            "SELECT 1 FROM transactions WHERE transaction_id = $1", [.text(transactionID)]
+            "SELECT revocation_date, revocation_reason FROM transactions WHERE transaction_id = $1",
+            [.text(transactionID)]
         )
-        guard !known.isEmpty else { return .unknownTransaction }
+        guard let transaction = known.first else { return .unknownTransaction }
+        // What Apple took back is granted to nobody; a claim made before stays, so that support can see who had it.
+        if let revoked = transaction.int64(0) {
+            let claim = try existingClaim(transactionID: transactionID, connection)
+            return .revoked(date: revoked, reason: transaction.int(1), claim: claim)
+        }
         let inserted = try connection.query(
             """
             INSERT INTO claims (transaction_id, account, claimed_at) VALUES ($1, $2, $3)
@@ -311,9 +417,9 @@ enum LedgerStatements {
     static let transactionColumns = """
         transaction_id, original_transaction_id, product_id, bundle_id, type, purchase_date, original_purchase_date, \
         expires_date, revocation_date, revocation_reason, in_app_ownership_type, web_order_line_item_id, \
-        environment, signed_date, payload_json, updated_at
+        environment, signed_date, payload_json, updated_at, is_upgraded
         """
-    static let transactionColumnCount = 16
+    static let transactionColumnCount = 17
 
     static func transactionFacts(_ row: SQLRow) throws(LedgerError) -> TransactionFacts {
         TransactionFacts(
@@ -330,6 +436,7 @@ enum LedgerStatements {
             inAppOwnershipType: row.string(10),
             webOrderLineItemID: row.string(11),
             environment: row.string(12),
+            isUpgraded: row.bool(16),
             signedDate: try row.requiredInt64(13),
             payloadJSON: try row.requiredString(14)
         )
@@ -417,8 +524,8 @@ enum LedgerStatements {
                 )
             )
         }
-        // Equal signed dates: the greatest uuid, compared in Swift so both databases agree.
-        return summaries.max { $0.uuid < $1.uuid }
+        // Equal signed dates: the greatest uuid, byte by byte, compared in Swift so both databases agree.
+        return summaries.max { $0.uuid.utf8.lexicographicallyPrecedes($1.uuid.utf8) }
     }
 
     static func updatedAt(originalTransactionID: String, _ connection: any SQLConnection) throws(LedgerError) -> Int64 {

@@ -84,6 +84,22 @@ enum LedgerSchema {
         Migration(version: 2, statements: [
             "ALTER TABLE renewal_infos ADD COLUMN price_increase_status INTEGER"
         ]),
+        // Versions of one row are ordered by values of the row itself (see `LedgerStatements.Version`): where its
+        // facts came from and which notification delivered them; and StoreKit 2's `isUpgraded`.
+        Migration(version: 3, statements: [
+            "ALTER TABLE transactions ADD COLUMN source TEXT",
+            "ALTER TABLE transactions ADD COLUMN notification_uuid TEXT",
+            "ALTER TABLE transactions ADD COLUMN is_upgraded INTEGER",
+            "ALTER TABLE renewal_infos ADD COLUMN notification_uuid TEXT",
+            // Until now a row held StoreKit 2 facts exactly when a source other than a receipt had delivered it.
+            """
+            UPDATE transactions SET source = COALESCE(
+                (SELECT max(transaction_sources.source) FROM transaction_sources
+                    WHERE transaction_sources.transaction_id = transactions.transaction_id
+                        AND transaction_sources.source <> 'receipt'),
+                'receipt')
+            """,
+        ]),
     ]
 
     static var latestVersion: Int { migrations.last?.version ?? 0 }

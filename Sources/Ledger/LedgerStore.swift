@@ -10,12 +10,14 @@ public protocol LedgerStore: Sendable {
     /// effect) if its uuid was stored before.
     func record(_ notification: NotificationFacts) throws(LedgerError) -> NotificationWrite
 
-    /// Stores verified transactions; each replaces the stored version of its id only if its signed date is newer.
-    /// The source is added to each transaction's sources either way. Receipt entries carry the receipt's creation
-    /// date as their `signedDate`.
+    /// Stores verified transactions; each replaces the stored version of its id only if it orders after it (StoreKit 2
+    /// over a receipt's entry, then a newer signed date, then the tie-breaks of docs/ledger.md). The source is added
+    /// to each transaction's sources either way. Receipt entries carry the receipt's creation date as their
+    /// `signedDate`.
     func record(transactions: [TransactionFacts], source: TransactionSource) throws(LedgerError)
 
-    /// Stores a verified renewal info; it replaces the stored one of its original transaction only if newer.
+    /// Stores a verified renewal info; it replaces the stored one of its original transaction only if it orders after
+    /// it (a newer signed date, then the tie-breaks of docs/ledger.md).
     func record(renewal: RenewalFacts, source: TransactionSource) throws(LedgerError)
 
     /// All facts about one subscription, or nil if the ledger has none.
@@ -25,7 +27,7 @@ public protocol LedgerStore: Sendable {
     func transaction(id: String) throws(LedgerError) -> TransactionRecord?
 
     /// Grants a recorded transaction to one account, once; concurrent claims (from any number of processes sharing
-    /// the database) have exactly one winner.
+    /// the database) have exactly one winner. A revoked transaction is granted to nobody.
     func claim(transactionID: String, account: String, at time: Int64) throws(LedgerError) -> ClaimOutcome
 
     /// All transactions of these original ids, newest first by purchase date.

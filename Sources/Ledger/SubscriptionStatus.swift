@@ -21,9 +21,17 @@ public struct SubscriptionFacts: Sendable, Hashable {
         self.updatedAt = updatedAt
     }
 
-    /// The transaction that decides the status: the greatest expires date; without one, the latest purchase date.
+    /// The transaction that decides the status: the greatest expires date among those not upgraded; without one, the
+    /// latest purchase date. An upgraded transaction decides only when no other is known.
     public var latestTransaction: TransactionFacts? {
         SubscriptionState.latest(of: transactions)
+    }
+
+    /// Whether this is an auto-renewable subscription: renewal info exists only for those, and a transaction says so
+    /// by its `type` (a receipt entry, which names no type, by having an expiry date). Consumables, non-consumables
+    /// and non-renewing subscriptions are one-time purchases.
+    public var isAutoRenewable: Bool {
+        renewal != nil || transactions.isEmpty || transactions.contains(where: \.isAutoRenewable)
     }
 
     /// The status at `now` (Unix milliseconds); see ``SubscriptionState/init(latest:renewal:now:)``.
@@ -39,16 +47,22 @@ public enum SubscriptionState: String, Sendable, Hashable, CaseIterable {
     case inBillingRetry = "in_billing_retry"
     case expired
     case revoked
+    /// The customer upgraded to a higher product of the group; the transaction that replaced it has not reached
+    /// the ledger yet.
+    case upgraded
 
     /// The status of a subscription whose latest transaction is `latest`, at `now`; nil without a transaction.
     ///
-    /// `revoked` when `latest` has a revocation date; else `active` while its expires date is after `now` (or it has
-    /// none: a purchase that does not expire); else `inGracePeriod` while the renewal info says billing retry and
-    /// `now` is before the grace period's end; else `inBillingRetry` while in billing retry; else `expired`.
+    /// `revoked` when `latest` has a revocation date; else `upgraded` when it was upgraded (whatever its expires
+    /// date); else `active` while its expires date is after `now` (or it has none: a purchase that does not expire);
+    /// else `inGracePeriod` while the renewal info says billing retry and `now` is before the grace period's end; else
+    /// `inBillingRetry` while in billing retry; else `expired`.
     public init?(latest: TransactionFacts?, renewal: RenewalFacts?, now: Int64) {
         guard let latest else { return nil }
         if latest.revocationDate != nil {
             self = .revoked
+        } else if latest.isUpgraded == true {
+            self = .upgraded
         } else if latest.expiresDate.map({ $0 > now }) ?? true {
             self = .active
         } else if renewal?.isInBillingRetryPeriod == true {
@@ -62,12 +76,15 @@ public enum SubscriptionState: String, Sendable, Hashable, CaseIterable {
         }
     }
 
-    /// The greatest expires date wins; ties and transactions without one fall back to the latest purchase date, then
-    /// the newest signed date, then the transaction id so that the choice never depends on input order.
+    /// A transaction not upgraded wins over an upgraded one (an upgrade's old, longer period must not outlive the
+    /// new product's); then the greatest expires date; ties and transactions without one fall back to the latest
+    /// purchase date, then the newest signed date, then the transaction id so that the choice never depends on
+    /// input order.
     static func latest(of transactions: [TransactionFacts]) -> TransactionFacts? {
         transactions.max { lhs, rhs in
-            (lhs.expiresDate ?? .min, lhs.purchaseDate ?? .min, lhs.signedDate, lhs.transactionID)
-                < (rhs.expiresDate ?? .min, rhs.purchaseDate ?? .min, rhs.signedDate, rhs.transactionID)
+            let (left, right) = (lhs.isUpgraded == true ? 0 : 1, rhs.isUpgraded == true ? 0 : 1)
+            return (left, lhs.expiresDate ?? .min, lhs.purchaseDate ?? .min, lhs.signedDate, lhs.transactionID)
+                < (right, rhs.expiresDate ?? .min, rhs.purchaseDate ?? .min, rhs.signedDate, rhs.transactionID)
         }
     }
 }

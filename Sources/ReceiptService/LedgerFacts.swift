@@ -11,6 +11,7 @@ enum LedgerFacts {
     static func transaction(_ payload: JSONValue) -> TransactionFacts? {
         let transaction = SignedTransaction(payload: payload)
         guard let transactionID = transaction.transactionID, let signedDate = transaction.signedDate else { return nil }
+        let isUpgraded: Bool? = if case .bool(let upgraded)? = payload["isUpgraded"] { upgraded } else { nil }
         return TransactionFacts(
             transactionID: transactionID, originalTransactionID: transaction.originalTransactionID ?? transactionID,
             productID: transaction.productID ?? "", bundleID: transaction.bundleID, type: transaction.type,
@@ -20,7 +21,8 @@ enum LedgerFacts {
             revocationDate: transaction.revocationDate?.millisecondsSince1970,
             revocationReason: transaction.revocationReason.map { Int($0) },
             inAppOwnershipType: transaction.inAppOwnershipType, webOrderLineItemID: transaction.webOrderLineItemID,
-            environment: transaction.environment, signedDate: signedDate.millisecondsSince1970,
+            environment: transaction.environment, isUpgraded: isUpgraded,
+            signedDate: signedDate.millisecondsSince1970,
             payloadJSON: text(payload))
     }
 
@@ -66,7 +68,7 @@ enum LedgerFacts {
             else { return nil }
             let originalTransactionID = purchase.originalTransactionID ?? transactionID
             // Receipts do not name the product type; an expiry date is what marks an auto-renewable subscription.
-            let type: String? = purchase.expiresDate == nil ? nil : "Auto-Renewable Subscription"
+            let type: String? = purchase.expiresDate == nil ? nil : TransactionFacts.autoRenewableType
             var members: [(key: String, value: JSONValue)] = [
                 ("transactionId", .string(transactionID)), ("originalTransactionId", .string(originalTransactionID)),
                 ("bundleId", .string(receipt.bundleID)), ("productId", .string(purchase.productID)),

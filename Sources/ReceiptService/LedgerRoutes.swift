@@ -25,6 +25,13 @@ extension ReceiptRoutes {
                 status: .notFound, code: "not_found",
                 message: "the ledger has never seen original transaction \(originalTransactionID)"))
         }
+        guard facts.isAutoRenewable else {
+            let type = facts.latestTransaction?.type.map { " (\($0))" } ?? ""
+            return problem(RequestProblem(
+                status: .notFound, code: "not_a_subscription",
+                message: "\(originalTransactionID) is a one-time purchase\(type), not an auto-renewable subscription: "
+                    + "see /v1/transactions/\(originalTransactionID)"))
+        }
         return json(status: .ok, Self.subscriptionJSON(facts, now: clock()))
     }
 
@@ -51,22 +58,34 @@ extension ReceiptRoutes {
     }
 
     /// `{"account": "…"}`: the first account to claim a verified transaction owns it; the same account again is told
-    /// it already did; any other account gets 409 with the existing claim.
+    /// it already did; any other account gets 409 with the existing claim. What Apple revoked (refunded, or no
+    /// longer shared by a family) is granted to nobody: 409 `revoked`, with the claim made before, if any.
     func claim(_ request: HTTPRequest, transactionID: String) -> HTTPResponse {
         guard let body = try? JSONValue(parsing: request.body), case .object = body,
             case .string(let account)? = body["account"], !account.isEmpty
         else {
             return problem(.badRequest("expected a JSON object {\"account\": \"…\"} naming who the purchase is granted to"))
         }
+        guard Self.isStorableAccount(account) else {
+            return problem(.badRequest(
+                "account must be 1 to \(Self.maximumAccountBytes) bytes of UTF-8 without control characters"))
+        }
         let now = Int64((clock().timeIntervalSince1970 * 1000).rounded(.down))
         let outcome: ClaimOutcome
+        let record: TransactionRecord?
         do {
-            outcome = try ledger.withStore { (store) throws(LedgerError) in
-                try store.claim(transactionID: transactionID, account: account, at: now)
+            (outcome, record) = try ledger.withStore { (store) throws(LedgerError) in
+                let outcome = try store.claim(transactionID: transactionID, account: account, at: now)
+                if case .unknownTransaction = outcome { return (outcome, nil) }
+                return (outcome, try store.transaction(id: transactionID))
             }
         } catch {
             return problem(Self.storeProblem(error))
         }
+        // Which purchase was claimed, so that a backend grants the right product in the right environment.
+        let purchase: [(key: String, value: JSONValue)] = [
+            ("product_id", .string(record?.facts.productID)), ("environment", .string(record?.facts.environment)),
+        ]
         switch outcome {
         case .granted(let first, let claimedAt):
             return json(
@@ -74,20 +93,41 @@ extension ReceiptRoutes {
                 .object([
                     ("transaction_id", .string(transactionID)), ("account", .string(account)),
                     ("claimed_at", Self.date(claimedAt)), ("first_claim", .bool(first)),
-                ]))
+                ] + purchase))
         case .alreadyClaimed(let existing):
             return json(
                 status: .conflict,
                 .object([
                     ("error", ResultJSON.errorObject(
                         code: "already_claimed", message: "transaction \(transactionID) is claimed by another account")),
-                    ("claim", Self.claimJSON(existing)),
+                    ("claim", Self.claimJSON(existing)), ("transaction_id", .string(transactionID)),
+                ] + purchase))
+        case .revoked(let date, let reason, let existing):
+            return json(
+                status: .conflict,
+                .object([
+                    ("error", ResultJSON.errorObject(
+                        code: "revoked",
+                        message: "transaction \(transactionID) was revoked by Apple: it grants nothing")),
+                    ("transaction_id", .string(transactionID)),
+                ] + purchase + [
+                    ("revocation_date", Self.date(date)), ("revocation_reason", .integer(reason.map { Int64($0) })),
+                    ("claim", existing.map(Self.claimJSON) ?? .null),
                 ]))
         case .unknownTransaction:
             return problem(RequestProblem(
                 status: .notFound, code: "not_found",
                 message: "the ledger has never seen transaction \(transactionID) verified: validate it first"))
         }
+    }
+
+    static let maximumAccountBytes = 256
+
+    /// What an account can be: 1 to 256 bytes of UTF-8 without control characters (NUL included), so that it can
+    /// always be stored and always be shown.
+    static func isStorableAccount(_ account: String) -> Bool {
+        (1...maximumAccountBytes).contains(account.utf8.count)
+            && !account.unicodeScalars.contains { $0.properties.generalCategory == .control }
     }
 
     // MARK: - The ledger beside a verdict
@@ -178,9 +218,12 @@ extension ReceiptRoutes {
         ])
     }
 
-    /// The StoreKit 2 issue's normalized keys, read from the payload the ledger stored.
+    /// The StoreKit 2 issue's normalized keys, read from the payload the ledger stored, and `upgraded`: whether the
+    /// ledger counts it as replaced by a higher product of its group.
     static func transactionJSON(_ facts: TransactionFacts) -> JSONValue {
-        JWSResultJSON.transaction(SignedTransaction(payload: LedgerFacts.payload(facts.payloadJSON)))
+        let normalized = JWSResultJSON.transaction(SignedTransaction(payload: LedgerFacts.payload(facts.payloadJSON)))
+        guard case .object(let members) = normalized else { return normalized }
+        return .object(members + [("upgraded", .bool(facts.isUpgraded == true))])
     }
 
     static func claimJSON(_ claim: Claim) -> JSONValue {

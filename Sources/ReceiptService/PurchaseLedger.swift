@@ -18,9 +18,10 @@ public final class PurchaseLedger: Sendable {
     private let open: (@Sendable () throws(LedgerError) -> any LedgerStore)?
     private let store = Mutex<(any LedgerStore)?>(nil)
     private let isClosed = Atomic(false)
-    /// What this process already wrote, by source and transaction id, with the signing time it wrote: a receipt
-    /// validated again (backends re-check stored receipts nightly) then costs the ledger a read, not a write.
-    private let written = Mutex<[String: Int64]>([:])
+    /// What this process already wrote, by source and transaction id, with the signing time and a hash of the
+    /// payload it wrote: a receipt validated again (backends re-check stored receipts nightly) then costs the ledger
+    /// a read, not a write. Another payload signed at the same time still goes to the ledger, whose tie-breaks decide.
+    private let written = Mutex<[String: (signedDate: Int64, payload: Int)]>([:])
     /// Bounds `written` and `subscriptions`; past it the memory starts over, which costs only reads and writes.
     static let memoryCapacity = 100_000
     /// Whether this process is the ledger's only writer (SQLite, one replica), so that what it read stays true until
@@ -75,7 +76,8 @@ public final class PurchaseLedger: Sendable {
     /// a caller skip building facts that `record` would skip anyway.
     public func needsRecording(source: TransactionSource) -> (_ transactionID: String, _ signedDate: Int64) -> Bool {
         { transactionID, signedDate in
-            self.written.withLock { $0[Self.key(source, transactionID)].map { $0 < signedDate } ?? true }
+            // The same signing time counts as known: two receipts made in one millisecond show the same entries.
+            self.written.withLock { $0[Self.key(source, transactionID)].map { $0.signedDate < signedDate } ?? true }
         }
     }
 
@@ -83,21 +85,28 @@ public final class PurchaseLedger: Sendable {
         source.rawValue + " " + transactionID
     }
 
-    /// Records transactions unless this process already recorded each of them from `source` as of the same or a
-    /// later signing time; the ledger would keep its newer state anyway, so skipping changes nothing it holds.
+    /// Records transactions unless this process already recorded each of them from `source` as of a later signing
+    /// time, or the same payload as of the same time; the ledger would keep its state anyway, so skipping changes
+    /// nothing it holds.
     public func record(
         _ transactions: [TransactionFacts], source: TransactionSource, in store: any LedgerStore
     ) throws(LedgerError) {
         func key(_ facts: TransactionFacts) -> String { Self.key(source, facts.transactionID) }
         let new = written.withLock { written in
-            transactions.filter { facts in written[key(facts)].map { $0 < facts.signedDate } ?? true }
+            transactions.filter { facts in
+                guard let known = written[key(facts)] else { return true }
+                return (known.signedDate, known.payload) != (facts.signedDate, facts.payloadJSON.hashValue)
+                    && known.signedDate <= facts.signedDate
+            }
         }
         guard !new.isEmpty else { return }
         defer { forget(new.map(\.originalTransactionID)) }
         try store.record(transactions: new, source: source)
         written.withLock { written in
             if written.count + new.count > Self.memoryCapacity { written.removeAll(keepingCapacity: true) }
-            for facts in new { written[key(facts)] = max(written[key(facts)] ?? .min, facts.signedDate) }
+            for facts in new where (written[key(facts)]?.signedDate ?? .min) <= facts.signedDate {
+                written[key(facts)] = (facts.signedDate, facts.payloadJSON.hashValue)
+            }
         }
     }
 

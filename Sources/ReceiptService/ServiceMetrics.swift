@@ -32,6 +32,7 @@ public final class ServiceMetrics: Sendable {
         var bucketCounts = [Int](repeating: 0, count: ServiceMetrics.durationBuckets.count)
         var durationSum: Double = 0
         var durationCount = 0
+        var notificationConflicts = 0
         var openConnections: (@Sendable () -> Int)?
     }
 
@@ -81,13 +82,21 @@ public final class ServiceMetrics: Sendable {
         state.withLock { $0.verdicts[key, default: 0] += 1 }
     }
 
+    /// One notification whose uuid was stored before with a different signed payload.
+    public func recordNotificationConflict() {
+        state.withLock { $0.notificationConflicts += 1 }
+    }
+
     /// The exposition text, series sorted so that scrapes diff cleanly.
     public func exposition() -> String {
         let snapshot = state.withLock { state in
             (state.requests, state.validations, state.bucketCounts, state.durationSum, state.durationCount,
-             state.openConnections, state.verdicts)
+             state.openConnections, state.verdicts, state.notificationConflicts)
         }
-        let (requests, validations, bucketCounts, durationSum, durationCount, openConnectionsSource, verdicts) = snapshot
+        let (
+            requests, validations, bucketCounts, durationSum, durationCount, openConnectionsSource, verdicts,
+            notificationConflicts
+        ) = snapshot
         // Read outside the lock: the source belongs to the server and may take its own lock.
         let openConnections = openConnectionsSource?() ?? 0
 
@@ -116,6 +125,10 @@ public final class ServiceMetrics: Sendable {
         text += "receiptd_request_duration_seconds_bucket{le=\"+Inf\"} \(durationCount)\n"
         text += "receiptd_request_duration_seconds_sum \(Self.format(durationSum))\n"
         text += "receiptd_request_duration_seconds_count \(durationCount)\n"
+        text += "# HELP receiptd_notification_conflicts_total Notifications whose uuid was stored before with "
+            + "a different signed payload (answered as duplicates, not stored).\n"
+        text += "# TYPE receiptd_notification_conflicts_total counter\n"
+        text += "receiptd_notification_conflicts_total \(notificationConflicts)\n"
         text += "# HELP receiptd_open_connections HTTP connections open now.\n"
         text += "# TYPE receiptd_open_connections gauge\n"
         text += "receiptd_open_connections \(openConnections)\n"

@@ -74,16 +74,22 @@ extension ReceiptRoutes {
             log?.event("notification not stored", fields)
             return problem(answer)
         }
+        // A uuid Apple already delivered with other content is answered like a retry (Apple must stop resending;
+        // the first payload stays the record) but never silently: someone replayed a uuid, or Apple changed a
+        // notification, and either needs a person to look.
+        let duplicate = write != .stored
         var fields = [("uuid", facts.uuid), ("type", facts.type)]
         if let subtype = facts.subtype { fields.append(("subtype", subtype)) }
-        fields.append(("duplicate", write == .duplicate ? "true" : "false"))
+        fields.append(("duplicate", duplicate ? "true" : "false"))
+        fields.append(("conflict", write == .conflict ? "true" : "false"))
         log?.event("notification", fields)
+        if write == .conflict { metrics.recordNotificationConflict() }
         return json(
             status: .ok,
             .object([
                 ("received", .bool(true)), ("notification_uuid", .string(facts.uuid)),
                 ("notification_type", .string(facts.type)), ("subtype", .string(facts.subtype)),
-                ("duplicate", .bool(write == .duplicate)),
+                ("duplicate", .bool(duplicate)),
             ]))
     }
 

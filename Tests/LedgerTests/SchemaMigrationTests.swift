@@ -22,7 +22,8 @@ struct SchemaMigrationTests {
         do {
             let old = try location.open(schemaVersion: previous)
             #expect(try old.schemaVersion() == previous)
-            try old.record(transactions: [E.firstMonth], source: .receipt)
+            // As the previous version wrote it: today's statements need today's columns.
+            try VersionOrderMigrationTests.insertAsVersion2(E.firstMonth, sources: [.receipt], location.rawConnection())
         }
         let ledger = try location.open()
         #expect(try ledger.schemaVersion() == LedgerSchema.latestVersion)

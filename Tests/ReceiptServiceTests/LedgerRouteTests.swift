@@ -229,7 +229,7 @@ struct LedgerRouteTests {
 
         let first = routes.claim("7000", account: "alice")
         #expect(first.status == 200)
-        #expect(first.json?.keys == ["transaction_id", "account", "claimed_at", "first_claim"])
+        #expect(first.json?.keys == ["transaction_id", "account", "claimed_at", "first_claim", "product_id", "environment"])
         #expect(first.json?["transaction_id"] == .string("7000"))
         #expect(first.json?["account"] == .string("alice"))
         #expect(first.json?["claimed_at"] == .string(ReceiptDate(fixedNow).rfc3339))

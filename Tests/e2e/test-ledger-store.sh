@@ -120,11 +120,16 @@ expect_exit 0 "$WORK/migrate.out" "$RECEIPTD" store migrate --config "$CONFIG"
 grep -q "^schema: version $supported, already current$" "$WORK/migrate.out" || fail "migrate said: $(cat "$WORK/migrate.out")"
 if [ "$supported" -ge 2 ]; then
     cp "$WORK/backup.sqlite" "$WORK/old.sqlite"
-    # Version 2 added renewal_infos.price_increase_status: undo it to make a version-1 database.
+    # Version 2 added renewal_infos.price_increase_status, version 3 the columns that order versions of a row and
+    # transactions.is_upgraded: undo them to make a version-1 database.
     python3 - "$WORK/old.sqlite" <<'PY'
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
-db.execute("ALTER TABLE renewal_infos DROP COLUMN price_increase_status")
+for table, column in [("renewal_infos", "price_increase_status"), ("renewal_infos", "notification_uuid"),
+                      ("transactions", "source"), ("transactions", "notification_uuid"),
+                      ("transactions", "is_upgraded")]:
+    if column in [row[1] for row in db.execute(f"PRAGMA table_info({table})")]:
+        db.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
 db.execute("UPDATE ledger_schema SET version = 1")
 db.commit()
 PY

@@ -435,6 +435,8 @@ RENEWAL_KEYS = ["original_transaction_id", "product_id", "auto_renew_product_id"
 CHECK_KEYS = ["signature", "bundle_id", "environment", "app_apple_id", "version", "device_hash"]
 SUBSCRIPTION_KEYS = ["product_id", "original_transaction_id", "latest_transaction_id", "expires_date", "active",
                      "cancelled", "source", "as_of"]
+# The ledger's transactions say, besides, whether it counts them as upgraded.
+LEDGER_TRANSACTION_KEYS = TRANSACTION_KEYS + ["upgraded"]
 
 
 def check_storekit_and_ledger(store_url, stateless_url):
@@ -522,7 +524,7 @@ def check_storekit_and_ledger(store_url, stateless_url):
                               "auto_renew_product_id", "is_in_billing_retry_period", "grace_period_expires_date",
                               "expiration_intent", "revocation_date", "environment", "latest_transaction",
                               "transactions", "last_notification", "updated_at"], "subscription")
-    expect_keys(payload, ("latest_transaction",), TRANSACTION_KEYS, "subscription")
+    expect_keys(payload, ("latest_transaction",), LEDGER_TRANSACTION_KEYS, "subscription")
     expect_keys(payload, ("last_notification",), ["notification_type", "subtype", "notification_uuid", "signed_date"],
                 "subscription")
     expect_member(payload, ("status",), "active", "subscription")
@@ -542,7 +544,7 @@ def check_storekit_and_ledger(store_url, stateless_url):
     _, _, payload = request(store_url, "GET", "/v1/transactions/870001", label="transaction", expect=200,
                             as_operation=tx)
     expect_keys(payload, (), ["transaction", "first_seen", "sources", "claim"], "transaction")
-    expect_keys(payload, ("transaction",), TRANSACTION_KEYS, "transaction")
+    expect_keys(payload, ("transaction",), LEDGER_TRANSACTION_KEYS, "transaction")
     expect_member(payload, ("sources",), ["jws"], "transaction")
     expect_member(payload, ("claim",), None, "transaction")
     request(store_url, "GET", "/v1/transactions/870999", label="transaction unknown", expect=404, as_operation=tx,
@@ -553,14 +555,16 @@ def check_storekit_and_ledger(store_url, stateless_url):
     account = lambda name: json.dumps({"account": name}).encode()
     _, _, payload = request(store_url, "POST", claim, account("user-1"), as_json, label="claim first",
                             expect=200, as_operation=claim_op)
-    expect_keys(payload, (), ["transaction_id", "account", "claimed_at", "first_claim"], "claim first")
+    expect_keys(payload, (), ["transaction_id", "account", "claimed_at", "first_claim", "product_id", "environment"],
+                "claim first")
     expect_member(payload, ("first_claim",), True, "claim first")
     _, _, payload = request(store_url, "POST", claim, account("user-1"), as_json, label="claim again, same account",
                             expect=200, as_operation=claim_op)
     expect_member(payload, ("first_claim",), False, "claim again, same account")
     _, _, payload = request(store_url, "POST", claim, account("user-2"), as_json, label="claim by another account",
                             expect=409, as_operation=claim_op, code="already_claimed")
-    expect_keys(payload, (), ["error", "claim"], "claim by another account")
+    expect_keys(payload, (), ["error", "claim", "transaction_id", "product_id", "environment"],
+                "claim by another account")
     expect_keys(payload, ("claim",), ["account", "claimed_at"], "claim by another account")
     expect_member(payload, ("claim", "account"), "user-1", "claim by another account")
     _, _, payload = request(store_url, "GET", "/v1/transactions/870001", label="transaction, claimed", expect=200,
@@ -572,6 +576,24 @@ def check_storekit_and_ledger(store_url, stateless_url):
             as_operation=claim_op, code="bad_request")
     request(stateless_url, "POST", claim, account("user-1"), as_json, label="claim without a store", expect=503,
             as_operation=claim_op, code="store_not_configured")
+    request(store_url, "POST", claim, json.dumps({"account": "user\u0000"}).encode(), as_json,
+            label="claim, account with NUL", expect=400, as_operation=claim_op, code="bad_request")
+    refunded = forge_jws("transaction", "--bundle-id", "com.example.app", "--transaction-id", "870031",
+                         "--product-id", "pro.monthly", "--purchased", "2026-01-01T00:00:00Z",
+                         "--revoked", "2026-01-05T00:00:00Z", "--signed", "2026-01-05T00:00:05Z",
+                         "--environment", "Production")
+    request(store_url, "POST", v, refunded, text, label="validate a refunded transaction", expect=200)
+    _, _, payload = request(store_url, "POST", "/v1/transactions/870031/claim", account("user-1"), as_json,
+                            label="claim, refunded", expect=409, as_operation=claim_op, code="revoked")
+    expect_keys(payload, (), ["error", "transaction_id", "product_id", "environment", "revocation_date",
+                              "revocation_reason", "claim"], "claim, refunded")
+    expect_member(payload, ("revocation_date",), "2026-01-05T00:00:00Z", "claim, refunded")
+    consumable = forge_jws("transaction", "--bundle-id", "com.example.app", "--transaction-id", "870041",
+                           "--product-id", "coins.100", "--product-type", "Consumable",
+                           "--signed", "2026-01-05T00:00:05Z", "--environment", "Production")
+    request(store_url, "POST", v, consumable, text, label="validate a consumable", expect=200)
+    request(store_url, "GET", "/v1/subscriptions/870041", label="subscription of a consumable", expect=404,
+            as_operation=("/v1/subscriptions/{original_transaction_id}", "GET"), code="not_a_subscription")
 
     # A receipt made before the renewal: /v1/validate says the ledger knows better, /verifyReceipt shows the renewal
     # and the pending renewal info the notification brought.

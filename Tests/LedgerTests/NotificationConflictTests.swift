@@ -1,0 +1,32 @@
+@testable import Ledger
+import TestSupport
+import Testing
+
+/// A uuid delivered again is a retry when it says the same thing, a conflict when it says something else; either
+/// way the first delivery stays the record.
+struct NotificationConflictTests {
+    typealias E = AppleEvents
+
+    @Test(arguments: Backend.tested)
+    func sameUUID_samePayloadIsADuplicate_otherPayloadIsAConflict(_ backend: Backend) throws {
+        let ledger = try makeLedger(backend)
+        var first = E.subscribed
+        first.signedPayload = "eyJhbGciOiJFUzI1NiJ9.eyJ1dWlkIjoxfQ.c2lnbmF0dXJlLTE"
+        #expect(try ledger.record(first) == .stored)
+        let stored = try ledger.transaction(id: "1000")
+
+        var resigned = first
+        resigned.signedPayload = "eyJhbGciOiJFUzI1NiIsIngiOjF9.eyJ1dWlkIjoxfQ.c2lnbmF0dXJlLTI"
+        #expect(try ledger.record(resigned) == .duplicate)
+        #expect(try ledger.record(first) == .duplicate)
+
+        var other = first
+        other.signedPayload = "eyJhbGciOiJFUzI1NiJ9.eyJ1dWlkIjoyfQ.c2lnbmF0dXJlLTE"
+        other.transaction = E.with(E.firstMonth, signed: E.t0 + 99)
+        #expect(try ledger.record(other) == .conflict)
+
+        #expect(try ledger.notification(uuid: first.uuid)?.signedPayload == first.signedPayload)
+        #expect(try ledger.transaction(id: "1000") == stored)
+        #expect(try ledger.counts().notifications == 1)
+    }
+}
