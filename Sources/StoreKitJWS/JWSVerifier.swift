@@ -22,8 +22,9 @@ public final class JWSVerifier: Sendable {
     }
 
     /// Whether `bytes`, once surrounding whitespace is trimmed, have the look of a compact JWS rather than a
-    /// receipt: base64url text and at least one dot (base64 of a receipt never has a dot). A cut-short or damaged JWS
-    /// looks like one too, so `verify` can say which part failed. One pass, constant work per byte.
+    /// receipt: base64url text with at least one dot (base64 of a receipt never has one), or starting `eyJ` (a JSON
+    /// object's base64url: a JWS header cut short before its first dot; a receipt's base64 starts `MI`). A cut-short
+    /// or damaged JWS looks like one too, so `verify` can say which part failed. One pass, constant work per byte.
     public static func looksLikeJWS(_ bytes: [UInt8]) -> Bool {
         bytes.withUnsafeBufferPointer(hasTheLookOfJWS)
     }
@@ -43,6 +44,8 @@ public final class JWSVerifier: Sendable {
         var dots = 0
         var letters = 0
         var trailingSpace = false
+        // The first three bytes of text, for the `eyJ` test.
+        var opening: UInt32 = 0
         for byte in bytes {
             switch byte {
             case 0x20, 0x09, 0x0A, 0x0D:
@@ -53,11 +56,13 @@ public final class JWSVerifier: Sendable {
             case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"):
                 if trailingSpace { return false }
+                if dots == 0, letters < 3 { opening = opening << 8 | UInt32(byte) }
                 letters += 1
             default: return false
             }
         }
-        return dots > 0 && letters > 0
+        // "eyJ" as three bytes.
+        return letters > 0 && (dots > 0 || opening == 0x65_79_4A)
     }
 
     /// Verifies one compact JWS (surrounding whitespace is trimmed). Never throws: every failure is a verdict.
