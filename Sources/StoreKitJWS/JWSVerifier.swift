@@ -189,9 +189,20 @@ public final class JWSVerifier: Sendable {
             verifyNested(in: jws.payload, now: now, into: &result, findings: &findings)
         }
         if let status = result.transaction?.subscriptionStatus(at: now) { result.subscriptions = [status] }
-        result.error = findings.firstError
+        result.error = findings.failures.min { Self.precedence($0.code) < Self.precedence($1.code) }
         return result
     }
+
+    /// Which failure a verdict names when several checks fail. Apple's libraries judge the app before the
+    /// environment (INVALID_APP_IDENTIFIER before INVALID_ENVIRONMENT), so data failing both gets Apple's answer.
+    private static func precedence(_ code: ValidationError.Code) -> Int {
+        failureOrder.firstIndex(of: code) ?? failureOrder.count
+    }
+
+    private static let failureOrder: [ValidationError.Code] = [
+        .malformedJWS, .certificateUntrusted, .signatureInvalid, .unknownKind, .kindMismatch, .bundleIDMismatch,
+        .appAppleIDMismatch, .environmentNotAccepted, .versionNotAccepted, .deviceHashMismatch,
+    ]
 
     /// The claims rule 6 compares, from wherever the kind keeps them.
     private struct Claims {

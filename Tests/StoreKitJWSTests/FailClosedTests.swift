@@ -127,3 +127,19 @@ struct FailClosedTests {
 }
 
 func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
+
+extension FailClosedTests {
+    /// Apple's mock `wrongBundleId` notification names another app and no environment: Apple's libraries answer
+    /// INVALID_APP_IDENTIFIER, judging the app first; so does this verifier, while both checks fail.
+    @Test func wrongAppAndNoEnvironment_isBundleIDMismatchFirst() throws {
+        let payload = JSONValue.object([
+            ("data", .object([("bundleId", .string("com.example.wrong"))])),
+            ("notificationUUID", .string(UUID().uuidString.lowercased())), ("notificationType", .string("TEST")),
+            ("signedDate", .integer(milliseconds(JWSPKI.signedDate))),
+        ])
+        let result = verifier.verify(try sign(payload))
+        #expect(result.error?.code == .bundleIDMismatch)
+        #expect(result.checks.bundleID == .failed)
+        #expect(result.checks.environment == .failed)
+    }
+}
