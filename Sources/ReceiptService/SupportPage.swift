@@ -322,7 +322,9 @@ function renderSigned(result) {
 
 function render(result) {
   const valid = result.valid === true;
-  const kind = result.kind && result.kind !== "receipt" ? String(result.kind).replace(/_/g, " ") : "receipt";
+  // A StoreKit 2 verdict always has signed_date; one whose kind is unknown is still signed data, not a receipt.
+  const kind = result.kind && result.kind !== "receipt" ? String(result.kind).replace(/_/g, " ")
+    : ("signed_date" in result ? "signed data" : "receipt");
   const failed = !valid && result.error ? known(HEADLINES, String(result.error.code)) : "";
   showVerdict(valid ? "valid" : "invalid", (valid ? "Valid " : "Invalid ") + kind + (failed ? ": " + failed : ""));
   if (!valid && result.error) showError(String(result.error.code), result.error.message, result.error.reason);

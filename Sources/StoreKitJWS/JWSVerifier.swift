@@ -167,7 +167,7 @@ public final class JWSVerifier: Sendable {
             return fail(ValidationError(
                 .unknownKind,
                 "the payload is signed but shows no kind (no transactionId, autoRenewStatus, receiptType, "
-                    + "notificationType or bundleId…): name it with kind"))
+                    + "notificationType or bundleId…): name its kind (?kind=, --kind)"))
         }
         result.kind = kind
         if nested, shownKinds.contains(.notification) {
