@@ -336,7 +336,9 @@ public struct ReceiptRoutes: Sendable {
         }
         return json(
             status: problem.status,
-            .object([("error", ResultJSON.errorObject(code: problem.code, message: problem.message, reason: problem.reason))]))
+            .object([
+                ("error", ResultJSON.errorObject(code: problem.code, message: problem.message, reason: problem.reason))
+            ]))
     }
 
     func json(status: HTTPStatus, _ value: JSONValue) -> HTTPResponse {

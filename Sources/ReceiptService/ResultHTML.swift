@@ -108,7 +108,8 @@ public enum ResultHTML {
         var body = ""
         if let error {
             let headline = SupportPage.headlines[error.code.rawValue].map { ": " + $0 } ?? ""
-            body += "<p id=\"verdict\" data-state=\"invalid\" class=\"verdict invalid\">Not valid\(escape(headline))</p>\n"
+            body += "<p id=\"verdict\" data-state=\"invalid\" class=\"verdict invalid\">"
+            body += "Not valid\(escape(headline))</p>\n"
             body += "<p id=\"error\">\(escape(SupportPage.sentence(for: error.code.rawValue)))<br>"
             if let reason = error.reason, let said = SupportPage.reasonSentences[reason.rawValue] {
                 body += "\(escape(said))<br>"

@@ -55,7 +55,9 @@ extension ReceiptRoutes {
     /// `"ledger": "not_stored"` and why, in place of `"available"`: verified, and answered, but not recorded.
     static func notStored(_ answer: JSONValue, missing: [String]) -> JSONValue {
         guard case .object(var members) = answer else { return answer }
-        if let index = members.firstIndex(where: { $0.key == "ledger" }) { members[index].value = .string("not_stored") }
+        if let index = members.firstIndex(where: { $0.key == "ledger" }) {
+            members[index].value = .string("not_stored")
+        }
         members.append((
             "ledger_reason",
             .object([

@@ -56,7 +56,8 @@ struct CompactJWS {
         }
         guard signature.count == 64 else {
             throw Self.malformed(
-                .signatureLength, "segment 3 of 3, the signature, is \(signature.count) bytes; an ES256 signature is 64 (r‖s)")
+                .signatureLength,
+                "segment 3 of 3, the signature, is \(signature.count) bytes; an ES256 signature is 64 (r‖s)")
         }
         self.signature = signature
 
@@ -101,9 +102,15 @@ struct CompactJWS {
         guard header["crit"] == nil else {
             throw malformed(.headerInvalid, "the header lists critical extensions (crit), which StoreKit 2 never uses")
         }
-        guard case .string(let algorithm)? = header["alg"] else { throw malformed(.headerInvalid, "the header has no alg") }
-        guard algorithm == "ES256" else { throw malformed(.headerInvalid, "the header's alg is \(algorithm), not ES256") }
-        guard case .array(let entries)? = header["x5c"] else { throw malformed(.headerInvalid, "the header has no x5c array") }
+        guard case .string(let algorithm)? = header["alg"] else {
+            throw malformed(.headerInvalid, "the header has no alg")
+        }
+        guard algorithm == "ES256" else {
+            throw malformed(.headerInvalid, "the header's alg is \(algorithm), not ES256")
+        }
+        guard case .array(let entries)? = header["x5c"] else {
+            throw malformed(.headerInvalid, "the header has no x5c array")
+        }
         var certificates: [String] = []
         for entry in entries {
             guard case .string(let text) = entry, !text.isEmpty else {
@@ -115,7 +122,8 @@ struct CompactJWS {
         if case .string(let keyID)? = header["kid"], keyID == JWSHeader.xcodeKeyID, certificates.count == 1 {
             isXcode = true
         } else if certificates.count != 3 {
-            throw malformed(.headerInvalid, "x5c holds \(certificates.count) certificates, not 3 (leaf, intermediate, root)")
+            throw malformed(
+                .headerInvalid, "x5c holds \(certificates.count) certificates, not 3 (leaf, intermediate, root)")
         }
         return JWSHeader(certificates: certificates, isXcode: isXcode)
     }

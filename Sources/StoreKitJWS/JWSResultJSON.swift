@@ -198,7 +198,9 @@ public enum JWSResultJSON {
     }
 
     private static func bool(_ value: Bool?) -> JSONValue { value.map(JSONValue.bool) ?? .null }
-    private static func strings(_ values: [String]?) -> JSONValue { values.map { .array($0.map(JSONValue.string)) } ?? .null }
+    private static func strings(_ values: [String]?) -> JSONValue {
+        values.map { .array($0.map(JSONValue.string)) } ?? .null
+    }
 
     /// A nested object with Apple's values and snake_case member names, all the way down.
     private static func nested(_ value: JSONValue?) -> JSONValue {

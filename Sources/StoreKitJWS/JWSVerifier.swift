@@ -118,7 +118,8 @@ public final class JWSVerifier: Sendable {
         var signedDate: ReceiptDate?
         if let value = jws.payload[timeMember] {
             guard let date = PayloadField.date(value) else {
-                return fail(CompactJWS.malformed(.signingTimeNotANumber, "\(timeMember) is not a number of milliseconds"))
+                return fail(
+                    CompactJWS.malformed(.signingTimeNotANumber, "\(timeMember) is not a number of milliseconds"))
             }
             signedDate = date
         }
@@ -320,7 +321,8 @@ public final class JWSVerifier: Sendable {
         for slot in slots {
             guard let value = payload[slot.section]?[slot.member] else { continue }
             guard case .string(let text) = value else {
-                _ = findings.record(.failed(CompactJWS.malformed(.nestedJWSNotAString, "\(slot.member) is not a JWS string")))
+                _ = findings.record(
+                    .failed(CompactJWS.malformed(.nestedJWSNotAString, "\(slot.member) is not a JWS string")))
                 continue
             }
             let nested = verify(Array(text.utf8), deviceIdentifier: nil, requiredKind: slot.kind, now: now, nested: true)

@@ -349,7 +349,8 @@ private func forgeSignedData(
     }
     let jws: String
     do {
-        jws = try request.authority.sign(request.edited(make(request), by: "--members", omitting: request.reader.values("--omit")))
+        let payload = try request.edited(make(request), by: "--members", omitting: request.reader.values("--omit"))
+        jws = try request.authority.sign(payload)
     } catch let error as UsageError {
         printError("receiptd testing \(command): \(error)\n\n\(usage)")
         return ExitStatus.usage
