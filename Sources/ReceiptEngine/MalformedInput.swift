@@ -2,9 +2,9 @@
 ///
 /// Support staff upload whatever they were given: screenshots, a saved JSON request, a certificate, text copied from
 /// a log, a receipt cut short by a truncated copy. "bad ASN.1 header" helps none of them.
-enum MalformedInput {
+public enum MalformedInput {
     /// What the bytes look like, or nil when they look like a (damaged) receipt.
-    static func diagnosis(of bytes: [UInt8]) -> ValidationError? {
+    public static func diagnosis(of bytes: [UInt8]) -> ValidationError? {
         func error(_ reason: ValidationError.Reason, _ message: String) -> ValidationError {
             ValidationError(.malformedReceipt, message, reason: reason)
         }

@@ -105,9 +105,11 @@ public struct SubscriptionStatus: Sendable, Hashable {
     public var originalTransactionID: String
     public var latestTransactionID: String?
     public var expiresDate: ReceiptDate
-    /// Expires after the validation time and not cancelled.
+    /// Expires after the validation time, not cancelled and not upgraded.
     public var isActive: Bool
     public var isCancelled: Bool
+    /// StoreKit 2's `isUpgraded`: the customer moved to a higher subscription of the group, which gives the service.
+    public var isUpgraded = false
 
     public init(
         productID: String?, originalTransactionID: String, latestTransactionID: String?, expiresDate: ReceiptDate,

@@ -26,10 +26,12 @@ public struct ValidationError: Error, Sendable, Hashable, CustomStringConvertibl
         public static let appAppleIDMismatch = Code(rawValue: "app_apple_id_mismatch")
         /// The caller asked for one kind of signed data and got another.
         public static let kindMismatch = Code(rawValue: "kind_mismatch")
+        /// Well signed, but the payload is none of the kinds StoreKit 2 signs and the caller named no kind.
+        public static let unknownKind = Code(rawValue: "unknown_kind")
 
         /// Every code a verdict can carry, in the order the checks run.
         public static let all: [Code] = [
-            .malformedReceipt, .malformedJWS, .certificateUntrusted, .signatureInvalid, .kindMismatch,
+            .malformedReceipt, .malformedJWS, .certificateUntrusted, .signatureInvalid, .unknownKind, .kindMismatch,
             .environmentNotAccepted, .bundleIDMismatch, .appAppleIDMismatch, .versionNotAccepted, .deviceHashMismatch,
         ]
     }
@@ -63,9 +65,46 @@ public struct ValidationError: Error, Sendable, Hashable, CustomStringConvertibl
         /// `malformed_receipt`: plain text that is not a receipt.
         public static let text = Reason(rawValue: "text")
 
+        /// `bundle_id_mismatch` or `environment_not_accepted`: the signed data names no app, or no environment.
+        public static let missing = Reason(rawValue: "missing")
+
         public static let all: [Reason] = [
             .noTrustedRoot, .markerMissing, .outsideValidity, .strayCertificate, .unparseableCertificate,
-            .notAReceiptFile, .json, .pem, .truncated, .text,
+            .notAReceiptFile, .json, .pem, .truncated, .text, .missing,
+        ]
+    }
+
+    /// Which part of a `malformed_jws` input failed, for programs: tests and clients match it, not the message.
+    public struct Detail: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
+        public static let empty = Detail(rawValue: "empty")
+        public static let tooLarge = Detail(rawValue: "too_large")
+        /// Not three dot-separated segments.
+        public static let segmentCount = Detail(rawValue: "segment_count")
+        public static let headerNotBase64URL = Detail(rawValue: "header_not_base64url")
+        public static let headerNotJSON = Detail(rawValue: "header_not_json")
+        /// JSON, but not the header StoreKit 2 signs: `alg` other than ES256, `crit`, no `x5c` or an unreadable one.
+        public static let headerInvalid = Detail(rawValue: "header_invalid")
+        public static let payloadNotBase64URL = Detail(rawValue: "payload_not_base64url")
+        public static let payloadNotJSON = Detail(rawValue: "payload_not_json")
+        public static let signatureNotBase64URL = Detail(rawValue: "signature_not_base64url")
+        /// Not the 64 bytes r‖s of an ES256 signature (a DER signature, a truncated one).
+        public static let signatureLength = Detail(rawValue: "signature_length")
+        /// An object repeats a member name.
+        public static let duplicateMember = Detail(rawValue: "duplicate_member")
+        /// `signedDate` (`receiptCreationDate`) is not a number of milliseconds.
+        public static let signingTimeNotANumber = Detail(rawValue: "signing_time_not_a_number")
+        /// A notification's `signedTransactionInfo`, `signedRenewalInfo` or `signedAppTransactionInfo` is not a
+        /// string.
+        public static let nestedJWSNotAString = Detail(rawValue: "nested_jws_not_a_string")
+
+        public static let all: [Detail] = [
+            .empty, .tooLarge, .segmentCount, .headerNotBase64URL, .headerNotJSON, .headerInvalid,
+            .payloadNotBase64URL, .payloadNotJSON, .signatureNotBase64URL, .signatureLength, .duplicateMember,
+            .signingTimeNotANumber, .nestedJWSNotAString,
         ]
     }
 
@@ -73,11 +112,14 @@ public struct ValidationError: Error, Sendable, Hashable, CustomStringConvertibl
     /// Set for `certificate_untrusted`, and for `malformed_receipt` when the upload is recognizably something else.
     public let reason: Reason?
     public let message: String
+    /// Set for `malformed_jws`: the part that failed.
+    public let detail: Detail?
 
-    public init(_ code: Code, _ message: String, reason: Reason? = nil) {
+    public init(_ code: Code, _ message: String, reason: Reason? = nil, detail: Detail? = nil) {
         self.code = code
         self.reason = reason
         self.message = message
+        self.detail = detail
     }
 
     init(untrusted failure: ChainFailure) {

@@ -149,7 +149,7 @@ public struct AppTransactionBlueprint: Sendable {
 /// An App Store Server Notification V2 payload of any type and subtype, carrying whatever nested JWS it is given.
 public struct NotificationBlueprint: Sendable {
     /// Which member names the app: Apple sends exactly one.
-    public enum Section: String, Sendable {
+    public enum Section: String, Sendable, CaseIterable {
         case data, summary, appData, externalPurchaseToken
     }
 

@@ -438,9 +438,14 @@ public struct ReceiptRoutes: Sendable {
         if wantsHTML {
             return html(
                 status: problem.status,
-                ResultHTML.errorPage(status: problem.status.code, code: problem.code, message: problem.message))
+                ResultHTML.errorPage(
+                    status: problem.status.code, code: problem.code, message: problem.message, reason: problem.reason))
         }
-        return json(status: problem.status, .object([("error", ResultJSON.errorObject(code: problem.code, message: problem.message))]))
+        return json(
+            status: problem.status,
+            .object([
+                ("error", ResultJSON.errorObject(code: problem.code, message: problem.message, reason: problem.reason))
+            ]))
     }
 
     func json(status: HTTPStatus, _ value: JSONValue) -> HTTPResponse {

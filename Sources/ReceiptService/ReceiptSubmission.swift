@@ -1,5 +1,6 @@
 internal import HTTP1Server
 import JSONText
+import ReceiptEngine
 import StoreKitJWS
 
 /// A request that cannot be answered with a verdict: the status, a stable code and a message for the client.
@@ -7,6 +8,8 @@ struct RequestProblem: Error, Sendable, Hashable {
     var status: HTTPStatus
     var code: String
     var message: String
+    /// What the upload was instead of a receipt (`pem`, `text`, `json`…), as `receiptd verify` tells it.
+    var reason: String? = nil
 
     static func badRequest(_ message: String) -> RequestProblem {
         RequestProblem(status: 400, code: "bad_request", message: message)
@@ -109,7 +112,7 @@ struct ReceiptSubmission: Sendable, Hashable {
         default: throw .badRequest("\"device_id\" must be a string")
         }
         if key != "receipt" {
-            guard JWSVerifier.looksLikeJWS(text.utf8) else {
+            guard JWSVerifier.looksLikeJWS(text) else {
                 throw .badRequest("\"\(key)\" is not a compact JWS (three base64url segments separated by dots)")
             }
             self.init(signedData: .jws(Array(text.utf8)), deviceID: deviceID)
@@ -133,7 +136,14 @@ struct ReceiptSubmission: Sendable, Hashable {
     }
 
     private static func decodeBase64(_ bytes: ArraySlice<UInt8>) throws(RequestProblem) -> [UInt8] {
-        guard let decoded = Base64Text.decode(bytes) else { throw .badRequest("receipt is not valid base64") }
+        guard let decoded = Base64Text.decode(bytes) else {
+            var problem = RequestProblem.badRequest("receipt is not valid base64")
+            if let diagnosis = MalformedInput.diagnosis(of: Array(bytes)), let reason = diagnosis.reason {
+                problem.message += ": " + diagnosis.message
+                problem.reason = reason.rawValue
+            }
+            throw problem
+        }
         guard !decoded.isEmpty else { throw .badRequest("missing receipt: the base64 text is empty") }
         return decoded
     }

@@ -64,7 +64,7 @@ public enum ResultHTML {
                     ]
                 })
         }
-        return document(title: result.isValid ? "Valid receipt" : "Receipt not valid", body: body)
+        return document(title: title(result.error, valid: "Valid receipt", invalid: "Receipt not valid"), body: body)
     }
 
     /// A StoreKit 2 verdict: the same verdict and checks as a receipt's, then every normalized field of what was
@@ -93,7 +93,13 @@ public enum ResultHTML {
                 id: section.id, header: ["Field", "Value"],
                 rows: members.map { member in [member.key, Self.text(member.value)] })
         }
-        return document(title: result.isValid ? "Valid \(kind)" : "Not a valid \(kind)", body: body)
+        return document(title: title(result.error, valid: "Valid \(kind)", invalid: "Not a valid \(kind)"), body: body)
+    }
+
+    /// The page's headline names what failed (the device id, the app…) when the code says which.
+    private static func title(_ error: ValidationError?, valid: String, invalid: String) -> String {
+        guard let error else { return valid }
+        return SupportPage.headlines[error.code.rawValue] ?? invalid
     }
 
     /// The verdict line, the error's sentence and code, the environment. The ids and sentences match the support
@@ -101,8 +107,13 @@ public enum ResultHTML {
     private static func verdict(_ error: ValidationError?, valid: String, environment: ReceiptEnvironment?) -> String {
         var body = ""
         if let error {
-            body += "<p id=\"verdict\" data-state=\"invalid\" class=\"verdict invalid\">Not valid</p>\n"
+            let headline = SupportPage.headlines[error.code.rawValue].map { ": " + $0 } ?? ""
+            body += "<p id=\"verdict\" data-state=\"invalid\" class=\"verdict invalid\">"
+            body += "Not valid\(escape(headline))</p>\n"
             body += "<p id=\"error\">\(escape(SupportPage.sentence(for: error.code.rawValue)))<br>"
+            if let reason = error.reason, let said = SupportPage.reasonSentences[reason.rawValue] {
+                body += "\(escape(said))<br>"
+            }
             body += "\(escape(error.message)) <code>\(escape(error.code.rawValue))</code></p>\n"
         } else {
             body += "<p id=\"verdict\" data-state=\"valid\" class=\"verdict valid\">\(escape(valid))</p>\n"
@@ -120,12 +131,13 @@ public enum ResultHTML {
     }
 
     /// A page for a request that never reached the engine (bad upload, wrong type).
-    public static func errorPage(status: Int, code: String, message: String) -> String {
-        document(
+    public static func errorPage(status: Int, code: String, message: String, reason: String? = nil) -> String {
+        let said = reason.flatMap { SupportPage.reasonSentences[$0] }.map { escape($0) + "<br>" } ?? ""
+        return document(
             title: "Request not accepted",
             body: "<p id=\"verdict\" data-state=\"error\" class=\"verdict invalid\">"
                 + "\(escape(SupportPage.sentence(for: code)))</p>\n"
-                + "<p id=\"error\">\(escape(message)) <code>\(escape(code))</code> (HTTP \(status))</p>\n")
+                + "<p id=\"error\">\(said)\(escape(message)) <code>\(escape(code))</code> (HTTP \(status))</p>\n")
     }
 
     /// Text as HTML content or a quoted attribute value. The one HTML escaper; each output format has its own

@@ -52,9 +52,12 @@ public enum ResultJSON {
     /// StoreKit 2 alike.
     public static func errorObject(_ error: ValidationError) -> JSONValue { JWSResultJSON.errorObject(error) }
 
-    /// `{"code": …, "message": …}`, the error shape every receiptd answer shares.
-    static func errorObject(code: String, message: String) -> JSONValue {
-        .object([("code", .string(code)), ("message", .string(message))])
+    /// `{"code": …, "message": …}`, the error shape every receiptd answer shares, with `reason` when the request's
+    /// upload was recognizably something else (`pem`, `text`, `json`…).
+    static func errorObject(code: String, message: String, reason: String? = nil) -> JSONValue {
+        var members: [(key: String, value: JSONValue)] = [("code", .string(code)), ("message", .string(message))]
+        if let reason { members.append(("reason", .string(reason))) }
+        return .object(members)
     }
 
     static func checks(_ checks: ValidationChecks) -> JSONValue {

@@ -32,7 +32,42 @@ extension ReceiptRoutes {
         let view = ledgerView(
             recording: transactions, renewal: renewal, source: .jws, subscriptions: result.subscriptions,
             inputAsOf: result.signedDate, now: now)
-        return json(status: status, view.applied(to: JWSResultJSON.value(of: result)))
+        let answer = view.applied(to: JWSResultJSON.value(of: result))
+        guard result.isValid, view.availability == "available", let missing = Self.missingLedgerMembers(result) else {
+            return json(status: status, answer)
+        }
+        return json(status: status, Self.notStored(answer, missing: missing))
+    }
+
+    /// The members the ledger needs that a verified transaction or renewal info lacks (Apple's test data can lack
+    /// even `transactionId`); nil when it has them all or is of a kind `/v1/validate` never records.
+    static func missingLedgerMembers(_ result: JWSValidationResult) -> [String]? {
+        guard let needed = result.kind?.ledgerMembers, let payload = result.payload else { return nil }
+        let missing = needed.filter { name in
+            switch payload[name] {
+            case nil, .null?: true
+            default: false
+            }
+        }
+        return missing.isEmpty ? nil : missing
+    }
+
+    /// `"ledger": "not_stored"` and why, in place of `"available"`: verified, and answered, but not recorded.
+    static func notStored(_ answer: JSONValue, missing: [String]) -> JSONValue {
+        guard case .object(var members) = answer else { return answer }
+        if let index = members.firstIndex(where: { $0.key == "ledger" }) {
+            members[index].value = .string("not_stored")
+        }
+        members.append((
+            "ledger_reason",
+            .object([
+                ("code", .string("missing_members")),
+                ("message", .string(
+                    "verified, but not recorded: the ledger needs \(missing.joined(separator: " and ")), which the "
+                        + "payload lacks")),
+                ("missing", .array(missing.map(JSONValue.string))),
+            ])))
+        return .object(members)
     }
 
     /// Apple's delivery: 200 only once the notification is durably in the ledger (Apple retries anything else, for

@@ -32,6 +32,7 @@ public enum SupportPage {
         "malformed_jws": "This is not a readable StoreKit 2 signed transaction: it is not a JWS of the shape Apple signs.",
         "app_apple_id_mismatch": "This signed data names another App Store app id than this server's app.",
         "kind_mismatch": "This is another kind of signed data than the one asked for.",
+        "unknown_kind": "This is well signed, but not a kind of signed data StoreKit 2 makes: say which kind it is.",
         "bad_request": "The request could not be read: the receipt is missing or is not valid base64.",
         "unsupported_media_type": "The receipt was sent in a format this server does not accept.",
         "payload_too_large": "The receipt is larger than this server accepts.",
@@ -40,6 +41,32 @@ public enum SupportPage {
         "service_unavailable": "The server is busy right now. Try again in a moment.",
         "not_found": "The server has no such address.",
         "method_not_allowed": "The server does not accept this kind of request here.",
+    ]
+
+    /// The verdict's headline by error code: it names what failed (the device id, the app, the environment…) rather
+    /// than blaming the receipt for all of them.
+    public static let headlines: [String: String] = [
+        "malformed_receipt": "Not a readable receipt",
+        "malformed_jws": "Not a readable StoreKit 2 JWS",
+        "signature_invalid": "Signature does not match the contents",
+        "certificate_untrusted": "Not signed by a trusted certificate",
+        "bundle_id_mismatch": "App (bundle id) not accepted",
+        "version_not_accepted": "App version not accepted",
+        "device_hash_mismatch": "Device id does not match",
+        "environment_not_accepted": "Environment not accepted",
+        "app_apple_id_mismatch": "App Store app id does not match",
+        "kind_mismatch": "Not the kind of signed data asked for",
+        "unknown_kind": "Signed data of no known kind",
+    ]
+
+    /// What an upload was instead of a receipt, by the `reason` `receiptd verify` and `/v1/validate` give.
+    public static let reasonSentences: [String: String] = [
+        "pem": "This is PEM text (a certificate or key), not a receipt.",
+        "text": "This is plain text, not a receipt or its base64.",
+        "json": "This is JSON, not a receipt: send the receipt (its base64) itself.",
+        "truncated": "The receipt is cut short: copy or upload the whole file.",
+        "not_a_receipt_file": "This is another kind of file (an image, a PDF, an archive), not a receipt.",
+        "missing": "The signed data does not name it at all.",
     ]
 
     /// The sentence for `code`, or a generic one for a code this page does not know.
@@ -51,7 +78,8 @@ public enum SupportPage {
     public static let html: String = template.replacingPlaceholder(
         "/*ERROR_SENTENCES*/{}",
         with: javaScriptObjectLiteral(errorSentences)
-    )
+    ).replacingPlaceholder("/*HEADLINES*/{}", with: javaScriptObjectLiteral(headlines))
+        .replacingPlaceholder("/*REASONS*/{}", with: javaScriptObjectLiteral(reasonSentences))
 
     /// JSON is a JavaScript literal; keys are sorted so the page is byte-for-byte the same on every run (stable
     /// ETags, reproducible tests), and `<` is escaped so no value can close the `<script>` element.
@@ -187,6 +215,8 @@ pre { overflow: auto; background: #f5f5f7; padding: .75rem; border-radius: 6px; 
 <script>
 "use strict";
 const SENTENCES = /*ERROR_SENTENCES*/{};
+const HEADLINES = /*HEADLINES*/{};
+const REASONS = /*REASONS*/{};
 const CHECKS = [
   ["signature", "Signed by a trusted chain"],
   ["bundle_id", "App (bundle id)"],
@@ -247,12 +277,18 @@ function showVerdict(state, text) {
   $("verdict").textContent = text;
 }
 
-function showError(code, message) {
+function known(table, key) {
+  return key && Object.prototype.hasOwnProperty.call(table, key) ? table[key] : "";
+}
+
+function showError(code, message, reason) {
   $("error").textContent = sentence(code);
   $("error").dataset.code = code;
   $("error").hidden = false;
   if (message) {
-    $("error-detail").textContent = "Details: " + message + " (" + code + ")";
+    const said = known(REASONS, reason);
+    $("error-detail").textContent = (said ? said + " " : "") + "Details: " + message + " (" + code
+      + (reason ? ", " + reason : "") + ")";
     $("error-detail").hidden = false;
   }
 }
@@ -286,9 +322,12 @@ function renderSigned(result) {
 
 function render(result) {
   const valid = result.valid === true;
-  const kind = result.kind && result.kind !== "receipt" ? String(result.kind).replace(/_/g, " ") : "receipt";
-  showVerdict(valid ? "valid" : "invalid", (valid ? "Valid " : "Invalid ") + kind);
-  if (!valid && result.error) showError(String(result.error.code), result.error.message);
+  // A StoreKit 2 verdict always has signed_date; one whose kind is unknown is still signed data, not a receipt.
+  const kind = result.kind && result.kind !== "receipt" ? String(result.kind).replace(/_/g, " ")
+    : ("signed_date" in result ? "signed data" : "receipt");
+  const failed = !valid && result.error ? known(HEADLINES, String(result.error.code)) : "";
+  showVerdict(valid ? "valid" : "invalid", (valid ? "Valid " : "Invalid ") + kind + (failed ? ": " + failed : ""));
+  if (!valid && result.error) showError(String(result.error.code), result.error.message, result.error.reason);
 
   const checks = $("checks").tBodies[0];
   checks.replaceChildren();
@@ -391,7 +430,7 @@ async function submit(event) {
     } else {
       const code = result && result.error && result.error.code ? String(result.error.code) : "";
       showVerdict("error", "Could not check the receipt (HTTP " + response.status + ")");
-      showError(code, result && result.error ? result.error.message : "");
+      showError(code, result && result.error ? result.error.message : "", result && result.error ? result.error.reason : "");
     }
   } catch (error) {
     showVerdict("error", "Could not reach the server");

@@ -24,65 +24,75 @@ struct CompactJWS {
     let signature: [UInt8]
 
     /// Splits and decodes `text` after trimming surrounding whitespace (a JWS pasted from a log). Every refusal is
-    /// `malformed_jws`.
+    /// `malformed_jws` with a `detail` naming the part that failed, and a message that says what was seen.
     init(parsing text: some Collection<UInt8>) throws(ValidationError) {
         let bytes = Array(text)
         var start = 0
         var end = bytes.count
-        while start < end, Self.isWhitespace(bytes[start]) { start += 1 }
-        while end > start, Self.isWhitespace(bytes[end - 1]) { end -= 1 }
-        guard start < end else { throw Self.malformed("the JWS is empty") }
+        while start < end, ASCIIWhitespace.contains(bytes[start]) { start += 1 }
+        while end > start, ASCIIWhitespace.contains(bytes[end - 1]) { end -= 1 }
+        guard start < end else { throw Self.malformed(.empty, "the JWS is empty") }
 
         var dots: [Int] = []
-        for index in start..<end where bytes[index] == UInt8(ascii: ".") {
-            dots.append(index)
-            guard dots.count <= 2 else { throw Self.malformed("a compact JWS has exactly three segments") }
+        for index in start..<end where bytes[index] == UInt8(ascii: ".") { dots.append(index) }
+        guard dots.count == 2 else {
+            throw Self.malformed(
+                .segmentCount,
+                "a compact JWS has three segments (header.payload.signature) separated by dots; this has "
+                    + "\(dots.count + 1)" + (dots.count < 2 ? " (cut short?)" : ""))
         }
-        guard dots.count == 2 else { throw Self.malformed("a compact JWS has exactly three segments") }
         let headerText = bytes[start..<dots[0]]
         let payloadText = bytes[(dots[0] + 1)..<dots[1]]
         let signatureText = bytes[(dots[1] + 1)..<end]
 
         guard let headerBytes = Base64.decode(headerText, alphabet: .url), !headerBytes.isEmpty else {
-            throw Self.malformed("the header is not base64url without padding")
+            throw Self.malformed(.headerNotBase64URL, "segment 1 of 3, the header, is not base64url without padding")
         }
         header = try Self.header(headerBytes)
 
         guard let signature = Base64.decode(signatureText, alphabet: .url) else {
-            throw Self.malformed("the signature is not base64url without padding")
+            throw Self.malformed(
+                .signatureNotBase64URL, "segment 3 of 3, the signature, is not base64url without padding")
         }
         guard signature.count == 64 else {
-            throw Self.malformed("an ES256 signature is 64 bytes (r‖s), not \(signature.count)")
+            throw Self.malformed(
+                .signatureLength,
+                "segment 3 of 3, the signature, is \(signature.count) bytes; an ES256 signature is 64 (r‖s)")
         }
         self.signature = signature
 
         guard let payloadBytes = Base64.decode(payloadText, alphabet: .url), !payloadBytes.isEmpty else {
-            throw Self.malformed("the payload is not base64url without padding")
+            throw Self.malformed(.payloadNotBase64URL, "segment 2 of 3, the payload, is not base64url without padding")
         }
         payload = try Self.object(payloadBytes, "payload")
         signingInput = Array(bytes[start..<dots[1]])
     }
 
-    private static func isWhitespace(_ byte: UInt8) -> Bool {
-        byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D
+    /// The whitespace a pasted JWS may be wrapped in.
+    enum ASCIIWhitespace {
+        static func contains(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D }
     }
 
-    static func malformed(_ message: String) -> ValidationError { ValidationError(.malformedJWS, message) }
+    static func malformed(_ detail: ValidationError.Detail, _ message: String) -> ValidationError {
+        ValidationError(.malformedJWS, message, detail: detail)
+    }
 
     /// A JSON object whose member names are unique: RFC 7515 §4 lets a parser either refuse duplicates or take the
     /// last one, and `JSONValue` lookups take the first, so duplicates are refused rather than read differently
     /// from other verifiers.
     private static func object(_ bytes: [UInt8], _ name: String) throws(ValidationError) -> JSONValue {
+        let segment = name == "header" ? "segment 1 of 3, the header," : "segment 2 of 3, the payload,"
+        let notJSON: ValidationError.Detail = name == "header" ? .headerNotJSON : .payloadNotJSON
         let value: JSONValue
         do {
             value = try JSONValue(parsing: bytes, maximumDepth: maximumJSONDepth)
         } catch {
-            throw malformed("the \(name) is not JSON: \(error.description)")
+            throw malformed(notJSON, "\(segment) is not JSON: \(error.description)")
         }
-        guard case .object(let members) = value else { throw malformed("the \(name) is not a JSON object") }
+        guard case .object(let members) = value else { throw malformed(notJSON, "\(segment) is not a JSON object") }
         var names = Set<String>()
         for member in members where !names.insert(member.key).inserted {
-            throw malformed("the \(name) repeats the member \(member.key)")
+            throw malformed(.duplicateMember, "the \(name) repeats the member \(member.key)")
         }
         return value
     }
@@ -90,15 +100,21 @@ struct CompactJWS {
     private static func header(_ bytes: [UInt8]) throws(ValidationError) -> JWSHeader {
         let header = try object(bytes, "header")
         guard header["crit"] == nil else {
-            throw malformed("the header lists critical extensions (crit), which StoreKit 2 never uses")
+            throw malformed(.headerInvalid, "the header lists critical extensions (crit), which StoreKit 2 never uses")
         }
-        guard case .string(let algorithm)? = header["alg"] else { throw malformed("the header has no alg") }
-        guard algorithm == "ES256" else { throw malformed("the header's alg is \(algorithm), not ES256") }
-        guard case .array(let entries)? = header["x5c"] else { throw malformed("the header has no x5c array") }
+        guard case .string(let algorithm)? = header["alg"] else {
+            throw malformed(.headerInvalid, "the header has no alg")
+        }
+        guard algorithm == "ES256" else {
+            throw malformed(.headerInvalid, "the header's alg is \(algorithm), not ES256")
+        }
+        guard case .array(let entries)? = header["x5c"] else {
+            throw malformed(.headerInvalid, "the header has no x5c array")
+        }
         var certificates: [String] = []
         for entry in entries {
             guard case .string(let text) = entry, !text.isEmpty else {
-                throw malformed("an x5c entry is not a base64 string")
+                throw malformed(.headerInvalid, "an x5c entry is not a base64 string")
             }
             certificates.append(text)
         }
@@ -106,7 +122,8 @@ struct CompactJWS {
         if case .string(let keyID)? = header["kid"], keyID == JWSHeader.xcodeKeyID, certificates.count == 1 {
             isXcode = true
         } else if certificates.count != 3 {
-            throw malformed("x5c holds \(certificates.count) certificates, not 3 (leaf, intermediate, root)")
+            throw malformed(
+                .headerInvalid, "x5c holds \(certificates.count) certificates, not 3 (leaf, intermediate, root)")
         }
         return JWSHeader(certificates: certificates, isXcode: isXcode)
     }

@@ -7,7 +7,11 @@ public import ReceiptEngine
 /// when there is one), `environment`, `checks`, `signed_date`, `payload` (whenever the signature verified, exactly
 /// as signed), then `transaction`, `renewal_info`, `app_transaction`, `notification` (each only when the JWS, or a
 /// notification's verified nested JWS, carries one; every key present, absent values `null`), and `subscriptions`.
-/// Dates are RFC 3339 in UTC; numbers are numbers; `auto_renew_status` is a boolean.
+/// Dates are RFC 3339 in UTC, with milliseconds when they have them (`2023-10-19T01:45:36.049Z`, but
+/// `2023-10-19T01:45:36Z`); numbers are numbers; `auto_renew_status` is a boolean; other values are as Apple sends
+/// them (`price` in milli-units, enums as Apple's strings or numbers). Each normalized object lists the members of
+/// the older answers first, then the rest of Apple's documented fields, snake_case; nested objects
+/// (`commitment_info`, `advanced_commerce_info`) keep Apple's values with snake_case member names.
 public enum JWSResultJSON {
     /// The verdict as a JSON value.
     public static func value(of result: JWSValidationResult) -> JSONValue {
@@ -35,12 +39,14 @@ public enum JWSResultJSON {
         value(of: result).serialized(pretty: pretty)
     }
 
-    /// `{"code", "message"}`, plus `"reason"` for `certificate_untrusted`.
+    /// `{"code", "message"}`, plus `"reason"` (`certificate_untrusted`, and `missing` for data that names no app or
+    /// environment) and `"detail"` (`malformed_jws`: the part that failed) when there is one.
     public static func errorObject(_ error: ValidationError) -> JSONValue {
         var members: [(key: String, value: JSONValue)] = [
             ("code", .string(error.code.rawValue)), ("message", .string(error.message)),
         ]
         if let reason = error.reason { members.append(("reason", .string(reason.rawValue))) }
+        if let detail = error.detail { members.append(("detail", .string(detail.rawValue))) }
         return .object(members)
     }
 
@@ -74,6 +80,24 @@ public enum JWSResultJSON {
             ("offer_type", .integer(transaction.offerType)),
             ("environment", .string(transaction.environment)),
             ("signed_date", date(transaction.signedDate)),
+            ("price", .integer(transaction.price)),
+            ("currency", .string(transaction.currency)),
+            ("storefront", .string(transaction.storefront)),
+            ("storefront_id", .string(transaction.storefrontID)),
+            ("transaction_reason", .string(transaction.transactionReason)),
+            ("is_upgraded", bool(transaction.isUpgraded)),
+            ("subscription_group_identifier", .string(transaction.subscriptionGroupIdentifier)),
+            ("offer_identifier", .string(transaction.offerIdentifier)),
+            ("offer_discount_type", .string(transaction.offerDiscountType)),
+            ("offer_period", .string(transaction.offerPeriod)),
+            ("app_transaction_id", .string(transaction.appTransactionID)),
+            ("revocation_type", .string(transaction.revocationType)),
+            ("revocation_percentage", .integer(transaction.revocationPercentage)),
+            ("billing_plan_type", .string(transaction.billingPlanType)),
+            ("commitment_info", nested(transaction.commitmentInfo)),
+            ("advanced_commerce_info", nested(transaction.advancedCommerceInfo)),
+            ("device_verification", .string(transaction.deviceVerification)),
+            ("device_verification_nonce", .string(transaction.deviceVerificationNonce)),
         ])
     }
 
@@ -89,6 +113,20 @@ public enum JWSResultJSON {
             ("renewal_date", date(info.renewalDate)),
             ("environment", .string(info.environment)),
             ("signed_date", date(info.signedDate)),
+            ("price_increase_status", .integer(info.priceIncreaseStatus)),
+            ("offer_type", .integer(info.offerType)),
+            ("offer_identifier", .string(info.offerIdentifier)),
+            ("recent_subscription_start_date", date(info.recentSubscriptionStartDate)),
+            ("renewal_price", .integer(info.renewalPrice)),
+            ("currency", .string(info.currency)),
+            ("offer_discount_type", .string(info.offerDiscountType)),
+            ("eligible_win_back_offer_ids", strings(info.eligibleWinBackOfferIDs)),
+            ("app_account_token", .string(info.appAccountToken)),
+            ("app_transaction_id", .string(info.appTransactionID)),
+            ("offer_period", .string(info.offerPeriod)),
+            ("advanced_commerce_info", nested(info.advancedCommerceInfo)),
+            ("commitment_info", nested(info.commitmentInfo)),
+            ("renewal_billing_plan_type", .string(info.renewalBillingPlanType)),
         ])
     }
 
@@ -103,6 +141,10 @@ public enum JWSResultJSON {
             ("original_purchase_date", date(transaction.originalPurchaseDate)),
             ("app_transaction_id", .string(transaction.appTransactionID)),
             ("original_platform", .string(transaction.originalPlatform)),
+            ("version_external_identifier", .integer(transaction.versionExternalIdentifier)),
+            ("device_verification", .string(transaction.deviceVerification)),
+            ("device_verification_nonce", .string(transaction.deviceVerificationNonce)),
+            ("preorder_date", date(transaction.preorderDate)),
         ])
     }
 
@@ -117,20 +159,78 @@ public enum JWSResultJSON {
             ("app_apple_id", .integer(notification.appAppleID)),
             ("environment", .string(notification.environment)),
             ("status", .integer(notification.status)),
+            ("bundle_version", .string(notification.bundleVersion)),
+            ("consumption_request_reason", .string(notification.consumptionRequestReason)),
+            ("request_identifier", .string(notification.requestIdentifier)),
+            ("succeeded_count", .integer(notification.succeededCount)),
+            ("failed_count", .integer(notification.failedCount)),
+            ("product_id", .string(notification.productID)),
+            ("storefront_country_codes", strings(notification.storefrontCountryCodes)),
+            ("external_purchase_id", .string(notification.externalPurchaseID)),
+            ("token_creation_date", date(notification.tokenCreationDate)),
         ])
     }
 
+    /// One `subscriptions` entry; `upgraded: true` only on an upgraded one (which is never active).
     public static func subscription(_ status: SubscriptionStatus) -> JSONValue {
-        .object([
+        var members: [(key: String, value: JSONValue)] = [
             ("product_id", .string(status.productID)),
             ("original_transaction_id", .string(status.originalTransactionID)),
             ("latest_transaction_id", .string(status.latestTransactionID)),
-            ("expires_date", .string(status.expiresDate.rfc3339)),
+            ("expires_date", date(status.expiresDate)),
             ("active", .bool(status.isActive)),
             ("cancelled", .bool(status.isCancelled)),
-        ])
+        ]
+        if status.isUpgraded { members.append(("upgraded", .bool(true))) }
+        return .object(members)
     }
 
-    private static func date(_ date: ReceiptDate?) -> JSONValue { .string(date?.rfc3339) }
+    /// RFC 3339 in UTC, with the milliseconds StoreKit 2 dates carry unless they are zero.
+    public static func date(_ date: ReceiptDate?) -> JSONValue {
+        guard let date else { return .null }
+        var text = date.rfc3339
+        let (_, remainder) = date.millisecondsSince1970.quotientAndRemainder(dividingBy: 1000)
+        let milliseconds = remainder < 0 ? remainder + 1000 : remainder
+        guard milliseconds != 0, text.last == "Z" else { return .string(text) }
+        text.removeLast()
+        let digits = String(milliseconds)
+        return .string(text + "." + String(repeating: "0", count: 3 - digits.count) + digits + "Z")
+    }
+
     private static func bool(_ value: Bool?) -> JSONValue { value.map(JSONValue.bool) ?? .null }
+    private static func strings(_ values: [String]?) -> JSONValue {
+        values.map { .array($0.map(JSONValue.string)) } ?? .null
+    }
+
+    /// A nested object with Apple's values and snake_case member names, all the way down.
+    private static func nested(_ value: JSONValue?) -> JSONValue {
+        guard let value else { return .null }
+        switch value {
+        case .object(let members): return .object(members.map { (snakeCase($0.key), nested($0.value)) })
+        case .array(let elements): return .array(elements.map(nested))
+        default: return value
+        }
+    }
+
+    /// `commitmentExpiresDate` → `commitment_expires_date`, `SKU` → `sku`, `dependentSKUs` → `dependent_skus`.
+    static func snakeCase(_ name: String) -> String {
+        let scalars = Array(name.unicodeScalars)
+        var out = String.UnicodeScalarView()
+        for (index, scalar) in scalars.enumerated() {
+            let isUpper = ("A"..."Z").contains(scalar)
+            if isUpper, index > 0 {
+                let previous = scalars[index - 1]
+                let previousIsLower = ("a"..."z").contains(previous) || ("0"..."9").contains(previous)
+                let nextIsLower = index + 1 < scalars.count && ("a"..."z").contains(scalars[index + 1])
+                let previousIsUpper = ("A"..."Z").contains(previous)
+                // A plural `s` after an acronym (`SKUs`) belongs to it.
+                let pluralOfAcronym = nextIsLower && scalars[index + 1] == "s" && index + 2 == scalars.count
+                if previousIsLower || (previousIsUpper && nextIsLower && !pluralOfAcronym) {
+                    out.append("_")
+                }
+            }
+            out.append(isUpper ? Unicode.Scalar(scalar.value + 32)! : scalar)
+        }
+        return String(out)
+    }
 }

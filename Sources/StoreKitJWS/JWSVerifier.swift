@@ -21,30 +21,56 @@ public final class JWSVerifier: Sendable {
         trust = JWSTrustEvaluator(policy: policy)
     }
 
-    /// Whether `bytes`, once surrounding whitespace is trimmed, look like a compact JWS rather than a receipt: a
-    /// base64url JSON object header (`eyJ`) and two dots. A cheap test for routing; `verify` decides.
-    public static func looksLikeJWS(_ bytes: some Collection<UInt8>) -> Bool {
+    /// Whether `bytes`, once surrounding whitespace is trimmed, have the look of a compact JWS rather than a
+    /// receipt: base64url text with at least one dot (base64 of a receipt never has one), or starting `eyJ` (a JSON
+    /// object's base64url: a JWS header cut short before its first dot; a receipt's base64 starts `MI`). A cut-short
+    /// or damaged JWS looks like one too, so `verify` can say which part failed. One pass, constant work per byte.
+    public static func looksLikeJWS(_ bytes: [UInt8]) -> Bool {
+        bytes.withUnsafeBufferPointer(hasTheLookOfJWS)
+    }
+
+    /// `looksLikeJWS` on part of a request body.
+    public static func looksLikeJWS(_ bytes: ArraySlice<UInt8>) -> Bool {
+        bytes.withUnsafeBufferPointer(hasTheLookOfJWS)
+    }
+
+    /// `looksLikeJWS` on a JSON member's text.
+    public static func looksLikeJWS(_ text: String) -> Bool {
+        var text = text
+        return text.withUTF8(hasTheLookOfJWS)
+    }
+
+    private static func hasTheLookOfJWS(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         var dots = 0
-        var seenText = false
-        var prefix: [UInt8] = []
+        var letters = 0
+        var trailingSpace = false
+        // The first three bytes of text, for the `eyJ` test.
+        var opening: UInt32 = 0
         for byte in bytes {
             switch byte {
-            case 0x20, 0x09, 0x0A, 0x0D: if seenText, dots < 2 { return false }
-            case UInt8(ascii: "."): dots += 1
+            case 0x20, 0x09, 0x0A, 0x0D:
+                if dots > 0 || letters > 0 { trailingSpace = true }
+            case UInt8(ascii: "."):
+                if trailingSpace { return false }
+                dots += 1
             case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"):
-                seenText = true
-                if prefix.count < 3 { prefix.append(byte) }
+                if trailingSpace { return false }
+                if dots == 0, letters < 3 { opening = opening << 8 | UInt32(byte) }
+                letters += 1
             default: return false
             }
         }
-        return dots == 2 && prefix == Array("eyJ".utf8)
+        // "eyJ" as three bytes.
+        return letters > 0 && (dots > 0 || opening == 0x65_79_4A)
     }
 
     /// Verifies one compact JWS (surrounding whitespace is trimmed). Never throws: every failure is a verdict.
     /// - Parameters:
     ///   - deviceIdentifier: checks `deviceVerification` when given and the JWS carries it.
-    ///   - requiredKind: another kind is `kind_mismatch`.
+    ///   - requiredKind: the payload is read as this kind (every member optional, as Apple's libraries read it);
+    ///     `kind_mismatch` only when it carries another kind's own members and none of this one's. Without it, a
+    ///     payload that shows no kind is `unknown_kind`.
     ///   - validationTime: when the payload has no signing time, the chain is checked at it; subscriptions are
     ///     active relative to it.
     public func verify(
@@ -75,7 +101,7 @@ public final class JWSVerifier: Sendable {
         }
 
         guard text.count <= policy.maximumReceiptBytes else {
-            return fail(CompactJWS.malformed("the JWS is larger than \(policy.maximumReceiptBytes) bytes"))
+            return fail(CompactJWS.malformed(.tooLarge, "the JWS is larger than \(policy.maximumReceiptBytes) bytes"))
         }
         let jws: CompactJWS
         do {
@@ -86,11 +112,14 @@ public final class JWSVerifier: Sendable {
 
         // The signing time is read from the still-untrusted payload only to pick the instant the chain must have
         // been valid at (Apple's libraries do the same); nothing else is read before the signature verifies.
-        let timeMember = (JWSKind(payload: jws.payload) ?? .transaction).signingTimeMember
+        let shownKinds = JWSKind.kindsShown(by: jws.payload)
+        let shownKind = JWSKind(payload: jws.payload)
+        let timeMember = (requiredKind ?? shownKind ?? .transaction).signingTimeMember
         var signedDate: ReceiptDate?
         if let value = jws.payload[timeMember] {
             guard let date = PayloadField.date(value) else {
-                return fail(CompactJWS.malformed("\(timeMember) is not a number of milliseconds"))
+                return fail(
+                    CompactJWS.malformed(.signingTimeNotANumber, "\(timeMember) is not a number of milliseconds"))
             }
             signedDate = date
         }
@@ -99,7 +128,7 @@ public final class JWSVerifier: Sendable {
         let signer: JWSSigner
         switch trust.evaluate(jws.header) {
         case .malformed(let message):
-            return fail(CompactJWS.malformed(message))
+            return fail(CompactJWS.malformed(.headerInvalid, message))
         case .untrusted(let failure):
             result.checks.signature = .failed
             return fail(ValidationError(
@@ -123,17 +152,26 @@ public final class JWSVerifier: Sendable {
         result.payload = jws.payload
         result.signedDate = signedDate
 
-        guard let kind = JWSKind(payload: jws.payload) else {
-            return fail(CompactJWS.malformed(
-                "the payload is not a transaction, renewal info, app transaction or notification"))
+        var findings = CheckFindings()
+        let kind: JWSKind
+        if let requiredKind {
+            if !shownKinds.isEmpty, !shownKinds.contains(requiredKind), let shownKind {
+                kind = shownKind
+                _ = findings.record(.failed(ValidationError(
+                    .kindMismatch, "the JWS is \(kind.rawValue), not \(requiredKind.rawValue)")))
+            } else {
+                kind = requiredKind
+            }
+        } else if let shownKind {
+            kind = shownKind
+        } else {
+            return fail(ValidationError(
+                .unknownKind,
+                "the payload is signed but shows no kind (no transactionId, autoRenewStatus, receiptType, "
+                    + "notificationType or bundleId…): name its kind (?kind=, --kind)"))
         }
         result.kind = kind
-        var findings = CheckFindings()
-        if let requiredKind, requiredKind != kind {
-            _ = findings.record(.failed(ValidationError(
-                .kindMismatch, "the JWS is \(kind.rawValue), not \(requiredKind.rawValue)")))
-        }
-        if nested, kind == .notification {
+        if nested, shownKinds.contains(.notification) {
             // A notification inside a notification is never what Apple sends; refusing it also bounds recursion.
             return fail(ValidationError(.kindMismatch, "a notification's nested JWS is itself a notification"))
         }
@@ -152,9 +190,20 @@ public final class JWSVerifier: Sendable {
             verifyNested(in: jws.payload, now: now, into: &result, findings: &findings)
         }
         if let status = result.transaction?.subscriptionStatus(at: now) { result.subscriptions = [status] }
-        result.error = findings.firstError
+        result.error = findings.failures.min { Self.precedence($0.code) < Self.precedence($1.code) }
         return result
     }
+
+    /// Which failure a verdict names when several checks fail. Apple's libraries judge the app before the
+    /// environment (INVALID_APP_IDENTIFIER before INVALID_ENVIRONMENT), so data failing both gets Apple's answer.
+    private static func precedence(_ code: ValidationError.Code) -> Int {
+        failureOrder.firstIndex(of: code) ?? failureOrder.count
+    }
+
+    private static let failureOrder: [ValidationError.Code] = [
+        .malformedJWS, .certificateUntrusted, .signatureInvalid, .unknownKind, .kindMismatch, .bundleIDMismatch,
+        .appAppleIDMismatch, .environmentNotAccepted, .versionNotAccepted, .deviceHashMismatch,
+    ]
 
     /// The claims rule 6 compares, from wherever the kind keeps them.
     private struct Claims {
@@ -201,10 +250,14 @@ public final class JWSVerifier: Sendable {
     ) {
         result.checks.environment = findings.record(environmentVerdict(claims, signer: signer))
 
-        // Renewal info names no app; a notification that carries no section names none either.
+        // Renewal info names no app. Anything else that names none is refused whatever the configuration, as Apple's
+        // libraries refuse it (INVALID_APP_IDENTIFIER): signed data for no app is no app's to grant.
         var app: AppPolicy?
-        if claims.kind == .renewalInfo || (claims.kind == .notification && claims.bundleID == nil) {
+        if claims.kind == .renewalInfo {
             result.checks.bundleID = .skipped
+        } else if claims.bundleID == nil {
+            result.checks.bundleID = findings.record(.failed(ValidationError(
+                .bundleIDMismatch, "the \(claims.subject) names no app (no bundleId)", reason: .missing)))
         } else {
             let bundle = BundleIDCheck(apps: policy.apps).evaluate(claims.bundleID ?? "", subject: claims.subject)
             app = bundle.app
@@ -244,7 +297,11 @@ public final class JWSVerifier: Sendable {
                 .environmentNotAccepted,
                 "Xcode's StoreKit testing certificate signed \(claims.environmentText ?? "unnamed") data"))
         }
-        guard let text = claims.environmentText else { return .skipped }
+        // Apple's libraries refuse signed data that names no environment (INVALID_ENVIRONMENT): it could be anyone's.
+        guard let text = claims.environmentText else {
+            return .failed(ValidationError(
+                .environmentNotAccepted, "the \(claims.subject) names no environment", reason: .missing))
+        }
         guard let environment = claims.environment else {
             return .failed(ValidationError(.environmentNotAccepted, "the environment \(text) is not known"))
         }
@@ -264,14 +321,15 @@ public final class JWSVerifier: Sendable {
         for slot in slots {
             guard let value = payload[slot.section]?[slot.member] else { continue }
             guard case .string(let text) = value else {
-                _ = findings.record(.failed(CompactJWS.malformed("\(slot.member) is not a JWS string")))
+                _ = findings.record(
+                    .failed(CompactJWS.malformed(.nestedJWSNotAString, "\(slot.member) is not a JWS string")))
                 continue
             }
             let nested = verify(Array(text.utf8), deviceIdentifier: nil, requiredKind: slot.kind, now: now, nested: true)
             result.checks.absorb(nested.checks)
             if let error = nested.error {
                 _ = findings.record(.failed(ValidationError(
-                    error.code, "\(slot.member): \(error.message)", reason: error.reason)))
+                    error.code, "\(slot.member): \(error.message)", reason: error.reason, detail: error.detail)))
             }
             guard let nestedPayload = nested.payload else { continue }
             result.nestedPayloads.append(NestedPayload(member: slot.member, payload: nestedPayload))

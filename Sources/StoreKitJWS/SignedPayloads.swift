@@ -3,32 +3,76 @@ public import ReceiptEngine
 
 /// What a StoreKit 2 JWS signs, told by the payload's members (Apple's payloads carry no type field).
 public enum JWSKind: String, Sendable, Hashable, CaseIterable {
-    /// `Transaction.jwsRepresentation` or a notification's `signedTransactionInfo`: has `transactionId`.
+    /// `Transaction.jwsRepresentation` or a notification's `signedTransactionInfo`.
     case transaction
-    /// `signedRenewalInfo`: `autoRenewStatus` or `autoRenewProductId`, no `transactionId`.
+    /// `signedRenewalInfo`.
     case renewalInfo = "renewal_info"
-    /// `AppTransaction.jwsRepresentation`: `receiptType`, no `transactionId`.
+    /// `AppTransaction.jwsRepresentation`.
     case appTransaction = "app_transaction"
-    /// App Store Server Notifications V2 (`signedPayload`): has `notificationType`.
+    /// App Store Server Notifications V2 (`signedPayload`).
     case notification
 
-    /// The kind of a payload; nil when it is none of them.
+    /// The kind a payload shows by its members, for a caller who names none; nil when it shows none. Apple's
+    /// libraries decode by the kind the caller asks for, with every member optional; without that, the members only
+    /// one kind has decide, and a top-level `bundleId` with no other sign is a transaction (Apple's own test
+    /// transaction is `{"environment", "bundleId", "signedDate"}`: app transactions always have `receiptType`).
     public init?(payload: JSONValue) {
-        if payload["notificationType"] != nil {
-            self = .notification
-        } else if payload["transactionId"] != nil {
+        let shown = Self.kindsShown(by: payload)
+        if let first = Self.allCases.first(where: shown.contains) {
+            self = first
+        } else if payload["bundleId"] != nil {
             self = .transaction
-        } else if payload["receiptType"] != nil {
-            self = .appTransaction
-        } else if payload["autoRenewStatus"] != nil || payload["autoRenewProductId"] != nil {
-            self = .renewalInfo
         } else {
             return nil
         }
     }
 
+    /// The kinds whose own members (the discriminators below) the payload carries, in `allCases` order of priority.
+    public static func kindsShown(by payload: JSONValue) -> Set<JWSKind> {
+        guard case .object(let members) = payload else { return [] }
+        var kinds = Set<JWSKind>()
+        for member in members {
+            if let kind = discriminators[member.key] { kinds.insert(kind) }
+        }
+        return kinds
+    }
+
+    /// Members only one kind has, in Apple's documented schemas. Shared ones (`originalTransactionId`, `productId`,
+    /// `appTransactionId`, `offerType`, `currency`, `environment`, `signedDate`…) tell nothing.
+    static let discriminators: [String: JWSKind] = {
+        var table: [String: JWSKind] = [:]
+        for name in [
+            "notificationType", "notificationUUID", "data", "summary", "appData", "externalPurchaseToken",
+        ] { table[name] = .notification }
+        for name in [
+            "transactionId", "webOrderLineItemId", "purchaseDate", "expiresDate", "type", "quantity",
+            "inAppOwnershipType", "transactionReason", "isUpgraded", "revocationDate", "revocationReason",
+            "revocationType", "revocationPercentage", "storefront", "storefrontId", "price",
+            "subscriptionGroupIdentifier", "billingPlanType",
+        ] { table[name] = .transaction }
+        for name in [
+            "receiptType", "appAppleId", "applicationVersion", "originalApplicationVersion",
+            "versionExternalIdentifier", "receiptCreationDate", "preorderDate", "originalPlatform",
+        ] { table[name] = .appTransaction }
+        for name in [
+            "autoRenewStatus", "autoRenewProductId", "expirationIntent", "isInBillingRetryPeriod",
+            "priceIncreaseStatus", "gracePeriodExpiresDate", "renewalDate", "recentSubscriptionStartDate",
+            "renewalPrice", "eligibleWinBackOfferIds", "renewalBillingPlanType",
+        ] { table[name] = .renewalInfo }
+        return table
+    }()
+
     /// The payload member that holds the signing time: the instant the chain must have been valid at.
     var signingTimeMember: String { self == .appTransaction ? "receiptCreationDate" : "signedDate" }
+
+    /// The members the ledger needs to record this kind; nil for kinds `/v1/validate` never records.
+    public var ledgerMembers: [String]? {
+        switch self {
+        case .transaction: ["transactionId", "signedDate"]
+        case .renewalInfo: ["originalTransactionId", "signedDate"]
+        case .appTransaction, .notification: nil
+        }
+    }
 }
 
 /// Reads Apple's members leniently: Apple adds fields and values every year, and a member of an unexpected type
@@ -76,6 +120,18 @@ enum PayloadField {
         }
     }
 
+    /// An array of strings as sent (`eligibleWinBackOfferIds`, `storefrontCountryCodes`); other elements are dropped.
+    static func strings(_ payload: JSONValue, _ key: String) -> [String]? {
+        guard case .array(let elements)? = payload[key] else { return nil }
+        return elements.compactMap { if case .string(let text) = $0 { text } else { nil } }
+    }
+
+    /// A nested object exactly as sent (`commitmentInfo`, `advancedCommerceInfo`).
+    static func object(_ payload: JSONValue, _ key: String) -> JSONValue? {
+        guard let value = payload[key], case .object = value else { return nil }
+        return value
+    }
+
     /// `Production`, `Sandbox`, `Xcode`; `LocalTesting` (Xcode's newer name) counts as Xcode.
     static func environment(_ text: String?) -> ReceiptEnvironment? {
         switch text {
@@ -112,9 +168,50 @@ public struct SignedTransaction: Sendable, Hashable {
     /// Normalized: `LocalTesting` reads `Xcode`.
     public var environment: String?
     public var signedDate: ReceiptDate?
+    /// Milli-units of `currency`, as Apple sends it.
+    public var price: Int64?
+    public var currency: String?
+    public var storefront: String?
+    public var storefrontID: String?
+    /// `PURCHASE` or `RENEWAL`.
+    public var transactionReason: String?
+    /// The customer moved to a higher subscription of the group: this one no longer gives service.
+    public var isUpgraded: Bool?
+    public var subscriptionGroupIdentifier: String?
+    public var offerIdentifier: String?
+    public var offerDiscountType: String?
+    public var offerPeriod: String?
+    public var appTransactionID: String?
+    public var revocationType: String?
+    /// Thousandths of a percent, as Apple sends it.
+    public var revocationPercentage: Int64?
+    public var billingPlanType: String?
+    public var commitmentInfo: JSONValue?
+    public var advancedCommerceInfo: JSONValue?
+    /// Device-side transactions only.
+    public var deviceVerification: String?
+    public var deviceVerificationNonce: String?
 
     public init(payload: JSONValue) {
         typealias F = PayloadField
+        price = F.integer(payload, "price")
+        currency = F.string(payload, "currency")
+        storefront = F.string(payload, "storefront")
+        storefrontID = F.string(payload, "storefrontId")
+        transactionReason = F.string(payload, "transactionReason")
+        isUpgraded = F.bool(payload, "isUpgraded")
+        subscriptionGroupIdentifier = F.string(payload, "subscriptionGroupIdentifier")
+        offerIdentifier = F.string(payload, "offerIdentifier")
+        offerDiscountType = F.string(payload, "offerDiscountType")
+        offerPeriod = F.string(payload, "offerPeriod")
+        appTransactionID = F.string(payload, "appTransactionId")
+        revocationType = F.string(payload, "revocationType")
+        revocationPercentage = F.integer(payload, "revocationPercentage")
+        billingPlanType = F.string(payload, "billingPlanType")
+        commitmentInfo = F.object(payload, "commitmentInfo")
+        advancedCommerceInfo = F.object(payload, "advancedCommerceInfo")
+        deviceVerification = F.string(payload, "deviceVerification")
+        deviceVerificationNonce = F.string(payload, "deviceVerificationNonce")
         transactionID = F.string(payload, "transactionId")
         originalTransactionID = F.string(payload, "originalTransactionId")
         webOrderLineItemID = F.string(payload, "webOrderLineItemId")
@@ -134,14 +231,22 @@ public struct SignedTransaction: Sendable, Hashable {
         signedDate = F.date(payload, "signedDate")
     }
 
-    /// The subscription state this transaction shows at `now`, when it has an expiry date.
+    /// Apple's name for the one product type that renews.
+    public static let autoRenewableType = "Auto-Renewable Subscription"
+
+    /// The subscription state this transaction shows at `now`: only for an auto-renewable subscription (or a
+    /// payload that names no type) with an expiry date. An upgraded one gives no service: the upgrade's transaction
+    /// does.
     public func subscriptionStatus(at now: ReceiptDate) -> SubscriptionStatus? {
-        guard let expiresDate else { return nil }
+        guard let expiresDate, type == nil || type == Self.autoRenewableType else { return nil }
         let cancelled = revocationDate != nil
-        return SubscriptionStatus(
+        let upgraded = isUpgraded == true
+        var status = SubscriptionStatus(
             productID: productID, originalTransactionID: originalTransactionID ?? transactionID ?? "",
-            latestTransactionID: transactionID, expiresDate: expiresDate, isActive: expiresDate > now && !cancelled,
-            isCancelled: cancelled)
+            latestTransactionID: transactionID, expiresDate: expiresDate,
+            isActive: expiresDate > now && !cancelled && !upgraded, isCancelled: cancelled)
+        status.isUpgraded = upgraded
+        return status
     }
 }
 
@@ -158,9 +263,39 @@ public struct SignedRenewalInfo: Sendable, Hashable {
     public var renewalDate: ReceiptDate?
     public var environment: String?
     public var signedDate: ReceiptDate?
+    /// 0 not yet consented, 1 consented or not needed.
+    public var priceIncreaseStatus: Int64?
+    public var offerType: Int64?
+    public var offerIdentifier: String?
+    public var recentSubscriptionStartDate: ReceiptDate?
+    /// Milli-units of `currency`.
+    public var renewalPrice: Int64?
+    public var currency: String?
+    public var offerDiscountType: String?
+    public var eligibleWinBackOfferIDs: [String]?
+    public var appAccountToken: String?
+    public var appTransactionID: String?
+    public var offerPeriod: String?
+    public var advancedCommerceInfo: JSONValue?
+    public var commitmentInfo: JSONValue?
+    public var renewalBillingPlanType: String?
 
     public init(payload: JSONValue) {
         typealias F = PayloadField
+        priceIncreaseStatus = F.integer(payload, "priceIncreaseStatus")
+        offerType = F.integer(payload, "offerType")
+        offerIdentifier = F.string(payload, "offerIdentifier")
+        recentSubscriptionStartDate = F.date(payload, "recentSubscriptionStartDate")
+        renewalPrice = F.integer(payload, "renewalPrice")
+        currency = F.string(payload, "currency")
+        offerDiscountType = F.string(payload, "offerDiscountType")
+        eligibleWinBackOfferIDs = F.strings(payload, "eligibleWinBackOfferIds")
+        appAccountToken = F.string(payload, "appAccountToken")
+        appTransactionID = F.string(payload, "appTransactionId")
+        offerPeriod = F.string(payload, "offerPeriod")
+        advancedCommerceInfo = F.object(payload, "advancedCommerceInfo")
+        commitmentInfo = F.object(payload, "commitmentInfo")
+        renewalBillingPlanType = F.string(payload, "renewalBillingPlanType")
         originalTransactionID = F.string(payload, "originalTransactionId")
         productID = F.string(payload, "productId")
         autoRenewProductID = F.string(payload, "autoRenewProductId")
@@ -186,9 +321,17 @@ public struct SignedAppTransaction: Sendable, Hashable {
     public var originalPurchaseDate: ReceiptDate?
     public var appTransactionID: String?
     public var originalPlatform: String?
+    public var versionExternalIdentifier: Int64?
+    public var deviceVerification: String?
+    public var deviceVerificationNonce: String?
+    public var preorderDate: ReceiptDate?
 
     public init(payload: JSONValue) {
         typealias F = PayloadField
+        versionExternalIdentifier = F.integer(payload, "versionExternalIdentifier")
+        deviceVerification = F.string(payload, "deviceVerification")
+        deviceVerificationNonce = F.string(payload, "deviceVerificationNonce")
+        preorderDate = F.date(payload, "preorderDate")
         bundleID = F.string(payload, "bundleId")
         appAppleID = F.integer(payload, "appAppleId")
         applicationVersion = F.string(payload, "applicationVersion")
@@ -214,6 +357,19 @@ public struct SignedNotification: Sendable, Hashable {
     public var environment: String?
     /// `data.status`: Apple's summary of the subscription after the event (1 active … 5 revoked).
     public var status: Int64?
+    /// `data.bundleVersion`.
+    public var bundleVersion: String?
+    /// `data.consumptionRequestReason` (CONSUMPTION_REQUEST).
+    public var consumptionRequestReason: String?
+    /// The `summary` of a RENEWAL_EXTENSION SUMMARY.
+    public var requestIdentifier: String?
+    public var succeededCount: Int64?
+    public var failedCount: Int64?
+    public var productID: String?
+    public var storefrontCountryCodes: [String]?
+    /// The `externalPurchaseToken` of an EXTERNAL_PURCHASE_TOKEN.
+    public var externalPurchaseID: String?
+    public var tokenCreationDate: ReceiptDate?
 
     public init(payload: JSONValue) {
         typealias F = PayloadField
@@ -228,6 +384,17 @@ public struct SignedNotification: Sendable, Hashable {
         environment = Self.environment(of: section)?.rawValue
             ?? section.flatMap { F.string($0.value, "environment") }
         status = payload["data"].flatMap { F.integer($0, "status") }
+        bundleVersion = payload["data"].flatMap { F.string($0, "bundleVersion") }
+        consumptionRequestReason = payload["data"].flatMap { F.string($0, "consumptionRequestReason") }
+        let summary = payload["summary"]
+        requestIdentifier = summary.flatMap { F.string($0, "requestIdentifier") }
+        succeededCount = summary.flatMap { F.integer($0, "succeededCount") }
+        failedCount = summary.flatMap { F.integer($0, "failedCount") }
+        productID = summary.flatMap { F.string($0, "productId") }
+        storefrontCountryCodes = summary.flatMap { F.strings($0, "storefrontCountryCodes") }
+        let token = payload["externalPurchaseToken"]
+        externalPurchaseID = token.flatMap { F.string($0, "externalPurchaseId") }
+        tokenCreationDate = token.flatMap { F.date($0, "tokenCreationDate") }
     }
 
     /// The one section that names the app, and its member name.

@@ -16,7 +16,7 @@ let forgeTransactionUsage = """
                                         [--product-id ID] [--product-type TYPE] [--environment Production|Sandbox|Xcode]
                                         [--purchased DATE] [--expires DATE] [--revoked DATE] [--signed DATE]
                                         [--ownership PURCHASED|FAMILY_SHARED] [--device-id ID [--nonce UUID]]
-                                        [--out FILE]
+                                        [--members JSON] [--omit NAME] [--out FILE]
       Signs a StoreKit 2 transaction (Transaction.jwsRepresentation) with the EC test chain in DIR (made by init-ca);
       it verifies only where DIR/jws-root.pem is in trusted_roots.
     \(signedDataFlagHelp(transactionOptions))
@@ -26,7 +26,7 @@ let forgeRenewalInfoUsage = """
     usage: receiptd testing renewal-info --ca DIR [--original-transaction-id ID] [--product-id ID]
                                          [--environment Production|Sandbox|Xcode] [--auto-renew true|false]
                                          [--expires DATE] [--grace-period-expires DATE] [--billing-retry]
-                                         [--signed DATE] [--out FILE]
+                                         [--signed DATE] [--members JSON] [--omit NAME] [--out FILE]
       Signs StoreKit 2 renewal info (a subscription's signedRenewalInfo) with the EC test chain in DIR.
     \(signedDataFlagHelp(renewalInfoOptions))
     """
@@ -34,7 +34,8 @@ let forgeRenewalInfoUsage = """
 let forgeAppTransactionUsage = """
     usage: receiptd testing app-transaction --ca DIR --bundle-id ID [--app-version V] [--original-version V]
                                             [--app-apple-id N] [--environment Production|Sandbox|Xcode]
-                                            [--signed DATE] [--device-id ID [--nonce UUID]] [--out FILE]
+                                            [--signed DATE] [--device-id ID [--nonce UUID]] [--members JSON]
+                                            [--omit NAME] [--out FILE]
       Signs a StoreKit 2 app transaction (AppTransaction.jwsRepresentation) with the EC test chain in DIR.
       --app-version V   applicationVersion (checked against the app's versions), default 1.0
       --signed DATE     its receiptCreationDate, the instant its chain is checked at
@@ -44,6 +45,8 @@ let forgeAppTransactionUsage = """
 let forgeNotificationUsage = """
     usage: receiptd testing notification --ca DIR --type TYPE [--subtype SUBTYPE] --bundle-id ID [--uuid UUID]
                                          [--app-apple-id N] [transaction and renewal-info flags] [--signed DATE]
+                                         [--section NAME] [--members JSON] [--omit NAME]
+                                         [--transaction-members JSON] [--renewal-members JSON]
                                          [--out FILE] [--post URL]
       Signs an App Store Server Notification V2 of any type and subtype with the EC test chain in DIR. Unless the
       type is TEST, it carries a signed transaction and, for an auto-renewable subscription, signed renewal info,
@@ -53,6 +56,9 @@ let forgeNotificationUsage = """
       --uuid UUID       notificationUUID, default a random one
       --post URL        deliver it as the App Store does (POST {"signedPayload": "<JWS>"}, application/json, http://
                         only) and print "HTTP <status>" and the answer's body; exit 0 on a 2xx answer, else 1
+      --section NAME    the member that names the app: data (default), summary, appData or externalPurchaseToken
+      --transaction-members JSON, --renewal-members JSON
+                        as --members, for the signed transaction and the signed renewal info it carries
     \(signedDataFlagHelp(notificationOptions))
     """
 
@@ -77,6 +83,12 @@ private let signedDataFlagLines: [(flag: String, help: String)] = [
         "--device-id",
         "  --device-id ID             binds it to a device (deviceVerification) with --nonce or a random nonce"
     ),
+    ("--members", """
+      --members JSON             a JSON object of payload members to set, after every other flag: a member that
+                                 exists is replaced (objects are merged member by member), a new one added; any field
+                                 Apple documents, or one it does not, e.g. '{"isUpgraded": true, "price": 9990}'
+    """),
+    ("--omit", "  --omit NAME                leaves a member out (repeatable; data.bundleId names one in an object)"),
     ("--out", "  --out FILE                 default standard output"),
 ]
 
@@ -209,11 +221,45 @@ private struct SignedDataRequest {
         return 1
     }
 
+    /// `payload` with the JSON object of `flag` merged in and the `omitting` members (`data.bundleId` for one
+    /// inside an object) left out.
+    func edited(_ payload: JSONValue, by flag: String, omitting: [String] = []) throws(UsageError) -> JSONValue {
+        var result = payload
+        if let text = reader.value(flag) {
+            guard let members = try? JSONValue(parsing: Array(text.utf8)), case .object = members else {
+                throw UsageError("\(flag): expected a JSON object of payload members, e.g. '{\"price\": 9990}'")
+            }
+            result = Self.merged(result, members)
+        }
+        for path in omitting {
+            result = Self.removing(path.split(separator: ".").map(String.init)[...], from: result)
+        }
+        return result
+    }
+
+    private static func merged(_ base: JSONValue, _ edits: JSONValue) -> JSONValue {
+        guard case .object(var members) = base, case .object(let changes) = edits else { return edits }
+        for change in changes {
+            if let index = members.firstIndex(where: { $0.key == change.key }) {
+                members[index].value = merged(members[index].value, change.value)
+            } else {
+                members.append(change)
+            }
+        }
+        return .object(members)
+    }
+
+    private static func removing(_ path: ArraySlice<String>, from value: JSONValue) -> JSONValue {
+        guard let name = path.first, case .object(let members) = value else { return value }
+        if path.count == 1 { return .object(members.filter { $0.key != name }) }
+        return .object(members.map { $0.key == name ? ($0.key, removing(path.dropFirst(), from: $0.value)) : $0 })
+    }
+
     func milliseconds(_ date: Date) -> JSONValue { .integer(Int64((date.timeIntervalSince1970 * 1000).rounded(.down))) }
 }
 
 /// Every forge: the chain, when it was signed, where, and where it goes.
-private let commonOptions: Set = ["--signed", "--environment", "--out", "--ca"]
+private let commonOptions: Set = ["--signed", "--environment", "--out", "--ca", "--members", "--omit"]
 private let transactionFlags: Set = [
     "--bundle-id", "--transaction-id", "--original-transaction-id", "--product-id", "--product-type", "--purchased",
     "--expires", "--revoked", "--ownership",
@@ -227,15 +273,17 @@ private let renewalInfoOptions = commonOptions.union(renewalFlags)
 private let appTransactionOptions = commonOptions.union(deviceFlags).union([
     "--bundle-id", "--app-version", "--original-version", "--app-apple-id",
 ])
-private let notificationOptions = commonOptions.union(transactionFlags).union(renewalFlags)
-    .union(["--type", "--subtype", "--uuid", "--app-apple-id", "--post"])
+private let notificationOptions = commonOptions.union(transactionFlags).union(renewalFlags).union([
+    "--type", "--subtype", "--uuid", "--app-apple-id", "--post", "--section", "--transaction-members",
+    "--renewal-members",
+])
 
 func runForgeTransaction(_ arguments: [String]) -> Int32 {
     forgeSignedData(
         "transaction", arguments, usage: forgeTransactionUsage,
         options: transactionOptions
     ) { request in
-        try request.authority.sign(request.transaction(bundleID: request.reader.required("--bundle-id")).payload)
+        try request.transaction(bundleID: request.reader.required("--bundle-id")).payload
     }
 }
 
@@ -244,7 +292,7 @@ func runForgeRenewalInfo(_ arguments: [String]) -> Int32 {
         "renewal-info", arguments, usage: forgeRenewalInfoUsage,
         options: renewalInfoOptions, flags: ["--billing-retry"]
     ) { request in
-        try request.authority.sign(request.renewalInfo().payload)
+        request.renewalInfo().payload
     }
 }
 
@@ -260,7 +308,7 @@ func runForgeAppTransaction(_ arguments: [String]) -> Int32 {
         blueprint.applicationVersion = request.reader.value("--app-version") ?? "1.0"
         blueprint.originalApplicationVersion = request.reader.value("--original-version") ?? "1.0"
         blueprint.deviceVerification = request.deviceBinding
-        return try request.authority.sign(blueprint.payload)
+        return blueprint.payload
     }
 }
 
@@ -280,16 +328,23 @@ func runForgeNotification(_ arguments: [String]) -> Int32 {
             blueprint.notificationUUID = uuid.uuidString.lowercased()
         }
         blueprint.appAppleID = request.appAppleID
+        if let section = try reader.value(
+            "--section", expecting: "data, summary, appData or externalPurchaseToken",
+            NotificationBlueprint.Section.init(rawValue:))
+        {
+            blueprint.section = section
+        }
         // Apple's TEST notification is about no purchase: its data names the app and nothing else.
         if type != "TEST" {
             blueprint.signedTransactionInfo = try request.authority.sign(
-                request.transaction(bundleID: blueprint.bundleID).payload)
+                request.edited(request.transaction(bundleID: blueprint.bundleID).payload, by: "--transaction-members"))
             if request.isAutoRenewable {
-                blueprint.signedRenewalInfo = try request.authority.sign(request.renewalInfo().payload)
+                blueprint.signedRenewalInfo = try request.authority.sign(
+                    request.edited(request.renewalInfo().payload, by: "--renewal-members"))
                 blueprint.status = request.subscriptionStatus(at: now)
             }
         }
-        return try request.authority.sign(blueprint.payload)
+        return blueprint.payload
     }
 }
 
@@ -297,7 +352,7 @@ func runForgeNotification(_ arguments: [String]) -> Int32 {
 /// `--post`. A signing failure (which a chain read from disk should never cause) exits 1.
 private func forgeSignedData(
     _ command: String, _ arguments: [String], usage: String, options: Set<String>, flags: Set<String> = [],
-    now: Date = Date(), make: (SignedDataRequest) throws -> String
+    now: Date = Date(), make: (SignedDataRequest) throws -> JSONValue
 ) -> Int32 {
     let request: SignedDataRequest
     do {
@@ -313,7 +368,8 @@ private func forgeSignedData(
     }
     let jws: String
     do {
-        jws = try make(request)
+        let payload = try request.edited(make(request), by: "--members", omitting: request.reader.values("--omit"))
+        jws = try request.authority.sign(payload)
     } catch let error as UsageError {
         printError("receiptd testing \(command): \(error)\n\n\(usage)")
         return ExitStatus.usage

@@ -50,8 +50,8 @@ enum VerdictReport {
         var lines: [String] = []
         let subject = file.map { "\($0): " } ?? ""
         if let error = result.error {
-            let reason = error.reason.map { ", \($0.rawValue)" } ?? ""
-            lines.append("\(subject)INVALID (\(error.code.rawValue)\(reason)): \(error.message)")
+            let finer = [error.reason?.rawValue, error.detail?.rawValue].compactMap { $0 }.map { ", " + $0 }.joined()
+            lines.append("\(subject)INVALID (\(error.code.rawValue)\(finer)): \(error.message)")
         } else {
             lines.append("\(subject)VALID")
         }

@@ -130,7 +130,7 @@ func signedData(in bytes: [UInt8]) -> [UInt8]? {
         let body = try? JSONValue(parsing: bytes)
     else { return nil }
     for key in ["signedPayload", "jws"] {
-        if case .string(let text)? = body[key], JWSVerifier.looksLikeJWS(text.utf8) { return Array(text.utf8) }
+        if case .string(let text)? = body[key], JWSVerifier.looksLikeJWS(text) { return Array(text.utf8) }
     }
     return nil
 }

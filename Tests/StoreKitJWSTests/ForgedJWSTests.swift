@@ -293,6 +293,11 @@ struct ForgedJWSTests {
             "quantity", "purchase_date", "original_purchase_date", "expires_date", "revocation_date",
             "revocation_reason", "in_app_ownership_type", "app_account_token", "offer_type", "environment",
             "signed_date",
+            // Issue 18: every documented field, after the older ones.
+            "price", "currency", "storefront", "storefront_id", "transaction_reason", "is_upgraded",
+            "subscription_group_identifier", "offer_identifier", "offer_discount_type", "offer_period",
+            "app_transaction_id", "revocation_type", "revocation_percentage", "billing_plan_type", "commitment_info",
+            "advanced_commerce_info", "device_verification", "device_verification_nonce",
         ])
         #expect(json["transaction"]?["quantity"] == .integer(1))
         #expect(json["transaction"]?["revocation_date"] == .null)

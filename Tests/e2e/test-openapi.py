@@ -428,10 +428,17 @@ def check_who_may_call(auth_url, token, metrics_token):
 TRANSACTION_KEYS = ["transaction_id", "original_transaction_id", "web_order_line_item_id", "product_id", "bundle_id",
                     "type", "quantity", "purchase_date", "original_purchase_date", "expires_date", "revocation_date",
                     "revocation_reason", "in_app_ownership_type", "app_account_token", "offer_type", "environment",
-                    "signed_date"]
+                    "signed_date", "price", "currency", "storefront", "storefront_id", "transaction_reason",
+                    "is_upgraded", "subscription_group_identifier", "offer_identifier", "offer_discount_type",
+                    "offer_period", "app_transaction_id", "revocation_type", "revocation_percentage",
+                    "billing_plan_type", "commitment_info", "advanced_commerce_info", "device_verification",
+                    "device_verification_nonce"]
 RENEWAL_KEYS = ["original_transaction_id", "product_id", "auto_renew_product_id", "auto_renew_status",
                 "expiration_intent", "is_in_billing_retry_period", "grace_period_expires_date", "renewal_date",
-                "environment", "signed_date"]
+                "environment", "signed_date", "price_increase_status", "offer_type", "offer_identifier",
+                "recent_subscription_start_date", "renewal_price", "currency", "offer_discount_type",
+                "eligible_win_back_offer_ids", "app_account_token", "app_transaction_id", "offer_period",
+                "advanced_commerce_info", "commitment_info", "renewal_billing_plan_type"]
 CHECK_KEYS = ["signature", "bundle_id", "environment", "app_apple_id", "version", "device_hash"]
 SUBSCRIPTION_KEYS = ["product_id", "original_transaction_id", "latest_transaction_id", "expires_date", "active",
                      "cancelled", "source", "as_of"]
@@ -490,6 +497,21 @@ def check_storekit_and_ledger(store_url, stateless_url):
             code="bad_request")
     request(store_url, "POST", v, b'{"jws": "not a jws"}', as_json, label="validate {\"jws\"} not a JWS",
             expect=400, code="bad_request")
+    # Issue 18: a damaged JWS is malformed_jws with a detail; a well-signed payload of no kind is unknown_kind.
+    header, body, _ = transaction.decode().strip().split(".")
+    _, _, payload = request(store_url, "POST", v, f"{header}.{body}".encode(), text,
+                            label="validate a JWS cut to two segments", expect=422, code="malformed_jws")
+    expect_member(payload, ("error", "detail"), "segment_count", "validate a JWS cut to two segments")
+    mock_renewal = forge_jws("renewal-info", "--omit", "originalTransactionId", "--omit", "autoRenewProductId",
+                             "--omit", "productId", "--omit", "autoRenewStatus", "--omit", "recentSubscriptionStartDate",
+                             "--omit", "renewalDate")
+    request(store_url, "POST", v, mock_renewal, text, label="validate a payload of no kind", expect=422,
+            code="unknown_kind")
+    _, _, payload = request(store_url, "POST", f"{v}?kind=renewal_info", mock_renewal, text,
+                            label="validate a payload of no kind, ?kind=renewal_info", expect=200)
+    expect_member(payload, ("ledger",), "not_stored", "validate a payload of no kind, ?kind=renewal_info")
+    expect_member(payload, ("ledger_reason", "missing"), ["originalTransactionId"],
+                  "validate a payload of no kind, ?kind=renewal_info")
 
     # /v1/notifications: 200, duplicate 200, 422, 400; 503 without a store
     _, _, payload = request(store_url, "POST", n, delivery, as_json, label="notification delivered", expect=200)
@@ -513,7 +535,11 @@ def check_storekit_and_ledger(store_url, stateless_url):
     _, _, payload = request(store_url, "POST", v, delivery, as_json, label="validate {\"signedPayload\"}",
                             expect=200)
     expect_keys(payload, ("notification",), ["notification_type", "subtype", "notification_uuid", "version",
-                                             "signed_date", "bundle_id", "app_apple_id", "environment", "status"],
+                                             "signed_date", "bundle_id", "app_apple_id", "environment", "status",
+                                             "bundle_version", "consumption_request_reason", "request_identifier",
+                                             "succeeded_count", "failed_count", "product_id",
+                                             "storefront_country_codes", "external_purchase_id",
+                                             "token_creation_date"],
                 "validate {\"signedPayload\"}")
     expect_member(payload, ("subscriptions", 0, "source"), "jws", "validate {\"signedPayload\"}")
 

@@ -123,6 +123,33 @@ json "renewal info fields" '.kind == "renewal_info" and .environment == "Product
 check "--kind transaction on renewal info" 1 "$R" verify renewal.jws --config config.json --kind transaction --json
 json "is kind_mismatch" '.error.code == "kind_mismatch"'
 
+# --- issue 18: any field forged, the caller's kind, fail-closed claims, damaged JWS ---------------------------------
+check "--members and --omit" 0 "$R" testing transaction --ca ca --bundle-id com.example.app \
+    --members '{"isUpgraded": true, "price": 9990, "purchaseDate": 1697679936049, "commitmentInfo": {"totalBillingPeriods": 12}}' \
+    --omit storefront --out upgraded.jws
+check "verify an upgraded transaction" 0 "$R" verify upgraded.jws --config config.json --json
+json "every field, as Apple sends it" '.transaction.price == 9990 and .transaction.is_upgraded == true
+    and .transaction.purchase_date == "2023-10-19T01:45:36.049Z" and .transaction.storefront == null
+    and .transaction.commitment_info == {"total_billing_periods": 12}'
+json "an upgraded subscription is not active" '.subscriptions[0].active == false and .subscriptions[0].upgraded == true'
+check "a payload of no kind" 0 "$R" testing renewal-info --ca ca --omit originalTransactionId --omit autoRenewProductId \
+    --omit productId --omit autoRenewStatus --omit recentSubscriptionStartDate --omit renewalDate --out nokind.jws
+check "verify a payload of no kind" 1 "$R" verify nokind.jws --config config.json --json
+json "is unknown_kind" '.error.code == "unknown_kind" and .checks.signature == "passed"'
+check "verify it --kind renewal_info" 0 "$R" verify nokind.jws --config config.json --kind renewal_info --json
+json "read as renewal info" '.valid and .kind == "renewal_info"'
+check "a transaction naming no environment" 0 "$R" testing transaction --ca ca --bundle-id com.example.app \
+    --omit environment --out noenv.jws
+check "verify it" 1 "$R" verify noenv.jws --config config.json --json
+json "is environment_not_accepted, missing" '.error.code == "environment_not_accepted" and .error.reason == "missing"'
+check "a TEST notification naming no app" 0 "$R" testing notification --ca ca --type TEST --bundle-id com.example.app \
+    --omit data.bundleId --out noapp.jws
+check "verify it" 1 "$R" verify noapp.jws --config config.json --json
+json "is bundle_id_mismatch, missing" '.error.code == "bundle_id_mismatch" and .error.reason == "missing"'
+cut -d. -f1,2 upgraded.jws >two-segments.jws
+check "a JWS cut to two segments" 1 "$R" verify two-segments.jws --config config.json --json
+json "is malformed_jws, segment_count" '.error.code == "malformed_jws" and .error.detail == "segment_count"'
+
 # --- an app transaction, bound to a device ------------------------------------------------------------------------
 check "forge an app transaction" 0 "$R" testing app-transaction --ca ca --bundle-id com.example.app \
     --app-apple-id 1234 --app-version 1.0 --original-version 0.9 --environment Production --device-id "$device" \
