@@ -16,6 +16,8 @@ public struct PurchaseBlueprint: Sendable, Hashable {
     public var originalPurchaseDate: ReceiptDate?
     public var expiresDate: ReceiptDate?
     public var cancellationDate: ReceiptDate?
+    /// Attribute 1711; when nil, a subscription (a purchase with an expiry) gets one derived from its transaction id
+    /// and any other purchase 0, as Apple writes them.
     public var webOrderLineItemID: Int64?
     public var isTrialPeriod = false
     public var isInIntroOfferPeriod = false
@@ -102,10 +104,21 @@ public struct PurchaseBlueprint: Sendable, Hashable {
             .integer(1701, quantity), .utf8(1702, productID), .utf8(1703, transactionID),
             .date(1704, purchaseDate), .utf8(1705, originalTransactionID),
             .date(1706, originalPurchaseDate ?? purchaseDate), .date(1708, expiresDate),
-            .integer(1711, webOrderLineItemID ?? 0), .date(1712, cancellationDate),
+            .integer(1711, webOrderLineItemID ?? (expiresDate == nil ? 0 : forgedWebOrderLineItemID(transactionID))),
+            .date(1712, cancellationDate),
             .integer(1713, isTrialPeriod ? 1 : 0), .integer(1719, isInIntroOfferPeriod ? 1 : 0),
         ] + (promotionalOfferID.map { [.utf8(1721, $0)] } ?? [])
     }
+}
+
+/// A web order line item id of its own for each transaction: Apple numbers them apart from transaction ids, so a
+/// numeric id is offset by 100 (`2000000000000001` → `2000000000000101`) and any other id is hashed (FNV-1a) into
+/// the same 16-digit range.
+func forgedWebOrderLineItemID(_ transactionID: String) -> Int64 {
+    if let number = Int64(transactionID), number >= 0, number < Int64.max - 100 { return number + 100 }
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    for byte in transactionID.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+    return 1_000_000_000_000_000 + Int64(hash % 9_000_000_000_000_000)
 }
 
 /// One `ReceiptAttribute` to encode: a type, a version and the DER bytes of its value.

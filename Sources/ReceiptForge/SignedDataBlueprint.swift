@@ -43,7 +43,16 @@ public func deviceVerification(device: DeviceIdentifier, nonce: UUID) -> String 
 public struct TransactionBlueprint: Sendable {
     public var transactionID = "2000000000000001"
     public var originalTransactionID = "2000000000000001"
-    public var webOrderLineItemID: String? = "2000000000000101"
+    /// Set only by an assignment (`nil` leaves the member out); otherwise derived from `transactionID` for an
+    /// auto-renewable subscription, the only type Apple gives one, so every forged renewal has its own.
+    private var assignedWebOrderLineItemID: String??
+    public var webOrderLineItemID: String? {
+        get {
+            assignedWebOrderLineItemID
+                ?? (type == "Auto-Renewable Subscription" ? String(forgedWebOrderLineItemID(transactionID)) : nil)
+        }
+        set { assignedWebOrderLineItemID = .some(newValue) }
+    }
     public var bundleID: String
     public var productID = "pro.monthly"
     public var type = "Auto-Renewable Subscription"
@@ -52,12 +61,12 @@ public struct TransactionBlueprint: Sendable {
     public var revocationDate: Date?
     public var revocationReason: Int64?
     public var quantity: Int64 = 1
-    public var environment = "Sandbox"
+    public var environment = "Production"
     public var signedDate: Date
     public var deviceVerification: (value: String, nonce: UUID)?
     public var edits = PayloadEdits()
 
-    public init(bundleID: String, signedDate: Date, environment: String = "Sandbox") {
+    public init(bundleID: String, signedDate: Date, environment: String = "Production") {
         self.bundleID = bundleID
         self.signedDate = signedDate
         self.environment = environment
@@ -88,11 +97,11 @@ public struct RenewalInfoBlueprint: Sendable {
     public var originalTransactionID = "2000000000000001"
     public var productID = "pro.monthly"
     public var autoRenewStatus: Int64 = 1
-    public var environment = "Sandbox"
+    public var environment = "Production"
     public var signedDate: Date
     public var edits = PayloadEdits()
 
-    public init(signedDate: Date, environment: String = "Sandbox") {
+    public init(signedDate: Date, environment: String = "Production") {
         self.signedDate = signedDate
         self.environment = environment
     }
@@ -115,12 +124,12 @@ public struct AppTransactionBlueprint: Sendable {
     public var applicationVersion = "1.0"
     public var originalApplicationVersion = "1.0"
     /// `Production`, `Sandbox`, `Xcode` or `LocalTesting`.
-    public var receiptType = "Sandbox"
+    public var receiptType = "Production"
     public var receiptCreationDate: Date
     public var deviceVerification: (value: String, nonce: UUID)?
     public var edits = PayloadEdits()
 
-    public init(bundleID: String, receiptCreationDate: Date, receiptType: String = "Sandbox") {
+    public init(bundleID: String, receiptCreationDate: Date, receiptType: String = "Production") {
         self.bundleID = bundleID
         self.receiptCreationDate = receiptCreationDate
         self.receiptType = receiptType
@@ -160,7 +169,7 @@ public struct NotificationBlueprint: Sendable {
     public var section = Section.data
     public var bundleID: String
     public var appAppleID: Int64?
-    public var environment = "Sandbox"
+    public var environment = "Production"
     /// `externalPurchaseToken.externalPurchaseId`; Apple marks Sandbox ids with a `SANDBOX` prefix.
     public var externalPurchaseID = "SANDBOX_0000-0000"
     public var status: Int64?
@@ -169,7 +178,7 @@ public struct NotificationBlueprint: Sendable {
     public var signedAppTransactionInfo: String?
     public var edits = PayloadEdits()
 
-    public init(type: String, subtype: String? = nil, bundleID: String, signedDate: Date, environment: String = "Sandbox") {
+    public init(type: String, subtype: String? = nil, bundleID: String, signedDate: Date, environment: String = "Production") {
         notificationType = type
         self.subtype = subtype
         self.bundleID = bundleID

@@ -66,7 +66,7 @@ let forgeNotificationUsage = """
 /// `--help` never offers a flag the command refuses.
 private let signedDataFlagLines: [(flag: String, help: String)] = [
     ("--signed", "  --signed DATE              signedDate, default now"),
-    ("--environment", "  --environment ENV          Production, Sandbox (default) or Xcode"),
+    ("--environment", "  --environment ENV          Production (default, as for receipts), Sandbox or Xcode"),
     ("--purchased", "  --purchased DATE           purchaseDate, default a minute before --signed"),
     ("--expires", "  --expires DATE             expiresDate (and renewalDate), default a month after the purchase"),
     ("--revoked", "  --revoked DATE             revocationDate (a refund)"),
@@ -139,7 +139,7 @@ private struct SignedDataRequest {
         environment =
             try reader.value("--environment", expecting: "Production, Sandbox or Xcode") {
                 ["Production", "Sandbox", "Xcode"].contains($0) ? $0 : nil
-            } ?? "Sandbox"
+            } ?? "Production"
         purchased = try date("--purchased") ?? signed.addingTimeInterval(-60)
         productType =
             try reader.value("--product-type", expecting: Self.productTypes.joined(separator: ", ")) {

@@ -37,7 +37,7 @@ enum LedgerService {
     }
 }
 
-/// StoreKit 2 data for one monthly subscription, signed at days relative to `fixedNow` by the test chain.
+/// StoreKit 2 data for one monthly subscription in Sandbox, signed at days relative to `fixedNow` by the test chain.
 enum SignedEvents {
     static let original = "7000"
 
@@ -47,7 +47,7 @@ enum SignedEvents {
         _ id: String, purchased: Double, expires: Double, signed: Double, revoked: Double? = nil,
         original: String = original
     ) -> TransactionBlueprint {
-        var blueprint = TransactionBlueprint(bundleID: LedgerService.bundleID, signedDate: at(signed))
+        var blueprint = TransactionBlueprint(bundleID: LedgerService.bundleID, signedDate: at(signed), environment: "Sandbox")
         blueprint.transactionID = id
         blueprint.originalTransactionID = original
         blueprint.webOrderLineItemID = "w\(id)"
@@ -62,7 +62,7 @@ enum SignedEvents {
         signed: Double, autoRenew: Bool = true, retry: Bool = false, grace: Double? = nil, intent: Int64? = nil,
         original: String = original
     ) -> RenewalInfoBlueprint {
-        var blueprint = RenewalInfoBlueprint(signedDate: at(signed))
+        var blueprint = RenewalInfoBlueprint(signedDate: at(signed), environment: "Sandbox")
         blueprint.originalTransactionID = original
         blueprint.autoRenewStatus = autoRenew ? 1 : 0
         blueprint.edits.set.append(("isInBillingRetryPeriod", .bool(retry)))
@@ -79,7 +79,8 @@ enum SignedEvents {
         transaction: TransactionBlueprint? = nil, renewal: RenewalInfoBlueprint? = nil,
         bundleID: String = LedgerService.bundleID, by authority: JWSTestAuthority = JWSPKI.atFixedNow
     ) throws -> String {
-        var blueprint = NotificationBlueprint(type: type, subtype: subtype, bundleID: bundleID, signedDate: at(signed))
+        var blueprint = NotificationBlueprint(
+            type: type, subtype: subtype, bundleID: bundleID, signedDate: at(signed), environment: "Sandbox")
         blueprint.notificationUUID = uuid ?? "\(type)-\(subtype ?? "none")-\(signed)".lowercased()
         blueprint.appAppleID = LedgerService.appAppleID
         blueprint.signedTransactionInfo = try transaction.map { try authority.sign($0.payload) }

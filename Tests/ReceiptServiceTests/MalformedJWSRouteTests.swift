@@ -122,7 +122,8 @@ struct MalformedJWSRouteTests {
     }
 
     @Test func pageHeadline_namesTheFieldThatFailed() throws {
-        var blueprint = AppTransactionBlueprint(bundleID: LedgerService.bundleID, receiptCreationDate: SignedEvents.at(-1))
+        var blueprint = AppTransactionBlueprint(
+            bundleID: LedgerService.bundleID, receiptCreationDate: SignedEvents.at(-1), receiptType: "Sandbox")
         blueprint.bind(to: try #require(DeviceIdentifier(ValidateJWSRouteTests.device)))
         let jws = try JWSPKI.atFixedNow.sign(blueprint.payload)
         let response = LedgerService.routes().handle(JWSUpload.text.request(

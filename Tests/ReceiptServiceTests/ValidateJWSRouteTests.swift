@@ -130,7 +130,8 @@ struct ValidateJWSRouteTests {
 
     @Test(arguments: DeviceChannel.allCases, [true, false])
     func appTransactionBoundToDevice_passesForItAndFailsForAnother(_ channel: DeviceChannel, _ sameDevice: Bool) throws {
-        var blueprint = AppTransactionBlueprint(bundleID: LedgerService.bundleID, receiptCreationDate: SignedEvents.at(-1))
+        var blueprint = AppTransactionBlueprint(
+            bundleID: LedgerService.bundleID, receiptCreationDate: SignedEvents.at(-1), receiptType: "Sandbox")
         blueprint.bind(to: try #require(DeviceIdentifier(Self.device)))
         let jws = try JWSPKI.atFixedNow.sign(blueprint.payload)
         let asked = sameDevice ? Self.device.lowercased() : "00000000-1111-2222-3333-444444444444"

@@ -63,7 +63,7 @@ check "verify --json a transaction on its device" 0 "$R" verify transaction.jws 
 json "the answer's keys, in order" \
     '[keys_unsorted[]] == ["valid", "kind", "environment", "checks", "signed_date", "payload", "transaction",
         "subscriptions"]'
-json "transaction fields" '.valid and .kind == "transaction" and .environment == "Sandbox"
+json "transaction fields" '.valid and .kind == "transaction" and .environment == "Production"
     and .signed_date == "2026-01-01T00:00:05Z" and .transaction.transaction_id == "1001"
     and .transaction.original_transaction_id == "1000" and .transaction.product_id == "pro.monthly"
     and .transaction.purchase_date == "2026-01-01T00:00:00Z" and .transaction.expires_date == "2099-01-01T00:00:00Z"
