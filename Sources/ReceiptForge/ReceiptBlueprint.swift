@@ -113,7 +113,7 @@ public struct PurchaseBlueprint: Sendable, Hashable {
 
 /// A web order line item id of its own for each transaction: Apple numbers them apart from transaction ids, so a
 /// numeric id is offset by 100 (`2000000000000001` → `2000000000000101`) and any other id is hashed (FNV-1a) into
-/// the same 16-digit range.
+/// the 16 digits Apple uses.
 func forgedWebOrderLineItemID(_ transactionID: String) -> Int64 {
     if let number = Int64(transactionID), number >= 0, number < Int64.max - 100 { return number + 100 }
     var hash: UInt64 = 0xcbf2_9ce4_8422_2325
