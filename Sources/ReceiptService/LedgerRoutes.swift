@@ -22,13 +22,13 @@ extension ReceiptRoutes {
         }
         guard let facts else {
             return problem(RequestProblem(
-                status: .notFound, code: "not_found",
+                status: .notFound, code: .notFound,
                 message: "the ledger has never seen original transaction \(originalTransactionID)"))
         }
         guard facts.isAutoRenewable else {
             let type = facts.latestTransaction?.type.map { " (\($0))" } ?? ""
             return problem(RequestProblem(
-                status: .notFound, code: "not_a_subscription",
+                status: .notFound, code: .notASubscription,
                 message: "\(originalTransactionID) is a one-time purchase\(type), not an auto-renewable subscription: "
                     + "see /v1/transactions/\(originalTransactionID)"))
         }
@@ -44,7 +44,7 @@ extension ReceiptRoutes {
         }
         guard let record else {
             return problem(RequestProblem(
-                status: .notFound, code: "not_found", message: "the ledger has never seen transaction \(id) verified"))
+                status: .notFound, code: .notFound, message: "the ledger has never seen transaction \(id) verified"))
         }
         let sources = record.sources.sorted { ($0.value, $0.key.rawValue) < ($1.value, $1.key.rawValue) }
         return json(
@@ -64,11 +64,11 @@ extension ReceiptRoutes {
         guard let body = try? JSONValue(parsing: request.body), case .object = body,
             case .string(let account)? = body["account"], !account.isEmpty
         else {
-            return problem(.badRequest("expected a JSON object {\"account\": \"…\"} naming who the purchase is granted to"))
+            return problem(.badRequest(.invalidAccount, "expected a JSON object {\"account\": \"…\"} naming who the purchase is granted to"))
         }
         guard Self.isStorableAccount(account) else {
             return problem(.badRequest(
-                "account must be 1 to \(Self.maximumAccountBytes) bytes of UTF-8 without control characters"))
+                .invalidAccount, "account must be 1 to \(Self.maximumAccountBytes) bytes of UTF-8 without control characters"))
         }
         let now = Int64((clock().timeIntervalSince1970 * 1000).rounded(.down))
         let outcome: ClaimOutcome
@@ -99,7 +99,8 @@ extension ReceiptRoutes {
                 status: .conflict,
                 .object([
                     ("error", ResultJSON.errorObject(
-                        code: "already_claimed", message: "transaction \(transactionID) is claimed by another account")),
+                        code: RequestProblem.Code.alreadyClaimed.rawValue,
+                        message: "transaction \(transactionID) is claimed by another account")),
                     ("claim", Self.claimJSON(existing)), ("transaction_id", .string(transactionID)),
                 ] + purchase))
         case .revoked(let date, let reason, let existing):
@@ -107,7 +108,7 @@ extension ReceiptRoutes {
                 status: .conflict,
                 .object([
                     ("error", ResultJSON.errorObject(
-                        code: "revoked",
+                        code: RequestProblem.Code.revoked.rawValue,
                         message: "transaction \(transactionID) was revoked by Apple: it grants nothing")),
                     ("transaction_id", .string(transactionID)),
                 ] + purchase + [
@@ -116,7 +117,7 @@ extension ReceiptRoutes {
                 ]))
         case .unknownTransaction:
             return problem(RequestProblem(
-                status: .notFound, code: "not_found",
+                status: .notFound, code: .notFound,
                 message: "the ledger has never seen transaction \(transactionID) verified: validate it first"))
         }
     }
@@ -239,12 +240,12 @@ extension ReceiptRoutes {
         switch unavailability {
         case .notConfigured:
             RequestProblem(
-                status: .serviceUnavailable, code: "store_not_configured",
+                status: .serviceUnavailable, code: .storeNotConfigured,
                 message: "this receiptd keeps no ledger: add \"store\" to its config ({\"sqlite\": \"PATH\"} or "
                     + "{\"postgres\": \"CONNINFO\"})")
         case .unavailable(let error):
             RequestProblem(
-                status: .serviceUnavailable, code: "store_unavailable",
+                status: .serviceUnavailable, code: .storeUnavailable,
                 message: "the ledger cannot be reached (\(error.code.rawValue)); try again shortly")
         }
     }

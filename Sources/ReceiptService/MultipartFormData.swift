@@ -14,8 +14,12 @@ struct MultipartFormData: Sendable {
 
     /// Why a body is not acceptable multipart; the message goes back to the client in a 400.
     struct FormatError: Error, Sendable, Hashable, CustomStringConvertible {
+        var detail: RequestProblem.Detail
         var description: String
-        init(_ description: String) { self.description = description }
+        init(_ detail: RequestProblem.Detail, _ description: String) {
+            self.detail = detail
+            self.description = description
+        }
     }
 
     static let maximumPartHeaderBytes = 8 * 1024
@@ -28,7 +32,7 @@ struct MultipartFormData: Sendable {
 
     init(body: [UInt8], boundary: String) throws(FormatError) {
         // RFC 2046 §5.1.1: 1 to 70 characters.
-        guard !boundary.isEmpty, boundary.utf8.count <= 70 else { throw FormatError("invalid multipart boundary") }
+        guard !boundary.isEmpty, boundary.utf8.count <= 70 else { throw FormatError(.invalidBoundary, "invalid multipart boundary") }
         let dashBoundary = Array("--\(boundary)".utf8)
         let delimiter = [0x0D, 0x0A] + dashBoundary
 
@@ -39,7 +43,7 @@ struct MultipartFormData: Sendable {
         } else if let found = Self.search(delimiter, in: body, from: 0) {
             position = found + delimiter.count
         } else {
-            throw FormatError("multipart body has no boundary line")
+            throw FormatError(.noBoundaryLine, "multipart body has no boundary line")
         }
 
         var parts: [Part] = []
@@ -52,23 +56,23 @@ struct MultipartFormData: Sendable {
             } else if Self.matches([0x0A], in: body, at: position) {
                 position += 1
             } else {
-                throw FormatError("multipart body is unterminated (no closing boundary)")
+                throw FormatError(.multipartUnterminated, "multipart body is unterminated (no closing boundary)")
             }
             guard parts.count < Self.maximumParts else {
-                throw FormatError("multipart body has more than \(Self.maximumParts) parts")
+                throw FormatError(.tooManyParts, "multipart body has more than \(Self.maximumParts) parts")
             }
 
             let headerLimit = min(body.count, position + Self.maximumPartHeaderBytes + 4)
             guard let headerEnd = Self.search([0x0D, 0x0A, 0x0D, 0x0A], in: body[..<headerLimit], from: position) else {
                 if body.count - position > Self.maximumPartHeaderBytes {
-                    throw FormatError("multipart part headers exceed \(Self.maximumPartHeaderBytes) bytes")
+                    throw FormatError(.partHeadersTooLarge, "multipart part headers exceed \(Self.maximumPartHeaderBytes) bytes")
                 }
-                throw FormatError("multipart part headers are unterminated")
+                throw FormatError(.partHeadersUnterminated, "multipart part headers are unterminated")
             }
             var part = try Self.parseHeaders(body[position..<headerEnd])
             let contentStart = headerEnd + 4
             guard let contentEnd = Self.search(delimiter, in: body, from: contentStart) else {
-                throw FormatError("multipart part is unterminated (no closing boundary)")
+                throw FormatError(.multipartUnterminated, "multipart part is unterminated (no closing boundary)")
             }
             part.content = body[contentStart..<contentEnd]
             parts.append(part)
@@ -82,7 +86,7 @@ struct MultipartFormData: Sendable {
         let text = String(decoding: bytes, as: UTF8.self)
         for line in text.split(separator: "\r\n") {
             guard let colon = line.firstIndex(of: ":") else {
-                throw FormatError("multipart part header without a colon")
+                throw FormatError(.partHeaderWithoutColon, "multipart part header without a colon")
             }
             let name = line[..<colon].trimmed(of: " \t").lowercased()
             let value = line[line.index(after: colon)...].trimmed(of: " \t")

@@ -182,7 +182,7 @@ public struct ReceiptRoutes: Sendable {
 
     private func notFound(_ request: HTTPRequest) -> HTTPResponse {
         let shownPath = request.path.utf8.count <= PathID.maximumLength ? request.path : "this path"
-        return problem(RequestProblem(status: 404, code: "not_found", message: "no route for \(shownPath)"))
+        return problem(RequestProblem(status: 404, code: .notFound, message: "no route for \(shownPath)"))
     }
 
     /// Whether the server may answer `request` on the event loop that read it: not when the answer may wait on the
@@ -199,7 +199,7 @@ public struct ReceiptRoutes: Sendable {
         case .unauthenticated:
             var response = problem(
                 RequestProblem(
-                    status: 401, code: "unauthorized",
+                    status: 401, code: .unauthorized,
                     message: "\(route.rawValue) needs an API token: Authorization: Bearer TOKEN"))
             response.headers.add(name: "WWW-Authenticate", value: #"Bearer realm="receiptd", Basic realm="receiptd""#)
             return response
@@ -210,7 +210,7 @@ public struct ReceiptRoutes: Sendable {
                     (
                         "error",
                         .object([
-                            ("code", .string("forbidden")),
+                            ("code", .string(RequestProblem.Code.forbidden.rawValue)),
                             ("message", .string("token \(name) lacks the scope \(missing.rawValue)")),
                             ("scope", .string(missing.rawValue)),
                         ])
@@ -221,7 +221,7 @@ public struct ReceiptRoutes: Sendable {
         case .notConfigured:
             return problem(
                 RequestProblem(
-                    status: 403, code: "auth_not_configured",
+                    status: 403, code: .authNotConfigured,
                     message: "\(route.rawValue) answers only on loopback until api_tokens is configured"))
         }
         var response = authorizedResponse(to: request, route: route, id: id)
@@ -241,7 +241,7 @@ public struct ReceiptRoutes: Sendable {
         guard request.method == route.allowedMethod || isHeadOfGet else {
             var response = problem(
                 RequestProblem(
-                    status: 405, code: "method_not_allowed",
+                    status: 405, code: .methodNotAllowed,
                     message: "\(route.rawValue) accepts \(route.allowedMethod) only"))
             response.headers.add(name: .allow, value: route.allowedMethod.rawValue)
             return response
@@ -249,6 +249,7 @@ public struct ReceiptRoutes: Sendable {
         if let id, !PathID.isValid(id) {
             return problem(
                 .badRequest(
+                    .invalidID,
                     "the id in \(route.rawValue) must be 1 to \(PathID.maximumLength) characters of 0-9 A-Z a-z . _ -"))
         }
         let id = id.map(String.init) ?? ""
@@ -281,15 +282,15 @@ public struct ReceiptRoutes: Sendable {
     /// The answer to a request the HTTP layer refused before routing, in the error shape every receiptd answer
     /// shares; counted like any other answer, under the route `unrouted`.
     @Sendable public func failureResponse(_ failure: HTTPFailure) -> HTTPResponse {
-        let code =
+        let code: RequestProblem.Code =
             switch failure.status {
-            case .requestTimeout: "request_timeout"
-            case .contentTooLarge: "payload_too_large"
-            case .headerFieldsTooLarge: "header_too_large"
-            case .notImplemented: "not_implemented"
-            case .serviceUnavailable: "service_unavailable"
-            case .httpVersionNotSupported: "http_version_not_supported"
-            default: "bad_request"
+            case .requestTimeout: .requestTimeout
+            case .contentTooLarge: .payloadTooLarge
+            case .headerFieldsTooLarge: .headerTooLarge
+            case .notImplemented: .notImplemented
+            case .serviceUnavailable: .serviceUnavailable
+            case .httpVersionNotSupported: .httpVersionNotSupported
+            default: .badRequest
             }
         metrics.recordRequest(route: "unrouted", status: failure.status.code, seconds: 0)
         let message =
@@ -360,7 +361,7 @@ public struct ReceiptRoutes: Sendable {
     static func requiredKind(_ request: HTTPRequest) throws(RequestProblem) -> String? {
         guard let kind = request.queryValue("kind"), !kind.isEmpty else { return nil }
         guard ServiceMetrics.verdictKinds.contains(kind) else {
-            throw .badRequest("kind must be one of \(ServiceMetrics.verdictKinds.joined(separator: ", ")), not \(kind)")
+            throw .badRequest(.invalidKind, "kind must be one of \(ServiceMetrics.verdictKinds.joined(separator: ", ")), not \(kind)")
         }
         return kind
     }
@@ -376,7 +377,7 @@ public struct ReceiptRoutes: Sendable {
         }
         guard let identifier = DeviceIdentifier(text) else {
             throw .badRequest(
-                "device id must be a UUID (identifierForVendor) or a MAC address like aa:bb:cc:dd:ee:ff")
+                .invalidDeviceID, "device id must be a UUID (identifierForVendor) or a MAC address like aa:bb:cc:dd:ee:ff")
         }
         return identifier
     }
@@ -439,12 +440,18 @@ public struct ReceiptRoutes: Sendable {
             return html(
                 status: problem.status,
                 ResultHTML.errorPage(
-                    status: problem.status.code, code: problem.code, message: problem.message, reason: problem.reason))
+                    status: problem.status.code, code: problem.code.rawValue, message: problem.message,
+                    reason: problem.reason))
         }
         return json(
             status: problem.status,
             .object([
-                ("error", ResultJSON.errorObject(code: problem.code, message: problem.message, reason: problem.reason))
+                (
+                    "error",
+                    ResultJSON.errorObject(
+                        code: problem.code.rawValue, message: problem.message, reason: problem.reason,
+                        detail: problem.detail?.rawValue)
+                )
             ]))
     }
 

@@ -4,18 +4,6 @@ import ReceiptEngine
 import StoreKitJWS
 
 /// A request that cannot be answered with a verdict: the status, a stable code and a message for the client.
-struct RequestProblem: Error, Sendable, Hashable {
-    var status: HTTPStatus
-    var code: String
-    var message: String
-    /// What the upload was instead of a receipt (`pem`, `text`, `json`…), as `receiptd verify` tells it.
-    var reason: String? = nil
-
-    static func badRequest(_ message: String) -> RequestProblem {
-        RequestProblem(status: 400, code: "bad_request", message: message)
-    }
-}
-
 /// The signed data and device id a `POST /v1/validate` carries, whichever of the accepted forms it came in.
 struct ReceiptSubmission: Sendable, Hashable {
     /// What was signed: a classic receipt or a StoreKit 2 compact JWS, told apart by their look.
@@ -37,7 +25,8 @@ struct ReceiptSubmission: Sendable, Hashable {
         let mediaType = header.flatMap(MediaType.init)
         if let header, mediaType == nil {
             throw RequestProblem(
-                status: 415, code: "unsupported_media_type", message: "Content-Type \"\(header)\" is not a media type")
+                status: 415, code: .unsupportedMediaType, message: "Content-Type \"\(header)\" is not a media type",
+                detail: .notAMediaType)
         }
         switch mediaType?.essence {
         case nil, "application/octet-stream", "application/pkcs7-mime", "application/x-pkcs7-mime":
@@ -48,12 +37,12 @@ struct ReceiptSubmission: Sendable, Hashable {
             try self.init(json: request.body)
         case "multipart/form-data":
             guard let boundary = mediaType?.parameter("boundary") else {
-                throw .badRequest("multipart/form-data without a boundary parameter")
+                throw .badRequest(.missingBoundary, "multipart/form-data without a boundary parameter")
             }
             try self.init(multipart: request.body, boundary: boundary)
         case let other?:
             throw RequestProblem(
-                status: 415, code: "unsupported_media_type",
+                status: 415, code: .unsupportedMediaType,
                 message: "\(other) is not accepted; send application/octet-stream, text/plain (base64), "
                     + "application/json or multipart/form-data")
         }
@@ -79,7 +68,7 @@ struct ReceiptSubmission: Sendable, Hashable {
             try self.init(text: bytes, deviceID: deviceID)
         } else {
             guard bytes.contains(where: { !Base64Text.isWhitespace($0) }) else {
-                throw .badRequest("missing receipt: the body is empty")
+                throw .badRequest(.missingReceipt, "missing receipt: the body is empty")
             }
             self.init(signedData: .receipt(Array(bytes)), deviceID: deviceID)
         }
@@ -90,30 +79,33 @@ struct ReceiptSubmission: Sendable, Hashable {
         do {
             json = try JSONValue(parsing: body)
         } catch {
-            throw .badRequest("body is not valid JSON: \(error)")
+            throw .badRequest(.bodyNotJSON, "body is not valid JSON: \(error)")
         }
         guard case .object = json else {
-            throw .badRequest("expected a JSON object with a \"receipt\", \"jws\" or \"signedPayload\" member")
+            throw .badRequest(
+                .notAJSONObject, "expected a JSON object with a \"receipt\", \"jws\" or \"signedPayload\" member")
         }
         // `signedPayload` is Apple's notification body as staff copy it from a log; `jws` any StoreKit 2 JWS.
         let key = ["receipt", "jws", "signedPayload"].first { json[$0] != nil && json[$0] != .null }
         guard let key, let value = json[key] else {
             throw .badRequest(
+                .missingReceipt,
                 "missing receipt: expected a \"receipt\" member holding base64 (or \"jws\" or \"signedPayload\" "
                     + "holding a StoreKit 2 JWS)")
         }
         guard case .string(let text) = value else {
-            throw .badRequest(key == "receipt" ? "\"receipt\" must be a base64 string" : "\"\(key)\" must be a string")
+            throw .badRequest(
+                .memberNotAString, key == "receipt" ? "\"receipt\" must be a base64 string" : "\"\(key)\" must be a string")
         }
         let deviceID: String?
         switch json["device_id"] {
         case nil, .null?: deviceID = nil
         case .string(let text)?: deviceID = text
-        default: throw .badRequest("\"device_id\" must be a string")
+        default: throw .badRequest(.memberNotAString, "\"device_id\" must be a string")
         }
         if key != "receipt" {
             guard JWSVerifier.looksLikeJWS(text) else {
-                throw .badRequest("\"\(key)\" is not a compact JWS (three base64url segments separated by dots)")
+                throw .badRequest(.notACompactJWS, "\"\(key)\" is not a compact JWS (three base64url segments separated by dots)")
             }
             self.init(signedData: .jws(Array(text.utf8)), deviceID: deviceID)
         } else {
@@ -126,10 +118,10 @@ struct ReceiptSubmission: Sendable, Hashable {
         do {
             form = try MultipartFormData(body: body, boundary: boundary)
         } catch {
-            throw .badRequest(error.description)
+            throw .badRequest(error.detail, error.description)
         }
         guard let receiptPart = form.part(named: "receipt") else {
-            throw .badRequest("missing receipt: expected a form part named \"receipt\"")
+            throw .badRequest(.missingReceipt, "missing receipt: expected a form part named \"receipt\"")
         }
         let deviceID = form.part(named: "device_id").map { String(decoding: $0.content, as: UTF8.self) }
         try self.init(rawOrBase64: receiptPart.content, deviceID: deviceID)
@@ -137,14 +129,14 @@ struct ReceiptSubmission: Sendable, Hashable {
 
     private static func decodeBase64(_ bytes: ArraySlice<UInt8>) throws(RequestProblem) -> [UInt8] {
         guard let decoded = Base64Text.decode(bytes) else {
-            var problem = RequestProblem.badRequest("receipt is not valid base64")
+            var problem = RequestProblem.badRequest(.notBase64, "receipt is not valid base64")
             if let diagnosis = MalformedInput.diagnosis(of: Array(bytes)), let reason = diagnosis.reason {
                 problem.message += ": " + diagnosis.message
                 problem.reason = reason.rawValue
             }
             throw problem
         }
-        guard !decoded.isEmpty else { throw .badRequest("missing receipt: the base64 text is empty") }
+        guard !decoded.isEmpty else { throw .badRequest(.missingReceipt, "missing receipt: the base64 text is empty") }
         return decoded
     }
 }

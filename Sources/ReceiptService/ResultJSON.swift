@@ -53,10 +53,12 @@ public enum ResultJSON {
     public static func errorObject(_ error: ValidationError) -> JSONValue { JWSResultJSON.errorObject(error) }
 
     /// `{"code": …, "message": …}`, the error shape every receiptd answer shares, with `reason` when the request's
-    /// upload was recognizably something else (`pem`, `text`, `json`…).
-    static func errorObject(code: String, message: String, reason: String? = nil) -> JSONValue {
+    /// upload was recognizably something else (`pem`, `text`, `json`…) and `detail` when it says which part of a
+    /// malformed request failed.
+    static func errorObject(code: String, message: String, reason: String? = nil, detail: String? = nil) -> JSONValue {
         var members: [(key: String, value: JSONValue)] = [("code", .string(code)), ("message", .string(message))]
         if let reason { members.append(("reason", .string(reason))) }
+        if let detail { members.append(("detail", .string(detail))) }
         return .object(members)
     }
 

@@ -96,7 +96,7 @@ extension ReceiptRoutes {
             // A verified notification always has both; refusing keeps it in Apple's retry queue rather than lost.
             log?.event("notification refused", [("code", "malformed_jws")])
             return problem(RequestProblem(
-                status: .unprocessableContent, code: "malformed_jws",
+                status: .unprocessableContent, code: .malformedJWS,
                 message: "the notification carries no notificationUUID, notificationType or signedDate"))
         }
         let write: NotificationWrite
@@ -104,7 +104,7 @@ extension ReceiptRoutes {
             write = try ledger.withStore { (store) throws(LedgerError) in try ledger.record(facts, in: store) }
         } catch {
             let answer = Self.storeProblem(error)
-            var fields = [("uuid", facts.uuid), ("type", facts.type), ("code", answer.code)]
+            var fields = [("uuid", facts.uuid), ("type", facts.type), ("code", answer.code.rawValue)]
             if case .unavailable(let cause) = error { fields.append(("ledger_error", cause.code.rawValue)) }
             log?.event("notification not stored", fields)
             return problem(answer)
@@ -131,10 +131,10 @@ extension ReceiptRoutes {
     /// `{"signedPayload": "<JWS>"}`, as Apple posts it.
     static func signedPayload(_ body: [UInt8]) throws(RequestProblem) -> String {
         guard let json = try? JSONValue(parsing: body), case .object = json else {
-            throw .badRequest("expected Apple's notification body: a JSON object {\"signedPayload\": \"<JWS>\"}")
+            throw .badRequest(.notAJSONObject, "expected Apple's notification body: a JSON object {\"signedPayload\": \"<JWS>\"}")
         }
         guard case .string(let text)? = json["signedPayload"], !text.isEmpty else {
-            throw .badRequest("missing signedPayload: expected {\"signedPayload\": \"<JWS>\"}")
+            throw .badRequest(.missingSignedPayload, "missing signedPayload: expected {\"signedPayload\": \"<JWS>\"}")
         }
         return text
     }

@@ -39,6 +39,9 @@ extension HTTPResponse {
         if case .string(let code)? = json?["error"]?["code"] { return code }
         return nil
     }
+
+    /// `error.detail`: which part of a malformed request failed.
+    var errorDetail: String? { json?["error"]?["detail"]?.stringValue }
 }
 
 extension JSONValue {

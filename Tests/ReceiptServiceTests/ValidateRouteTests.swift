@@ -58,24 +58,23 @@ struct ValidateRouteTests {
     // MARK: Bad requests
 
     @Test(arguments: [
-        ("application/json", "{\"receipt\": ", "not valid JSON"),
-        ("application/json", "[1, 2]", "JSON object"),
-        ("application/json", "{\"device_id\": \"x\"}", "missing receipt"),
-        ("application/json", "{\"receipt\": 42}", "base64 string"),
-        ("application/json", "{\"receipt\": \"!!!not base64!!!\"}", "not valid base64"),
-        ("application/json", "{\"receipt\": \"\(base64(junkDER))\", \"device_id\": 7}", "device_id"),
-        ("text/plain", "abc*def", "not valid base64"),
-        ("text/plain", "abcde", "not valid base64"),
-        ("text/plain", "", "missing receipt"),
-        ("application/octet-stream", "", "missing receipt"),
-        ("application/octet-stream", "QUJD=RA==", "not valid base64"),
+        ("application/json", "{\"receipt\": ", "body_not_json"),
+        ("application/json", "[1, 2]", "not_a_json_object"),
+        ("application/json", "{\"device_id\": \"x\"}", "missing_receipt"),
+        ("application/json", "{\"receipt\": 42}", "member_not_a_string"),
+        ("application/json", "{\"receipt\": \"!!!not base64!!!\"}", "not_base64"),
+        ("application/json", "{\"receipt\": \"\(base64(junkDER))\", \"device_id\": 7}", "member_not_a_string"),
+        ("text/plain", "abc*def", "not_base64"),
+        ("text/plain", "abcde", "not_base64"),
+        ("text/plain", "", "missing_receipt"),
+        ("application/octet-stream", "", "missing_receipt"),
+        ("application/octet-stream", "QUJD=RA==", "not_base64"),
     ])
-    func badBody_is400WithBadRequestCode(contentType: String, body: String, messageFragment: String) {
+    func badBody_is400WithBadRequestCode(contentType: String, body: String, detail: String) {
         let response = routes.handle(post("/v1/validate", contentType: contentType, text: body))
         #expect(response.status == 400)
         #expect(response.errorCode == "bad_request")
-        let message = response.json?["error"]?["message"]?.stringValue ?? ""
-        #expect(message.contains(messageFragment), "\(message)")
+        #expect(response.errorDetail == detail, "\(response.text)")
     }
 
     @Test(arguments: [
@@ -92,7 +91,7 @@ struct ValidateRouteTests {
     @Test func multipartWithoutBoundaryParameter_is400() {
         let response = routes.handle(post("/v1/validate", contentType: "multipart/form-data", body: junkDER))
         #expect(response.status == 400)
-        #expect(response.json?["error"]?["message"]?.stringValue?.contains("boundary") == true)
+        #expect(response.errorDetail == "missing_boundary")
     }
 
     @Test(arguments: MultipartMalformation.allCases)
@@ -101,15 +100,14 @@ struct ValidateRouteTests {
             post("/v1/validate", contentType: "multipart/form-data; boundary=XyZ", body: malformation.body))
         #expect(response.status == 400)
         #expect(response.errorCode == "bad_request")
-        let message = response.json?["error"]?["message"]?.stringValue ?? ""
-        #expect(message.contains(malformation.messageFragment), "\(message)")
+        #expect(response.errorDetail == malformation.detail, "\(response.text)")
     }
 
     @Test func multipartWithoutReceiptPart_is400() {
         let body = multipartBody(boundary: "XyZ", parts: [("device_id", nil, Array("x".utf8))])
         let response = routes.handle(post("/v1/validate", contentType: "multipart/form-data; boundary=XyZ", body: body))
         #expect(response.status == 400)
-        #expect(response.json?["error"]?["message"]?.stringValue?.contains("missing receipt") == true)
+        #expect(response.errorDetail == "missing_receipt")
     }
 
     // MARK: Device id
@@ -123,13 +121,14 @@ struct ValidateRouteTests {
         let response = routes.handle(
             post(target, contentType: "application/octet-stream", body: junkDER, headers: headers.map { (HTTPHeaderName($0.0), $0.1) }))
         #expect(response.status == 400)
-        #expect(response.json?["error"]?["message"]?.stringValue?.contains("device id") == true)
+        #expect(response.errorDetail == "invalid_device_id")
     }
 
     @Test func malformedDeviceIDInJSON_is400() {
         let body = "{\"receipt\": \"\(base64(junkDER))\", \"device_id\": \"nope\"}"
         let response = routes.handle(post("/v1/validate", contentType: "application/json", text: body))
         #expect(response.status == 400)
+        #expect(response.errorDetail == "invalid_device_id")
     }
 
     @Test func malformedDeviceIDInMultipart_is400() {
@@ -137,6 +136,7 @@ struct ValidateRouteTests {
             boundary: "XyZ", parts: [("receipt", "r.der", junkDER), ("device_id", nil, Array("nope".utf8))])
         let response = routes.handle(post("/v1/validate", contentType: "multipart/form-data; boundary=XyZ", body: body))
         #expect(response.status == 400)
+        #expect(response.errorDetail == "invalid_device_id")
     }
 
     @Test func deviceID_bodyWinsOverHeaderWhichWinsOverQuery() throws {
@@ -246,13 +246,13 @@ enum MultipartMalformation: String, CaseIterable, CustomTestStringConvertible, S
         }
     }
 
-    var messageFragment: String {
+    var detail: String {
         switch self {
-        case .noBoundaryLine: return "no boundary"
-        case .unterminatedPart: return "unterminated"
-        case .unterminatedHeaders: return "unterminated"
-        case .hugePartHeaders: return "exceed"
-        case .tooManyParts: return "more than 16 parts"
+        case .noBoundaryLine: return "no_boundary_line"
+        case .unterminatedPart: return "multipart_unterminated"
+        case .unterminatedHeaders: return "part_headers_unterminated"
+        case .hugePartHeaders: return "part_headers_too_large"
+        case .tooManyParts: return "too_many_parts"
         }
     }
 }

@@ -1,0 +1,78 @@
+import HTTP1Server
+
+/// A request the service refuses before any verdict: a status, a stable machine code, a sentence for people and,
+/// for a malformed request, which part failed (`detail`). Tests and clients match `code` and `detail`, never the
+/// message.
+struct RequestProblem: Error, Sendable, Hashable {
+    /// The `error.code` of every answer that is not a verdict (verdicts carry `ValidationError.Code`).
+    enum Code: String, Sendable, Hashable, CaseIterable {
+        case badRequest = "bad_request"
+        case unsupportedMediaType = "unsupported_media_type"
+        case unauthorized
+        case forbidden
+        case authNotConfigured = "auth_not_configured"
+        case notFound = "not_found"
+        case methodNotAllowed = "method_not_allowed"
+        case requestTimeout = "request_timeout"
+        case payloadTooLarge = "payload_too_large"
+        case headerTooLarge = "header_too_large"
+        case notImplemented = "not_implemented"
+        case serviceUnavailable = "service_unavailable"
+        case httpVersionNotSupported = "http_version_not_supported"
+        /// A notification whose signature holds but that lacks the members the ledger keys it by.
+        case malformedJWS = "malformed_jws"
+        case notASubscription = "not_a_subscription"
+        case alreadyClaimed = "already_claimed"
+        case revoked
+        case storeNotConfigured = "store_not_configured"
+        case storeUnavailable = "store_unavailable"
+    }
+
+    /// Which part of a `bad_request` (or `unsupported_media_type`) request failed.
+    enum Detail: String, Sendable, Hashable, CaseIterable {
+        /// `Content-Type` is not a media type at all.
+        case notAMediaType = "not_a_media_type"
+        /// `multipart/form-data` without its `boundary` parameter.
+        case missingBoundary = "missing_boundary"
+        /// A `boundary` parameter that is empty or longer than RFC 2046's 70 characters.
+        case invalidBoundary = "invalid_boundary"
+        /// No boundary line anywhere in the multipart body.
+        case noBoundaryLine = "no_boundary_line"
+        /// The multipart body, or a part of it, ends before its closing boundary.
+        case multipartUnterminated = "multipart_unterminated"
+        case tooManyParts = "too_many_parts"
+        case partHeadersTooLarge = "part_headers_too_large"
+        case partHeadersUnterminated = "part_headers_unterminated"
+        case partHeaderWithoutColon = "part_header_without_colon"
+        /// No receipt at all: an empty body, no `receipt` form part, no `receipt`/`jws`/`signedPayload` member.
+        case missingReceipt = "missing_receipt"
+        case bodyNotJSON = "body_not_json"
+        /// JSON, but not an object.
+        case notAJSONObject = "not_a_json_object"
+        /// `receipt`, `jws`, `signedPayload` or `device_id` holds something other than a string.
+        case memberNotAString = "member_not_a_string"
+        /// `jws` or `signedPayload` does not have the look of a compact JWS.
+        case notACompactJWS = "not_a_compact_jws"
+        /// The receipt text is not base64 (`reason` says what it is instead, when it is recognizable).
+        case notBase64 = "not_base64"
+        /// A notification body without `signedPayload`.
+        case missingSignedPayload = "missing_signed_payload"
+        case invalidKind = "invalid_kind"
+        case invalidDeviceID = "invalid_device_id"
+        /// A path id that is empty, too long, or not made of `0-9 A-Z a-z . _ -`.
+        case invalidID = "invalid_id"
+        /// A claim without `account`, or one that cannot be stored.
+        case invalidAccount = "invalid_account"
+    }
+
+    var status: HTTPStatus
+    var code: Code
+    var message: String
+    /// What the upload was instead of a receipt (`pem`, `text`, `json`…), as `receiptd verify` tells it.
+    var reason: String? = nil
+    var detail: Detail? = nil
+
+    static func badRequest(_ detail: Detail, _ message: String) -> RequestProblem {
+        RequestProblem(status: 400, code: .badRequest, message: message, detail: detail)
+    }
+}
