@@ -11,7 +11,7 @@ package enum PEM {
         var blocks: [[UInt8]?] = []
         var body: String?
         for line in String(decoding: bytes, as: UTF8.self).split(whereSeparator: \.isNewline) {
-            let trimmed = trimmingSpaces(line)
+            let trimmed = line.trimmedOfSpaces()
             if trimmed == "-----BEGIN \(label)-----" {
                 body = ""
             } else if trimmed == "-----END \(label)-----", let encoded = body {
@@ -22,15 +22,5 @@ package enum PEM {
             }
         }
         return blocks
-    }
-
-    /// The line without the leading and trailing spaces that Foundation's `CharacterSet.whitespaces` holds (Unicode
-    /// space separators and tab). CryptoFloor sits below the engine's text helpers, hence its own few lines.
-    private static func trimmingSpaces(_ line: Substring) -> String {
-        let isSpace = { (scalar: Unicode.Scalar) in scalar == "\t" || scalar.properties.generalCategory == .spaceSeparator }
-        let scalars = line.unicodeScalars
-        guard let first = scalars.firstIndex(where: { !isSpace($0) }) else { return "" }
-        let last = scalars.lastIndex(where: { !isSpace($0) })!
-        return String(line[first...last])
     }
 }

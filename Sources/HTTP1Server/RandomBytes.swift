@@ -32,14 +32,13 @@ final class RandomBytes: Sendable {
         var bytes = [UInt8](repeating: 0, count: count)
         var filled = 0
         while filled < count {
-            let result = bytes.withUnsafeMutableBytes { buffer in
-                getrandom(buffer.baseAddress! + filled, count - filled, 0)
+            do {
+                filled += try bytes.withUnsafeMutableBytes { buffer in
+                    try syscall("getrandom") { getrandom(buffer.baseAddress! + filled, count - filled, 0) }
+                }
+            } catch {
+                preconditionFailure("getrandom failed: \(error)")
             }
-            if result < 0 {
-                guard errno == EINTR else { preconditionFailure("getrandom failed: errno \(errno)") }
-                continue
-            }
-            filled += result
         }
         return bytes
     }

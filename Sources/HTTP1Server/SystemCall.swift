@@ -3,11 +3,11 @@ internal import CEpoll
 internal import Glibc
 
 /// A failed system call: its name and `errno`.
-struct SystemCallError: Error, CustomStringConvertible {
-    var call: String
-    var errno: Int32
+package struct SystemCallError: Error, CustomStringConvertible {
+    package var call: String
+    package var errno: Int32
 
-    var description: String { "\(call): \(String(cString: strerror(errno)))" }
+    package var description: String { "\(call): \(String(cString: strerror(errno)))" }
 }
 
 /// The outcome of a call on a non-blocking descriptor.
@@ -36,10 +36,12 @@ func syscall<Value: FixedWidthInteger>(
     }
 }
 
-/// A blocking-style call: `EAGAIN` is an error too.
+/// A blocking-style call: `EAGAIN` is an error too. The one `EINTR` loop of every module that may depend on this one
+/// (the service's standard streams, `receiptd`'s notification delivery); the ledger, which depends on no Swift
+/// module, keeps its own line.
 @inline(__always)
 @discardableResult
-func syscall<Value: FixedWidthInteger>(
+package func syscall<Value: FixedWidthInteger>(
     _ call: @autoclosure () -> String,
     _ body: () -> Value
 ) throws(SystemCallError) -> Value {

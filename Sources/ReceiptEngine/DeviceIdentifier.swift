@@ -1,3 +1,5 @@
+internal import CryptoFloor
+
 /// The identifier a receipt's SHA-1 hash is bound to: iOS's identifierForVendor (a UUID, 16 bytes) or a Mac's
 /// primary MAC address (6 bytes).
 public struct DeviceIdentifier: Sendable, Hashable {
@@ -11,7 +13,7 @@ public struct DeviceIdentifier: Sendable, Hashable {
         if utf8.count == 36 {
             guard [8, 13, 18, 23].allSatisfy({ utf8[$0] == UInt8(ascii: "-") }) else { return nil }
             let hex = utf8.enumerated().filter { ![8, 13, 18, 23].contains($0.offset) }.map(\.element)
-            guard let bytes = Self.decodeHex(hex), bytes.count == 16 else { return nil }
+            guard let bytes = [UInt8](hexDigits: hex), bytes.count == 16 else { return nil }
             self.bytes = bytes
         } else if utf8.count == 17 {
             let separator = utf8[2]
@@ -19,7 +21,7 @@ public struct DeviceIdentifier: Sendable, Hashable {
                 stride(from: 2, to: 17, by: 3).allSatisfy({ utf8[$0] == separator })
             else { return nil }
             let hex = utf8.enumerated().filter { $0.offset % 3 != 2 }.map(\.element)
-            guard let bytes = Self.decodeHex(hex), bytes.count == 6 else { return nil }
+            guard let bytes = [UInt8](hexDigits: hex), bytes.count == 6 else { return nil }
             self.bytes = bytes
         } else {
             return nil
@@ -30,28 +32,12 @@ public struct DeviceIdentifier: Sendable, Hashable {
         guard bytes.count == 16 || bytes.count == 6 else { return nil }
         self.bytes = bytes
     }
-
-    private static func decodeHex(_ digits: [UInt8]) -> [UInt8]? {
-        guard digits.count % 2 == 0 else { return nil }
-        var out: [UInt8] = []
-        out.reserveCapacity(digits.count / 2)
-        var index = 0
-        while index < digits.count {
-            guard let high = digits[index].hexDigitValue, let low = digits[index + 1].hexDigitValue else { return nil }
-            out.append(high << 4 | low)
-            index += 2
-        }
-        return out
-    }
 }
 
 extension DeviceIdentifier {
     /// `XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX` for a 16-byte id, `aa:bb:cc:dd:ee:ff` for a MAC address.
     public var formatted: String {
-        let hex = bytes.map { byte -> String in
-            let digits = String(byte, radix: 16, uppercase: bytes.count == 16)
-            return digits.count == 1 ? "0" + digits : digits
-        }
+        let hex = bytes.map { [$0].hexEncoded(uppercase: bytes.count == 16) }
         guard bytes.count == 16 else { return hex.joined(separator: ":") }
         let joined = hex.joined()
         var groups: [Substring] = []

@@ -1,3 +1,5 @@
+internal import CryptoFloor
+
 /// What bytes that are not a PKCS#7 receipt look like, so the error tells a person what they sent and what to send.
 ///
 /// Support staff upload whatever they were given: screenshots, a saved JSON request, a certificate, text copied from
@@ -12,7 +14,7 @@ public enum MalformedInput {
             return error(.notAReceiptFile, "this is \(format), not a receipt: send the receipt file itself (the contents of the app's "
                 + "appStoreReceiptURL) or its base64")
         }
-        let text = bytes.drop { [0x20, 0x09, 0x0A, 0x0D, 0xEF, 0xBB, 0xBF].contains($0) }
+        let text = bytes.drop { $0.isASCIIWhitespace || [0xEF, 0xBB, 0xBF].contains($0) }
         if text.first == UInt8(ascii: "{") {
             return error(.json, "this is JSON, not a receipt: send the base64 receipt itself, or post the JSON with its receipt "
                 + "under \"receipt\" (or \"receipt-data\" to /verifyReceipt)")

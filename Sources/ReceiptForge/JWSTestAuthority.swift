@@ -156,10 +156,7 @@ public struct JWSTestAuthority: Sendable {
         return JSONValue.object(header).serialized()
     }
 
-    static func base64URL(_ bytes: [UInt8]) -> String {
-        Data(bytes).base64EncodedString().replacing("+", with: "-")
-            .replacing("/", with: "_").replacing("=", with: "")
-    }
+    static func base64URL(_ bytes: [UInt8]) -> String { Base64.encode(bytes, alphabet: .url) }
 
     // MARK: Files
 

@@ -4,6 +4,7 @@ import FoundationEssentials
 import Foundation
 #endif
 internal import ReceiptEngine
+internal import CryptoFloor
 
 /// The folder `receiptd testing init-ca` writes a test PKI to: certificates readable by all, keys by the owner only.
 struct PKIFolder {

@@ -30,7 +30,7 @@ public struct PayloadEdits: Sendable {
 
 /// Unix milliseconds, as StoreKit 2 writes dates.
 private func milliseconds(_ date: Date?) -> JSONValue? {
-    date.map { .integer(Int64(($0.timeIntervalSince1970 * 1000).rounded(.down))) }
+    date.map { .integer(ReceiptDate($0).millisecondsSince1970) }
 }
 
 /// `deviceVerification` for a device: SHA-384 of the lowercase nonce then the lowercase device id, base64.

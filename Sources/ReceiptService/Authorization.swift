@@ -42,7 +42,7 @@ public struct APIToken: Sendable, Hashable {
     public var configurationJSON: String {
         let scopeValues = APIScope.allCases.filter(scopes.contains).map { JSONValue.string($0.rawValue) }
         let value = JSONValue.object([
-            ("name", .string(name)), ("sha256", .string(Self.hex(sha256))), ("scopes", .array(scopeValues)),
+            ("name", .string(name)), ("sha256", .string(sha256.hexEncoded())), ("scopes", .array(scopeValues)),
         ])
         return String(decoding: value.serialized(), as: UTF8.self)
     }
@@ -50,13 +50,6 @@ public struct APIToken: Sendable, Hashable {
     /// A name goes into log lines, so it stays a short plain word.
     public static func isValidName(_ name: String) -> Bool {
         (1...64).contains(name.utf8.count) && name.utf8.allSatisfy(PathID.isAllowed)
-    }
-
-    static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var text: [UInt8] = []
-        for byte in bytes { text += [digits[Int(byte >> 4)], digits[Int(byte & 0xF)]] }
-        return String(decoding: text, as: UTF8.self)
     }
 }
 
@@ -90,7 +83,7 @@ struct PresentedToken {
         if isScheme(scheme, "bearer") { return Digest.sha256.hash(credentials) }
         guard isScheme(scheme, "basic") else { return nil }
         // RFC 7617: base64 of `user:password`; the user is whatever the client typed, the password the token.
-        guard let decoded = Base64Text.decode(credentials), let colon = decoded.firstIndex(of: UInt8(ascii: ":")),
+        guard let decoded = Base64.decodeText(credentials), let colon = decoded.firstIndex(of: UInt8(ascii: ":")),
             colon + 1 < decoded.count
         else { return nil }
         return Digest.sha256.hash(decoded[(colon + 1)...])
@@ -195,7 +188,7 @@ extension ServiceConfiguration {
                     }
                     name = text
                 case "sha256":
-                    guard case .string(let text) = member, let bytes = Self.hexBytes(text), bytes.count == 32 else {
+                    guard case .string(let text) = member, let bytes = [UInt8](hexDigits: text.utf8), bytes.count == 32 else {
                         throw invalid(
                             "\(prefix).sha256", "expected the token's SHA-256 as 64 hex digits (receiptd token new)")
                     }
@@ -262,37 +255,11 @@ extension ServiceConfiguration {
         return PublicListener(host: host, port: port)
     }
 
-    private static func hexBytes(_ text: String) -> [UInt8]? {
-        var bytes: [UInt8] = []
-        var high: UInt8?
-        for byte in text.utf8 {
-            guard let nibble = byte.hexNibble else { return nil }
-            if let first = high {
-                bytes.append(first << 4 | nibble)
-                high = nil
-            } else {
-                high = nibble
-            }
-        }
-        return high == nil ? bytes : nil
-    }
-
     /// The HTTP server settings of the public listener: the main listener's limits on its own address.
     public func publicServerConfiguration(_ listener: PublicListener) -> HTTPServerConfiguration {
         var configuration = httpServerConfiguration
         configuration.host = listener.host
         configuration.port = listener.port
         return configuration
-    }
-}
-
-extension UInt8 {
-    fileprivate var hexNibble: UInt8? {
-        switch self {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): self - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): self - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): self - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 }

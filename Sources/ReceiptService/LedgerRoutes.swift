@@ -70,7 +70,7 @@ extension ReceiptRoutes {
             return problem(.badRequest(
                 .invalidAccount, "account must be 1 to \(Self.maximumAccountBytes) bytes of UTF-8 without control characters"))
         }
-        let now = Int64((clock().timeIntervalSince1970 * 1000).rounded(.down))
+        let now = ReceiptDate(clock()).millisecondsSince1970
         let outcome: ClaimOutcome
         let record: TransactionRecord?
         do {
@@ -159,7 +159,7 @@ extension ReceiptRoutes {
         } catch {
             return LedgerView(availability: "unavailable", subscriptions: subscriptions.map(fromInput))
         }
-        let nowMilliseconds = Int64((now.timeIntervalSince1970 * 1000).rounded(.down))
+        let nowMilliseconds = ReceiptDate(now).millisecondsSince1970
         let entries = known.map { status, facts -> JSONValue in
             guard let facts, let latest = facts.latestTransaction, let expires = latest.expiresDate else {
                 return fromInput(status)
@@ -192,7 +192,7 @@ extension ReceiptRoutes {
     static func subscriptionJSON(_ facts: SubscriptionFacts, now: Date) -> JSONValue {
         let latest = facts.latestTransaction
         let renewal = facts.renewal
-        let nowMilliseconds = Int64((now.timeIntervalSince1970 * 1000).rounded(.down))
+        let nowMilliseconds = ReceiptDate(now).millisecondsSince1970
         // Known only through renewal info: nothing is owned, so nothing is active.
         let status = facts.status(at: nowMilliseconds) ?? .expired
         return .object([

@@ -1,4 +1,5 @@
 internal import ReceiptEngine
+internal import CryptoFloor
 
 /// A media type from a `Content-Type` or `Accept` header (RFC 9110 §8.3.1): `type/subtype` lowercased, parameters
 /// with lowercased names and unquoted values.

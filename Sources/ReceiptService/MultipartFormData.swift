@@ -1,4 +1,5 @@
 internal import ReceiptEngine
+internal import CryptoFloor
 
 /// A `multipart/form-data` body (RFC 7578, framing from RFC 2046 §5.1.1), as `curl -F` and HTML forms send it.
 ///

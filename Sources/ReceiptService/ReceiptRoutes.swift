@@ -8,6 +8,7 @@ public import ReceiptEngine
 public import StoreKitJWS
 import JSONText
 import Ledger
+internal import CryptoFloor
 
 /// receiptd's HTTP interface as a pure function of a request: no sockets, so every route is tested directly.
 ///
@@ -399,7 +400,7 @@ public struct ReceiptRoutes: Sendable {
         guard request.method == .post, let parsed = AppleVerifyRequest(body: request.body) else {
             return answer(.badRequest, nil, nil)
         }
-        guard let receipt = Base64Text.decode(Array(parsed.receiptData.utf8)), !receipt.isEmpty else {
+        guard let receipt = Base64.decodeText(Array(parsed.receiptData.utf8)), !receipt.isEmpty else {
             return answer(.malformedReceipt, nil, parsed)
         }
         let result = (endpoint == .sandbox ? sandboxValidator : validator).validate(receipt, at: now)

@@ -2,6 +2,7 @@ internal import HTTP1Server
 import JSONText
 import ReceiptEngine
 import StoreKitJWS
+internal import CryptoFloor
 
 /// A request that cannot be answered with a verdict: the status, a stable code and a message for the client.
 /// The signed data and device id a `POST /v1/validate` carries, whichever of the accepted forms it came in.
@@ -64,10 +65,10 @@ struct ReceiptSubmission: Sendable, Hashable {
 
     /// Raw DER, or text sent with a binary type (a common client mistake that costs nothing to forgive).
     private init(rawOrBase64 bytes: ArraySlice<UInt8>, deviceID: String? = nil) throws(RequestProblem) {
-        if JWSVerifier.looksLikeJWS(bytes) || Base64Text.looksLikeBase64(bytes) {
+        if JWSVerifier.looksLikeJWS(bytes) || Base64.looksLikeText(bytes) {
             try self.init(text: bytes, deviceID: deviceID)
         } else {
-            guard bytes.contains(where: { !Base64Text.isWhitespace($0) }) else {
+            guard bytes.contains(where: { !Base64.isTextWhitespace($0) }) else {
                 throw .badRequest(.missingReceipt, "missing receipt: the body is empty")
             }
             self.init(signedData: .receipt(Array(bytes)), deviceID: deviceID)
@@ -128,7 +129,7 @@ struct ReceiptSubmission: Sendable, Hashable {
     }
 
     private static func decodeBase64(_ bytes: ArraySlice<UInt8>) throws(RequestProblem) -> [UInt8] {
-        guard let decoded = Base64Text.decode(bytes) else {
+        guard let decoded = Base64.decodeText(bytes) else {
             var problem = RequestProblem.badRequest(.notBase64, "receipt is not valid base64")
             if let diagnosis = MalformedInput.diagnosis(of: Array(bytes)), let reason = diagnosis.reason {
                 problem.message += ": " + diagnosis.message

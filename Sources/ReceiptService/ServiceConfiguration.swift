@@ -8,6 +8,7 @@ public import ReceiptEngine
 public import StoreKitJWS
 import Ledger
 import JSONText
+internal import CryptoFloor
 
 /// Why receiptd cannot start with the configuration it was given. `description` is the one line printed to stderr,
 /// e.g. `config Config/x.json: apps[0].bundle_id: expected a string`.

@@ -3,6 +3,7 @@ internal import Glibc
 #elseif canImport(Darwin)
 internal import Darwin
 #endif
+package import HTTP1Server
 
 /// The process's standard input, output or error, read and written with `read(2)` and `write(2)`: `FileHandle` is
 /// Foundation's, and receiptd links FoundationEssentials, the part of Foundation without ICU.
@@ -20,11 +21,9 @@ package struct StandardStream: Sendable {
         all.withUnsafeBytes { buffer in
             var offset = 0
             while offset < buffer.count {
-                let written = systemWrite(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
-                if written < 0 {
-                    guard errno == EINTR else { return }
-                    continue
-                }
+                let remaining = buffer.count - offset
+                guard let written = try? HTTP1Server.syscall("write", { systemWrite(descriptor, buffer.baseAddress! + offset, remaining) })
+                else { return }
                 offset += written
             }
         }
@@ -40,11 +39,11 @@ package struct StandardStream: Sendable {
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65_536)
         while true {
-            let count = chunk.withUnsafeMutableBytes { systemRead(descriptor, $0.baseAddress!, $0.count) }
-            if count < 0 {
-                guard errno == EINTR else { throw StandardStreamError(call: "read", errno: errno) }
-                continue
-            }
+            let count = try chunk.withUnsafeMutableBytes { buffer in
+                Result { () throws(SystemCallError) in
+                    try HTTP1Server.syscall("read") { systemRead(descriptor, buffer.baseAddress!, buffer.count) }
+                }
+            }.get()
             if count == 0 { return bytes }
             bytes += chunk[..<count]
         }
@@ -52,12 +51,7 @@ package struct StandardStream: Sendable {
 }
 
 /// A failed `read(2)` or `write(2)` on a standard stream, with its `errno`.
-package struct StandardStreamError: Error, CustomStringConvertible {
-    package var call: String
-    package var errno: Int32
-
-    package var description: String { "\(call): \(String(cString: strerror(errno)))" }
-}
+package typealias StandardStreamError = SystemCallError
 
 // The C functions under other names: inside `StandardStream`, `write` and `read` name its own methods.
 private func systemWrite(_ descriptor: Int32, _ bytes: UnsafeRawPointer, _ count: Int) -> Int {

@@ -1,5 +1,6 @@
 internal import JSONText
 internal import ReceiptEngine
+internal import CryptoFloor
 
 /// The protected header of a StoreKit 2 JWS, as far as verification reads it.
 struct JWSHeader {
@@ -29,8 +30,8 @@ struct CompactJWS {
         let bytes = Array(text)
         var start = 0
         var end = bytes.count
-        while start < end, ASCIIWhitespace.contains(bytes[start]) { start += 1 }
-        while end > start, ASCIIWhitespace.contains(bytes[end - 1]) { end -= 1 }
+        while start < end, bytes[start].isASCIIWhitespace { start += 1 }
+        while end > start, bytes[end - 1].isASCIIWhitespace { end -= 1 }
         guard start < end else { throw Self.malformed(.empty, "the JWS is empty") }
 
         var dots: [Int] = []
@@ -66,11 +67,6 @@ struct CompactJWS {
         }
         payload = try Self.object(payloadBytes, "payload")
         signingInput = Array(bytes[start..<dots[1]])
-    }
-
-    /// The whitespace a pasted JWS may be wrapped in.
-    enum ASCIIWhitespace {
-        static func contains(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D }
     }
 
     static func malformed(_ detail: ValidationError.Detail, _ message: String) -> ValidationError {

@@ -5,8 +5,10 @@ import FoundationEssentials
 import Foundation
 #endif
 import Glibc
+import HTTP1Server
 import JSONText
 import ReceiptEngine
+import CryptoFloor
 
 /// A server's answer to a delivered notification.
 struct HTTPAnswer {
@@ -167,15 +169,16 @@ private struct SystemCallFailure: Error {
     var errno: Int32
 }
 
-/// Runs a system call, retrying `EINTR`; `-1` becomes an error naming the call (`EAGAIN` is a socket timeout).
+/// HTTP1Server's `syscall` (which retries `EINTR`), its failure told as a delivery tells it: `EAGAIN` is a socket
+/// timeout.
 @discardableResult
 private func retryingInterrupts<Value: FixedWidthInteger>(
     _ call: String, _ body: () -> Value
 ) throws(SystemCallFailure) -> Value {
-    while true {
-        let result = body()
-        if result != -1 { return result }
-        guard errno == EINTR else { throw SystemCallFailure(call: call, errno: errno) }
+    do {
+        return try HTTP1Server.syscall(call, body)
+    } catch {
+        throw SystemCallFailure(call: error.call, errno: error.errno)
     }
 }
 

@@ -8,6 +8,7 @@ import HTTP1Server
 import ReceiptEngine
 import ReceiptService
 import Ledger
+import CryptoFloor
 
 #if canImport(Glibc)
 import Glibc

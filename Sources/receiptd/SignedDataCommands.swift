@@ -255,7 +255,7 @@ private struct SignedDataRequest {
         return .object(members.map { $0.key == name ? ($0.key, removing(path.dropFirst(), from: $0.value)) : $0 })
     }
 
-    func milliseconds(_ date: Date) -> JSONValue { .integer(Int64((date.timeIntervalSince1970 * 1000).rounded(.down))) }
+    func milliseconds(_ date: Date) -> JSONValue { .integer(ReceiptDate(date).millisecondsSince1970) }
 }
 
 /// Every forge: the chain, when it was signed, where, and where it goes.

@@ -7,6 +7,7 @@ import JSONText
 import Ledger
 import ReceiptEngine
 import ReceiptService
+import CryptoFloor
 
 let storeUsage = """
     usage: receiptd store status [--config PATH] [--json]

@@ -6,6 +6,7 @@ import Foundation
 import ReceiptEngine
 import ReceiptForge
 import ReceiptService
+import CryptoFloor
 
 let testingUsage = """
     usage: receiptd testing init-ca DIR

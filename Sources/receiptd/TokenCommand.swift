@@ -1,4 +1,5 @@
 import ReceiptService
+import CryptoFloor
 
 #if canImport(Glibc)
 import Glibc
@@ -54,27 +55,12 @@ func runToken(
         errors("receiptd token new: \(error)\n\n\(tokenUsage)")
         return ExitStatus.usage
     }
-    let token = base64URL(randomBytes(32))
+    // RFC 4648 §5 without padding: safe in a header, a URL, a shell and a YAML string as it is.
+    let token = Base64.encode(randomBytes(32), alphabet: .url)
     let entry = APIToken(name: name, token: token, scopes: scopes)
     output("token: \(token)")
     output("api_tokens entry: \(entry.configurationJSON)")
     return ExitStatus.success
-}
-
-/// RFC 4648 §5 without padding: safe in a header, a URL, a shell and a YAML string as it is.
-func base64URL(_ bytes: [UInt8]) -> String {
-    let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
-    var text: [UInt8] = []
-    var index = 0
-    while index < bytes.count {
-        let chunk = bytes[index..<min(index + 3, bytes.count)]
-        var value = 0
-        for byte in chunk { value = value << 8 | Int(byte) }
-        value <<= 8 * (3 - chunk.count)
-        for position in 0...chunk.count { text.append(alphabet[(value >> (18 - 6 * position)) & 0x3F]) }
-        index += 3
-    }
-    return String(decoding: text, as: UTF8.self)
 }
 
 /// The kernel's CSPRNG (`getentropy` is `getrandom` for up to 256 bytes); blocks only until it is first seeded at

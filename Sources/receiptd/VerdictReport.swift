@@ -1,5 +1,6 @@
 import ReceiptEngine
 import StoreKitJWS
+import CryptoFloor
 
 /// The human-readable form of a verdict, for support staff at a terminal.
 enum VerdictReport {

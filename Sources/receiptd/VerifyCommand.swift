@@ -12,6 +12,7 @@ import JSONText
 import ReceiptEngine
 import ReceiptService
 import StoreKitJWS
+import CryptoFloor
 
 let verifyUsage = """
     usage: receiptd verify FILE... [--config PATH] [--device-id ID] [--bundle-id ID] [--kind KIND] [--json]
@@ -126,7 +127,7 @@ private func makeJWSVerifier(_ configuration: ServiceConfiguration, expectedBund
 /// staff copy Apple's notification deliveries and app requests from logs. nil for anything else (a receipt).
 func signedData(in bytes: [UInt8]) -> [UInt8]? {
     if JWSVerifier.looksLikeJWS(bytes) { return bytes }
-    guard bytes.first(where: { ![0x20, 0x09, 0x0A, 0x0D].contains($0) }) == UInt8(ascii: "{"),
+    guard bytes.first(where: { !$0.isASCIIWhitespace }) == UInt8(ascii: "{"),
         let body = try? JSONValue(parsing: bytes)
     else { return nil }
     for key in ["signedPayload", "jws"] {

@@ -166,15 +166,15 @@ check "an app transaction of another app id" 0 "$R" testing app-transaction --ca
 check "is refused" 1 "$R" verify other-app.jws --config config.json --json
 json "app_apple_id_mismatch" '.error.code == "app_apple_id_mismatch"'
 check "a version not accepted" 0 "$R" testing app-transaction --ca ca --bundle-id com.example.app \
-    --app-version 2.0 --out v2.jws
+    --app-version 2.0 --app-apple-id 1234 --out v2.jws
 check "is refused" 1 "$R" verify v2.jws --config config.json --json
 json "version_not_accepted" '.error.code == "version_not_accepted"'
 
 # --- notifications ------------------------------------------------------------------------------------------------
 uuid=8f1e4b6a-2c3d-4e5f-9a0b-1c2d3e4f5a6b
 check "forge a notification" 0 "$R" testing notification --ca ca --type DID_RENEW --subtype BILLING_RECOVERY \
-    --bundle-id com.example.app --uuid "$uuid" --transaction-id 1002 --original-transaction-id 1000 \
-    --expires 2099-02-01T00:00:00Z --out notification.jws
+    --bundle-id com.example.app --app-apple-id 1234 --uuid "$uuid" --transaction-id 1002 \
+    --original-transaction-id 1000 --expires 2099-02-01T00:00:00Z --out notification.jws
 check "verify --kind notification" 0 "$R" verify notification.jws --config config.json --kind notification --json
 json "notification fields" '.kind == "notification" and .notification.notification_type == "DID_RENEW"
     and .notification.subtype == "BILLING_RECOVERY" and .notification.notification_uuid == "'"$uuid"'"
@@ -189,15 +189,16 @@ printf '{"signedPayload": "%s"}' "$(cat notification.jws)" >delivery-body.json
 check "Apple's delivery body as copied from a log" 0 "$R" verify delivery-body.json --config config.json --json
 json "reads the notification in it" '.notification.notification_uuid == "'"$uuid"'"'
 check "a refund notification" 0 "$R" testing notification --ca ca --type REFUND --bundle-id com.example.app \
-    --revoked 2026-03-01T00:00:00Z --out refund.jws
+    --app-apple-id 1234 --revoked 2026-03-01T00:00:00Z --out refund.jws
 check "verify it" 0 "$R" verify refund.jws --config config.json --json
 json "status revoked, subscription cancelled" '.notification.status == 5 and .subscriptions[0].cancelled == true'
-check "a TEST notification" 0 "$R" testing notification --ca ca --type TEST --bundle-id com.example.app --out test.jws
+check "a TEST notification" 0 "$R" testing notification --ca ca --type TEST --bundle-id com.example.app \
+    --app-apple-id 1234 --out test.jws
 check "verify it" 0 "$R" verify test.jws --config config.json --json
 json "carries no transaction" '.notification.notification_type == "TEST" and (has("transaction") | not)
     and (.payload.data | has("signedTransactionInfo") | not)'
 check "a type Apple has not invented yet" 0 "$R" testing notification --ca ca --type SOMETHING_NEW --subtype ALSO_NEW \
-    --bundle-id com.example.app --out future.jws
+    --bundle-id com.example.app --app-apple-id 1234 --out future.jws
 check "is valid" 0 "$R" verify future.jws --config config.json
 check "a notification by another chain" 0 "$R" testing notification --ca attacker-ca --type DID_RENEW \
     --bundle-id com.example.app --out rogue-notification.jws
@@ -273,7 +274,7 @@ else
     json "another device over HTTP" '.error.code == "device_hash_mismatch"'
 
     check "--post a notification" 0 "$R" testing notification --ca ca --type DID_RENEW --bundle-id com.example.app \
-        --uuid "$uuid" --post "$BASE_URL/v1/notifications"
+        --app-apple-id 1234 --uuid "$uuid" --post "$BASE_URL/v1/notifications"
     first_line "--post prints the status" "HTTP 200"
     sed 1d out.txt >answer.json
     json "received" \

@@ -1,11 +1,16 @@
-/// Strict base64 decoding (RFC 4648) for the two alphabets a JWS mixes: base64url without padding for its
-/// segments (RFC 7515 §2) and standard base64 for `x5c` (RFC 7515 §4.1.6).
+/// Base64 (RFC 4648), receiptd's one home for it, in two strengths.
 ///
-/// Strict means canonical: the unused bits of the last character must be zero. Lenient decoders map several texts
-/// to one value, so a changed character in a signature could decode to the same bytes and still verify; here every
-/// changed byte of a JWS changes what is verified.
-enum Base64 {
-    enum Alphabet {
+/// Strict (`decode(_:alphabet:padded:)`), for the two alphabets a JWS mixes: base64url without padding for its
+/// segments (RFC 7515 §2) and standard base64 for `x5c` (RFC 7515 §4.1.6). Strict means canonical: the unused bits
+/// of the last character must be zero. Lenient decoders map several texts to one value, so a changed character in a
+/// signature could decode to the same bytes and still verify; here every changed byte of a JWS changes what is
+/// verified.
+///
+/// As people paste it (`decodeText(_:)`), for receipts: wrapped at 64 or 76 columns, with CRLFs, sometimes
+/// unpadded, sometimes in the URL-safe alphabet. Anything else (a stray character, a bad length, data after padding)
+/// is refused rather than skipped, so that a truncated upload reads as a bad request instead of a malformed receipt.
+package enum Base64 {
+    package enum Alphabet {
         case standard, url
     }
 
@@ -22,7 +27,7 @@ enum Base64 {
 
     /// The decoded bytes, or nil for a character outside the alphabet, a length no encoding has, or non-zero
     /// trailing bits. `padded`: `=` padding is allowed (and then must be complete); base64url JWS segments have none.
-    static func decode(_ text: some Collection<UInt8>, alphabet: Alphabet, padded: Bool = false) -> [UInt8]? {
+    package static func decode(_ text: some Collection<UInt8>, alphabet: Alphabet, padded: Bool = false) -> [UInt8]? {
         let table = alphabet == .standard ? standardTable : urlTable
         var characters = Array(text)
         if padded, characters.count % 4 == 0, characters.count > 0 {
@@ -68,7 +73,7 @@ enum Base64 {
     }
 
     /// Encodes with `=` padding for the standard alphabet, without for base64url.
-    static func encode(_ bytes: some Collection<UInt8>, alphabet: Alphabet) -> String {
+    package static func encode(_ bytes: some Collection<UInt8>, alphabet: Alphabet) -> String {
         let characters = Array(
             (alphabet == .standard
                 ? "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
@@ -91,5 +96,75 @@ enum Base64 {
             while output.count % 4 != 0 { output.append(UInt8(ascii: "=")) }
         }
         return String(decoding: output, as: UTF8.self)
+    }
+
+    // MARK: - As people paste it
+
+    /// Both alphabets at once, for text that may be either.
+    private static let textTable: [UInt8] = {
+        var table = standardTable
+        table[Int(UInt8(ascii: "-"))] = 62
+        table[Int(UInt8(ascii: "_"))] = 63
+        return table
+    }()
+
+    /// Whitespace a copied base64 text may hold: vertical tab and form feed as well, as C's `isspace` counts them.
+    package static func isTextWhitespace(_ byte: UInt8) -> Bool {
+        byte.isASCIIWhitespace || byte == 0x0B || byte == 0x0C
+    }
+
+    /// True when every byte could belong to base64 text. DER never qualifies: its second byte (a length) is 0x80 or
+    /// above for any receipt.
+    package static func looksLikeText<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> Bool {
+        var sawDigit = false
+        for byte in bytes {
+            if textTable[Int(byte)] != invalid {
+                sawDigit = true
+            } else if byte != UInt8(ascii: "=") && !isTextWhitespace(byte) {
+                return false
+            }
+        }
+        return sawDigit
+    }
+
+    /// The decoded bytes of pasted text, or nil when the text is not base64.
+    package static func decodeText<Bytes: Collection<UInt8>>(_ text: Bytes) -> [UInt8]? {
+        var out: [UInt8] = []
+        out.reserveCapacity(text.count / 4 * 3)
+        var accumulator: UInt32 = 0
+        var digits = 0
+        var padding = 0
+        for byte in text {
+            if isTextWhitespace(byte) { continue }
+            if byte == UInt8(ascii: "=") {
+                padding += 1
+                continue
+            }
+            let value = textTable[Int(byte)]
+            guard value != invalid, padding == 0 else { return nil }
+            accumulator = accumulator << 6 | UInt32(value)
+            digits += 1
+            if digits == 4 {
+                out.append(UInt8(truncatingIfNeeded: accumulator >> 16))
+                out.append(UInt8(truncatingIfNeeded: accumulator >> 8))
+                out.append(UInt8(truncatingIfNeeded: accumulator))
+                accumulator = 0
+                digits = 0
+            }
+        }
+        switch digits {
+        case 0:
+            guard padding == 0 else { return nil }
+        case 2:
+            guard padding == 0 || padding == 2 else { return nil }
+            out.append(UInt8(truncatingIfNeeded: accumulator >> 4))
+        case 3:
+            guard padding == 0 || padding == 1 else { return nil }
+            out.append(UInt8(truncatingIfNeeded: accumulator >> 10))
+            out.append(UInt8(truncatingIfNeeded: accumulator >> 2))
+        default:
+            return nil
+        }
+        return out
     }
 }

@@ -1,6 +1,6 @@
-// Text helpers for the engine and the modules above it (package access). HTTP1Server and JSONText keep their own
-// few lines: they sit beside the engine, not above it, and an extra module for a hex digit would cost more than it
-// saves.
+// Text helpers for the floor and every module above it (package access): the one home of receiptd's whitespace
+// predicates, hex digits and path text. HTTP1Server and JSONText keep their own few lines: they depend on no
+// receiptd module, and an extra module for a hex digit would cost more than it saves.
 
 extension StringProtocol {
     /// The text without leading and trailing characters from `set`, which holds ASCII only.
@@ -53,6 +53,9 @@ extension String {
 }
 
 extension UInt8 {
+    /// Space, tab, LF or CR: the whitespace around pasted base64, a JWS or JSON (RFC 8259 §2).
+    package var isASCIIWhitespace: Bool { self == 0x20 || self == 0x09 || self == 0x0A || self == 0x0D }
+
     /// The value of an ASCII hex digit, either case.
     package var hexDigitValue: UInt8? {
         switch self {
@@ -61,5 +64,36 @@ extension UInt8 {
         case UInt8(ascii: "a")...UInt8(ascii: "f"): self - UInt8(ascii: "a") + 10
         default: nil
         }
+    }
+}
+
+extension Array<UInt8> {
+    /// The bytes two hex digits each (either case) spell, or nil for an odd count or a character that is no hex digit.
+    package init?(hexDigits text: some Collection<UInt8>) {
+        guard text.count % 2 == 0 else { return nil }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(text.count / 2)
+        var high: UInt8?
+        for character in text {
+            guard let nibble = character.hexDigitValue else { return nil }
+            if let first = high {
+                bytes.append(first << 4 | nibble)
+                high = nil
+            } else {
+                high = nibble
+            }
+        }
+        self = bytes
+    }
+}
+
+extension Collection<UInt8> {
+    /// Two hex digits per byte, lowercase unless asked.
+    package func hexEncoded(uppercase: Bool = false) -> String {
+        let digits = Array((uppercase ? "0123456789ABCDEF" : "0123456789abcdef").utf8)
+        var text: [UInt8] = []
+        text.reserveCapacity(count * 2)
+        for byte in self { text += [digits[Int(byte >> 4)], digits[Int(byte & 0xF)]] }
+        return String(decoding: text, as: UTF8.self)
     }
 }
