@@ -38,8 +38,14 @@ package struct ASN1Element {
 /// Why an ASN.1 walk stopped; the receipt engine turns it into `malformed_receipt`.
 package struct ASN1ReadError: Error {
     package var reason: String
+    /// The machine form of a cause a caller reports on its own (`ValidationError.Detail`'s raw value), when it has
+    /// one.
+    package var detail: String?
 
-    package init(reason: String) { self.reason = reason }
+    package init(reason: String, detail: String? = nil) {
+        self.reason = reason
+        self.detail = detail
+    }
 }
 
 /// Walks BER/DER with OpenSSL's `ASN1_get_object`, which reads one header and checks it against the bytes left.
@@ -88,7 +94,7 @@ package struct ASN1Reader {
 
     @inline(never)
     private static func positionError(offset: Int, depth: Int) -> ASN1ReadError {
-        guard depth <= maximumDepth else { return ASN1ReadError(reason: "nesting deeper than \(maximumDepth)") }
+        guard depth <= maximumDepth else { return ASN1ReadError(reason: "nesting deeper than \(maximumDepth)", detail: "nesting_too_deep") }
         return ASN1ReadError(reason: "element expected at offset \(offset)")
     }
 
@@ -182,7 +188,7 @@ package struct ASN1Reader {
     package func octetString(_ element: ASN1Element, depth: Int = 0) throws(ASN1ReadError) -> [UInt8] {
         guard element.isUniversal(V_ASN1_OCTET_STRING) else { throw ASN1ReadError(reason: "expected an OCTET STRING") }
         guard element.isConstructed else { return Array(content(of: element)) }
-        guard depth < Self.maximumDepth else { throw ASN1ReadError(reason: "OCTET STRING chunks nested too deep") }
+        guard depth < Self.maximumDepth else { throw ASN1ReadError(reason: "OCTET STRING chunks nested too deep", detail: "nesting_too_deep") }
         var value: [UInt8] = []
         for chunk in try children(of: element, depth: depth) {
             value += try octetString(chunk, depth: depth + 1)

@@ -16,7 +16,7 @@ struct ReceiptPayload {
         let reader = ASN1Reader(bytes)
         let root = try reader.root()
         guard root.isUniversal(ASN1Tag.set), root.isConstructed else {
-            throw ASN1ReadError(reason: "the payload is not an ASN.1 SET")
+            throw ASN1ReadError(reason: "the payload is not an ASN.1 SET", detail: Detail.payloadNotASet.rawValue)
         }
         var attributeCount = 0
         var fields = AttributeFields()
@@ -62,19 +62,19 @@ struct ReceiptPayload {
             }
         }
         guard let bundleID = fields.bundleID, let bundleIDEncoding = fields.bundleIDEncoding else {
-            throw ASN1ReadError(reason: "the payload has no bundle id (attribute 2)")
+            throw ASN1ReadError(reason: "the payload has no bundle id (attribute 2)", detail: Detail.missingAttribute.rawValue)
         }
         guard let version = fields.applicationVersion else {
-            throw ASN1ReadError(reason: "the payload has no application version (attribute 3)")
+            throw ASN1ReadError(reason: "the payload has no application version (attribute 3)", detail: Detail.missingAttribute.rawValue)
         }
         guard let opaque = fields.opaqueValue, !opaque.isEmpty else {
-            throw ASN1ReadError(reason: "the payload has no opaque value (attribute 4)")
+            throw ASN1ReadError(reason: "the payload has no opaque value (attribute 4)", detail: Detail.missingAttribute.rawValue)
         }
         guard let hash = fields.deviceHash, hash.count == 20 else {
-            throw ASN1ReadError(reason: "the payload has no 20-byte SHA-1 hash (attribute 5)")
+            throw ASN1ReadError(reason: "the payload has no 20-byte SHA-1 hash (attribute 5)", detail: Detail.missingAttribute.rawValue)
         }
         guard let creationDate = fields.creationDate else {
-            throw ASN1ReadError(reason: "the payload has no creation date (attribute 12)")
+            throw ASN1ReadError(reason: "the payload has no creation date (attribute 12)", detail: Detail.missingAttribute.rawValue)
         }
         receipt = Receipt(
             receiptType: fields.receiptType, appItemID: fields.appItemID, bundleID: bundleID,
@@ -118,7 +118,7 @@ struct ReceiptPayload {
         guard let (type, value) = try reader.nextTypedValue(&cursor) else { return nil }
         count += 1
         guard count <= maximumAttributes else {
-            throw ASN1ReadError(reason: "more than \(maximumAttributes) attributes")
+            throw ASN1ReadError(reason: "more than \(maximumAttributes) attributes", detail: Detail.tooManyAttributes.rawValue)
         }
         return Attribute(type: type, value: value)
     }
@@ -129,7 +129,7 @@ struct ReceiptPayload {
         let (inner, bounds) = try reader.octetStringRegion(value)
         let set = try inner.root(in: bounds)
         guard set.isUniversal(ASN1Tag.set), set.isConstructed else {
-            throw ASN1ReadError(reason: "an in-app purchase (attribute 17) is not an ASN.1 SET")
+            throw ASN1ReadError(reason: "an in-app purchase (attribute 17) is not an ASN.1 SET", detail: Detail.inAppPurchaseNotASet.rawValue)
         }
         var purchase = InAppPurchase()
         // The first occurrence of a known type wins; every type read below lies in 1700..<1764.
@@ -200,7 +200,7 @@ struct ReceiptPayload {
     private static func integer(_ value: ASN1Element, _ reader: ASN1Reader) throws(ASN1ReadError) -> Int64? {
         try wrapped(value, reader) { inner, element throws(ASN1ReadError) in
             guard let number = try inner.integer(element) else {
-                throw ASN1ReadError(reason: "an integer attribute does not fit 64 bits")
+                throw ASN1ReadError(reason: "an integer attribute does not fit 64 bits", detail: Detail.integerTooLarge.rawValue)
             }
             return number
         }
@@ -211,8 +211,10 @@ struct ReceiptPayload {
     ) throws(ASN1ReadError) -> ReceiptDate? {
         guard let text = try stringContent(value, reader) else { return nil }
         guard let date = ReceiptDate(rfc3339UTF8: text) else {
-            throw ASN1ReadError(reason: "the \(field) is not an RFC 3339 date")
+            throw ASN1ReadError(reason: "the \(field) is not an RFC 3339 date", detail: Detail.dateNotRFC3339.rawValue)
         }
         return date
     }
 }
+
+private typealias Detail = ValidationError.Detail

@@ -31,10 +31,12 @@ public final class ReceiptValidator: Sendable {
             return result
         }
 
-        guard !bytes.isEmpty else { return fail(ValidationError(.malformedReceipt, "the receipt is empty")) }
+        guard !bytes.isEmpty else {
+            return fail(ValidationError(.malformedReceipt, "the receipt is empty", detail: .empty))
+        }
         guard bytes.count <= policy.maximumReceiptBytes else {
             return fail(ValidationError(
-                .malformedReceipt, "the receipt is larger than \(policy.maximumReceiptBytes) bytes"))
+                .malformedReceipt, "the receipt is larger than \(policy.maximumReceiptBytes) bytes", detail: .tooLarge))
         }
         let container: ReceiptContainer
         do {
@@ -42,7 +44,8 @@ public final class ReceiptValidator: Sendable {
         } catch {
             return fail(
                 MalformedInput.diagnosis(of: bytes)
-                    ?? ValidationError(.malformedReceipt, "not a PKCS#7 signed receipt: \(Self.reason(error))"))
+                    ?? ValidationError(
+                        .malformedReceipt, "not a PKCS#7 signed receipt: \(Self.reason(error))", detail: Self.detail(error)))
         }
 
         let chain: TrustedChain
@@ -64,7 +67,8 @@ public final class ReceiptValidator: Sendable {
         } catch {
             result.checks.signature = .passed
             return fail(ValidationError(
-                .malformedReceipt, "the signed payload is not a valid receipt: \(Self.reason(error))"))
+                .malformedReceipt, "the signed payload is not a valid receipt: \(Self.reason(error))",
+                detail: Self.detail(error)))
         }
         let receipt = payload.receipt
         result.receipt = receipt
@@ -112,5 +116,9 @@ public final class ReceiptValidator: Sendable {
 
     private static func reason(_ error: any Error) -> String {
         (error as? ASN1ReadError)?.reason ?? "\(error)"
+    }
+
+    private static func detail(_ error: any Error) -> ValidationError.Detail? {
+        (error as? ASN1ReadError)?.detail.map(ValidationError.Detail.init(rawValue:))
     }
 }

@@ -74,7 +74,8 @@ public struct ValidationError: Error, Sendable, Hashable, CustomStringConvertibl
         ]
     }
 
-    /// Which part of a `malformed_jws` input failed, for programs: tests and clients match it, not the message.
+    /// Which part of a `malformed_jws` or `malformed_receipt` input failed, for programs: tests and clients match it,
+    /// not the message.
     public struct Detail: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
         public let rawValue: String
         public init(rawValue: String) { self.rawValue = rawValue }
@@ -101,10 +102,23 @@ public struct ValidationError: Error, Sendable, Hashable, CustomStringConvertibl
         /// string.
         public static let nestedJWSNotAString = Detail(rawValue: "nested_jws_not_a_string")
 
+        /// `malformed_receipt`: BER nested deeper than the reader follows.
+        public static let nestingTooDeep = Detail(rawValue: "nesting_too_deep")
+        /// `malformed_receipt`: the signed payload is not the SET of attributes Apple signs.
+        public static let payloadNotASet = Detail(rawValue: "payload_not_a_set")
+        /// `malformed_receipt`: a required attribute (bundle id, versions, opaque value, hash, creation date) is absent.
+        public static let missingAttribute = Detail(rawValue: "missing_attribute")
+        public static let tooManyAttributes = Detail(rawValue: "too_many_attributes")
+        /// `malformed_receipt`: an attribute 17 whose value is not a SET of attributes.
+        public static let inAppPurchaseNotASet = Detail(rawValue: "in_app_purchase_not_a_set")
+        public static let integerTooLarge = Detail(rawValue: "integer_too_large")
+        public static let dateNotRFC3339 = Detail(rawValue: "date_not_rfc3339")
+
         public static let all: [Detail] = [
             .empty, .tooLarge, .segmentCount, .headerNotBase64URL, .headerNotJSON, .headerInvalid,
             .payloadNotBase64URL, .payloadNotJSON, .signatureNotBase64URL, .signatureLength, .duplicateMember,
-            .signingTimeNotANumber, .nestedJWSNotAString,
+            .signingTimeNotANumber, .nestedJWSNotAString, .nestingTooDeep, .payloadNotASet, .missingAttribute,
+            .tooManyAttributes, .inAppPurchaseNotASet, .integerTooLarge, .dateNotRFC3339,
         ]
     }
 
@@ -112,7 +126,7 @@ public struct ValidationError: Error, Sendable, Hashable, CustomStringConvertibl
     /// Set for `certificate_untrusted`, and for `malformed_receipt` when the upload is recognizably something else.
     public let reason: Reason?
     public let message: String
-    /// Set for `malformed_jws`: the part that failed.
+    /// Set for `malformed_jws`, and for `malformed_receipt` when the cause has a name: the part that failed.
     public let detail: Detail?
 
     public init(_ code: Code, _ message: String, reason: Reason? = nil, detail: Detail? = nil) {

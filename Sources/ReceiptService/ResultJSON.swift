@@ -136,6 +136,10 @@ public enum ResultJSON {
                     literal(Literals.reason)
                     string(reason.rawValue)
                 }
+                if let detail = error.detail {
+                    literal(Literals.detail)
+                    string(detail.rawValue)
+                }
                 byte(UInt8(ascii: "}"))
             }
             if let environment = result.environment {
@@ -284,6 +288,7 @@ public enum ResultJSON {
         static let errorCode = member("error") + member("code", after: "{")
         static let kindReceipt = member("kind") + Array("\"receipt\"".utf8)
         static let message = member("message"), reason = member("reason"), environment = member("environment")
+        static let detail = member("detail")
         static let checksSignature = member("checks") + member("signature", after: "{")
         static let bundleID = member("bundle_id"), version = member("version"), deviceHash = member("device_hash")
         static let receiptType = member("receipt") + member("receipt_type", after: "{")

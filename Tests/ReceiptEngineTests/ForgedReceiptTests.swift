@@ -163,7 +163,7 @@ struct SignatureAndContainerTests {
         policy.maximumReceiptBytes = receipt.count - 1
         let result = ReceiptValidator(policy: policy).validate(receipt)
         #expect(result.error?.code == .malformedReceipt)
-        #expect(result.error?.message.contains("larger") == true)
+        #expect(result.error?.detail == .tooLarge)
     }
 
     @Test func trailingBytesAfterContainer_isMalformed() throws {
@@ -186,7 +186,7 @@ struct PayloadTests {
         blueprint.omittedTypes = [type]
         let result = TestPKI.validator().validate(try blueprint.forge(with: TestPKI.standard))
         #expect(result.error?.code == .malformedReceipt)
-        #expect(result.error?.message.contains("attribute \(type)") == true)
+        #expect(result.error?.detail == .missingAttribute)
     }
 
     @Test func downloadID_isReadFromAttribute15_andAbsentWithoutIt() throws {
@@ -224,7 +224,7 @@ struct PayloadTests {
         blueprint.extraAttributes = [ReceiptAttributeBlueprint(type: 17, value: DERWriter.utf8String("not a set"))]
         let result = TestPKI.validator().validate(try blueprint.forge(with: TestPKI.standard))
         #expect(result.error?.code == .malformedReceipt)
-        #expect(result.error?.message.contains("attribute 17") == true)
+        #expect(result.error?.detail == .inAppPurchaseNotASet)
     }
 
     @Test func unparseableDate_isMalformed() throws {
