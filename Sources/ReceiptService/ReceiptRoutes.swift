@@ -160,7 +160,15 @@ public struct ReceiptRoutes: Sendable {
                 ]))
         case .readiness:
             guard readiness.isReady else { return json(status: 503, .object([("status", .string("shutting_down"))])) }
-            guard ledger.isReachable else { return json(status: 503, .object([("status", .string("store_unavailable"))])) }
+            // From the state the ledger's background task keeps: a frozen database never holds this answer.
+            if let reason = ledger.health.reason {
+                return json(
+                    status: 503,
+                    .object([
+                        ("status", .string("not_ready")), ("store", .string("unavailable")),
+                        ("reason", .string(reason.rawValue)),
+                    ]))
+            }
             return json(status: 200, .object([("status", .string("ready"))]))
         case .metrics:
             return HTTPResponse(

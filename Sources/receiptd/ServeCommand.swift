@@ -54,6 +54,7 @@ func runServe(
     let metrics = ServiceMetrics()
     let readiness = ServiceReadiness(isReady: false)
     let ledger = configuration.makeLedger()
+    ledger.observeHealth(log.ledgerHealth)
     do {
         try ledger.openNow()
     } catch {
