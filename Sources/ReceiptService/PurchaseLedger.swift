@@ -60,6 +60,8 @@ public final class PurchaseLedger: Sendable {
         var requestsHeld: Bool
         var inFlight = 0
         var failedProbes = 0
+        /// Whether the store was tried at all: until then, "not open yet" is no news to log.
+        var hasTried = false
         /// The reason last told to the observer (nil: available), so each change is logged once.
         var announced: LedgerError.Reason?
         var observer: (@Sendable (Health) -> Void)?
@@ -111,13 +113,26 @@ public final class PurchaseLedger: Sendable {
     /// The ledger's health as last seen; never waits on the database.
     public var health: Health { state.withLock { $0.health } }
 
+    /// Requests doing ledger work now.
+    var workInFlight: Int { state.withLock { $0.inFlight } }
+
+    /// How many subscriptions are remembered (negative answers included).
+    var rememberedSubscriptions: Int { subscriptions.withLock { $0.facts.count } }
+
     /// For `/readyz`: whether the ledger was answering when last seen. A stateless service is always ready.
     public var isReachable: Bool { health == .available }
 
     /// Calls `observer` on each change of health (a new reason, or back to available), from the background task or a
     /// request: once per change, never once per request.
+    /// The background task may have found the database unusable before the observer was set; it hears that first.
     public func observeHealth(_ observer: @escaping @Sendable (Health) -> Void) {
-        state.withLock { $0.observer = observer }
+        let missed: Health? = state.withLock { state in
+            state.observer = observer
+            guard state.hasTried, let reason = state.health.reason, state.announced != reason else { return nil }
+            state.announced = reason
+            return state.health
+        }
+        if let missed { observer(missed) }
     }
 
     /// Runs `body` on the store. Fails at once, without touching the database, while it is known to be unreachable
@@ -197,6 +212,7 @@ public final class PurchaseLedger: Sendable {
     /// A read proves that the database answers again; only a write proves that it takes writes again.
     private func note(success work: Work) {
         let change: (Health, (@Sendable (Health) -> Void)?)? = state.withLock { state in
+            state.hasTried = true
             guard let reason = state.health.reason else { return nil }
             guard work == .write || Self.holdsRequests(reason) else { return nil }
             state.health = .available
@@ -213,6 +229,7 @@ public final class PurchaseLedger: Sendable {
     private func note(failure error: LedgerError, callerMayBeAtFault: Bool) {
         guard let reason = error.reason ?? (callerMayBeAtFault ? nil : .error) else { return }
         let change: (Health, (@Sendable (Health) -> Void)?)? = state.withLock { state in
+            state.hasTried = true
             state.requestsHeld = Self.holdsRequests(reason) || state.store == nil
             guard state.health.reason != reason || state.announced != reason else { return nil }
             if state.health.reason != reason {
