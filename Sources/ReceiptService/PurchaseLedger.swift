@@ -228,17 +228,19 @@ public final class PurchaseLedger: Sendable {
     /// and says nothing about the database.
     private func note(failure error: LedgerError, callerMayBeAtFault: Bool) {
         guard let reason = error.reason ?? (callerMayBeAtFault ? nil : .error) else { return }
-        let change: (Health, (@Sendable (Health) -> Void)?)? = state.withLock { state in
+        let change: (Health, @Sendable (Health) -> Void)? = state.withLock { state in
+            // The first failure replaces "not open yet" with the database's own words.
+            let isFirstTry = !state.hasTried
             state.hasTried = true
             state.requestsHeld = Self.holdsRequests(reason) || state.store == nil
-            guard state.health.reason != reason || state.announced != reason else { return nil }
-            if state.health.reason != reason {
+            if state.health.reason != reason || isFirstTry {
                 state.health = .unavailable(reason: reason, message: error.message, since: unixMillisecondsNow())
             }
+            guard state.announced != reason, let observer = state.observer else { return nil }
             state.announced = reason
-            return (state.health, state.observer)
+            return (state.health, observer)
         }
-        if let (health, observer) = change { observer?(health) }
+        if let (health, observer) = change { observer(health) }
     }
 
     /// An unreachable or frozen database is tried by the background task alone; one that refuses writes is still

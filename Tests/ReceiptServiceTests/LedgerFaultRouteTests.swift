@@ -257,6 +257,35 @@ struct LedgerFaultRouteTests {
         #expect(captured.count("ledger unavailable") == 1)
     }
 
+    @Test func storeTimeout_isReadFromTheConfiguration_defaultTwoSeconds() throws {
+        let parsed = try ServiceConfiguration.parse(Array(#"{"store_timeout": 0.5}"#.utf8), path: "x.json", baseDirectory: ".")
+        #expect(parsed.storeTimeout == 0.5)
+        #expect(ServiceConfiguration().storeTimeout == 2)
+        for bad in [#"{"store_timeout": 0}"#, #"{"store_timeout": "2"}"#] {
+            #expect(throws: ConfigurationError(.invalidValue, "")) {
+                try ServiceConfiguration.parse(Array(bad.utf8), path: "x.json", baseDirectory: ".")
+            }
+        }
+    }
+
+    @Test func postgresDownAtStart_serves_withTheCauseLoggedOnce_andNoPassword() throws {
+        var configuration = ServiceConfiguration()
+        configuration.store = .postgres(
+            connectionString: "host=/nonexistent-socket-directory user=app password=hunter2-secret dbname=x")
+        configuration.storeTimeout = 0.5
+        let ledger = configuration.makeLedger()
+        let captured = CapturedLog()
+        ledger.observeHealth(captured.log.ledgerHealth)
+        try ledger.openNow()
+        let routes = LedgerService.routes(ledger)
+        #expect(routes.handle(get("/readyz")).json?["reason"] == .string("unreachable"))
+        #expect(routes.deliver(try E.subscribed()).errorCode == "store_unavailable")
+        #expect(routes.deliver(try E.subscribed()).errorCode == "store_unavailable")
+        #expect(captured.count("ledger unavailable") == 1)
+        #expect(captured.first("ledger unavailable")?.contains("reason=unreachable") == true)
+        #expect(captured.lines.withLock { $0.allSatisfy { !$0.contains("hunter2-secret") } })
+    }
+
     @Test func shuttingDown_staysItsOwnAnswer() throws {
         let readiness = ServiceReadiness()
         readiness.markShuttingDown()
