@@ -306,8 +306,9 @@ public final class PurchaseLedger: Sendable {
         if let remembered { return remembered }
         let facts = try store.subscription(originalTransactionID: originalTransactionID)
         subscriptions.withLock { memory in
-            // A write since the read began may have made it stale: keep it only if none happened.
-            guard memory.generation == generation else { return }
+            // A write since the read began may have made it stale: keep it only if none happened. An unknown id is
+            // not remembered: anyone can ask for any number of them, and answering one again costs a single read.
+            guard memory.generation == generation, facts != nil else { return }
             // Transactions and renewal info hold a few hundred bytes of text each.
             let factBytes = 512 * ((facts?.transactions.count ?? 0) + (facts?.renewal == nil ? 0 : 1))
             memory.facts.remember(facts, for: originalTransactionID, bytes: factBytes)
@@ -339,8 +340,8 @@ private struct SubscriptionMemory {
     var generation = 0
 }
 
-/// A dictionary that forgets everything rather than pass `entryLimit` entries or `byteLimit` bytes: a client that
-/// asks for ids nobody has (each one remembered as unknown) costs reads once it fills it, never more memory.
+/// A dictionary that forgets everything rather than pass `entryLimit` entries or `byteLimit` bytes (estimated high:
+/// malloc keeps freed memory per thread arena), so that what it remembers never grows the process without bound.
 struct BoundedMemory<Value> {
     private var values: [String: Value] = [:]
     /// What was added since the last reset, estimated high: forgetting an entry does not give its bytes back.
@@ -362,7 +363,7 @@ struct BoundedMemory<Value> {
         if values[key] == nil {
             // The key's text, and its slot at the dictionary's maximum load (three quarters, rounded up to doubled
             // capacity): hash storage grows by doubling, so a full table costs up to twice its entries.
-            let cost = key.utf8.count + 32 + 2 * (MemoryLayout<String>.stride + MemoryLayout<Value>.stride) + extra
+            let cost = key.utf8.count + 128 + 2 * (MemoryLayout<String>.stride + MemoryLayout<Value>.stride) + extra
             if values.count >= entryLimit || bytes + cost > byteLimit {
                 values.removeAll()
                 bytes = 0
