@@ -78,8 +78,9 @@ public final class PurchaseLedger: Sendable {
     /// - Parameters:
     ///   - open: makes (connects, migrates) the store; called by the background task until it succeeds.
     ///   - isExclusiveWriter: nothing but this process writes to the store.
-    ///   - maximumConcurrentWork: requests that may wait on the ledger at once (each holds a thread); twice the
-    ///     connections of both backends' pools and writer, so the pools stay busy and threads stay few.
+    ///   - maximumConcurrentWork: requests that may wait on the ledger at once (each holds a thread): enough to keep
+    ///     four pooled connections and SQLite's group commit busy, few enough that a hung database cannot take the
+    ///     server's threads.
     public convenience init(
         opening open: (@Sendable () throws(LedgerError) -> any LedgerStore)?, isExclusiveWriter: Bool = false,
         maximumConcurrentWork: Int = 32
@@ -116,15 +117,14 @@ public final class PurchaseLedger: Sendable {
     /// Requests doing ledger work now.
     var workInFlight: Int { state.withLock { $0.inFlight } }
 
-    /// How many subscriptions are remembered (negative answers included).
+    /// How many subscriptions are remembered.
     var rememberedSubscriptions: Int { subscriptions.withLock { $0.facts.count } }
 
     /// For `/readyz`: whether the ledger was answering when last seen. A stateless service is always ready.
     public var isReachable: Bool { health == .available }
 
     /// Calls `observer` on each change of health (a new reason, or back to available), from the background task or a
-    /// request: once per change, never once per request.
-    /// The background task may have found the database unusable before the observer was set; it hears that first.
+    /// request: once per change, never once per request. The background task may have found the database unusable before the observer was set; it hears that first.
     public func observeHealth(_ observer: @escaping @Sendable (Health) -> Void) {
         let missed: Health? = state.withLock { state in
             state.observer = observer
@@ -182,8 +182,8 @@ public final class PurchaseLedger: Sendable {
                 return Self.heartbeatInterval
             }
             state.failedProbes += 1
-            let doublings = Double(min(state.failedProbes - 1, 16))
-            return min(Self.backoff.longest, Self.backoff.first * Double(1 << Int(doublings)))
+            let doublings = min(state.failedProbes - 1, 16)
+            return min(Self.backoff.longest, Self.backoff.first * Double(1 << doublings))
         }
         scheduleProbe(after: delay)
     }
