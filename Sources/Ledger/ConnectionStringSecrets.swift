@@ -34,5 +34,6 @@ public func redactingSecrets(of connectionString: String, in message: String) ->
 /// mark joins the `=` before it into one `Character`, where a search by `Character` would not find it.
 private func replacingEvery(_ target: String, with replacement: String, in text: String) -> String {
     guard !target.isEmpty else { return text }
-    return String(decoding: Array(text.utf8).replacing(Array(target.utf8), with: Array(replacement.utf8)), as: UTF8.self)
+    let replaced = Array(text.utf8).replacing(Array(target.utf8), with: Array(replacement.utf8))
+    return String(decoding: replaced, as: UTF8.self)
 }

@@ -149,7 +149,9 @@ final class PostgresConnection: PooledConnection, @unchecked Sendable {
             let flushed = PQflush(handle)
             if flushed == 0 { break }
             guard flushed == 1 else { throw connectionError("sending a statement") }
-            guard awaitSocket(POLLIN | POLLOUT, until: deadline) else { throw abandon("sending a statement: no answer") }
+            guard awaitSocket(POLLIN | POLLOUT, until: deadline) else {
+                throw abandon("sending a statement: no answer")
+            }
             guard PQconsumeInput(handle) == 1 else { throw connectionError("sending a statement") }
         }
         var first: OpaquePointer?

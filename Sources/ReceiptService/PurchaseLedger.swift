@@ -85,7 +85,8 @@ public final class PurchaseLedger: Sendable {
         opening open: (@Sendable () throws(LedgerError) -> any LedgerStore)?, isExclusiveWriter: Bool = false,
         maximumConcurrentWork: Int = 32
     ) {
-        self.init(open: open, store: nil, isExclusiveWriter: isExclusiveWriter, maximumConcurrentWork: maximumConcurrentWork)
+        self.init(
+            open: open, store: nil, isExclusiveWriter: isExclusiveWriter, maximumConcurrentWork: maximumConcurrentWork)
     }
 
     /// A ledger on a store that is already open (tests, benchmarks); a SQLite one is taken to be this process's own.
@@ -124,7 +125,8 @@ public final class PurchaseLedger: Sendable {
     public var isReachable: Bool { health == .available }
 
     /// Calls `observer` on each change of health (a new reason, or back to available), from the background task or a
-    /// request: once per change, never once per request. The background task may have found the database unusable before the observer was set; it hears that first.
+    /// request: once per change, never once per request. The background task may have found the database unusable
+    /// before the observer was set; it hears that first.
     public func observeHealth(_ observer: @escaping @Sendable (Health) -> Void) {
         let missed: Health? = state.withLock { state in
             state.observer = observer
@@ -279,7 +281,9 @@ public final class PurchaseLedger: Sendable {
         }
     }
 
-    public func record(renewal: RenewalFacts, source: TransactionSource, in store: any LedgerStore) throws(LedgerError) {
+    public func record(
+        renewal: RenewalFacts, source: TransactionSource, in store: any LedgerStore
+    ) throws(LedgerError) {
         defer { forget([renewal.originalTransactionID]) }
         try store.record(renewal: renewal, source: source)
         note(success: .write)

@@ -51,8 +51,8 @@ public struct ConfigurationError: Error, Sendable, Hashable, CustomStringConvert
 /// The keys are a contract: `host`, `port`, `trusted_roots`, `apps` (`bundle_id`, `versions`, `shared_secret`),
 /// `environments`, `max_receipt_bytes`, `max_body_bytes`, `max_header_bytes`, `max_connections`,
 /// `header_read_timeout`, `body_read_timeout`, `idle_timeout`, `shutdown_grace_period`, `log_format`, `store`
-/// (`sqlite` or `postgres`), `store_timeout`, `apps[].app_apple_id`. Unknown keys are refused so that a typo never silently leaves a
-/// default in force.
+/// (`sqlite` or `postgres`), `store_timeout`, `apps[].app_apple_id`. Unknown keys are refused so that a typo never
+/// silently leaves a default in force.
 public struct ServiceConfiguration: Sendable {
     /// An app whose receipts are accepted.
     public struct App: Sendable, Hashable {
