@@ -68,7 +68,8 @@ struct StoreTimeoutTests {
 
     @Test func unreachableServer_isUnreachable_withoutThePassword() {
         let error = ledgerError {
-            _ = try PostgresLedger(connectionString: "host=/nonexistent-socket-directory password=hunter2-secret dbname=x")
+            _ = try PostgresLedger(
+                connectionString: "host=/nonexistent-socket-directory password=hunter2-secret dbname=x")
         }
         #expect(error?.reason == .unreachable)
         #expect(error?.message.contains("hunter2-secret") == false)

@@ -108,7 +108,8 @@ struct LedgerFaultRouteTests {
         let connection = try cluster.newDatabase()
         let opened = Mutex<ObservedStore?>(nil)
         let ledger = PurchaseLedger(opening: { () throws(LedgerError) in
-            let store = ObservedStore(try PostgresLedger(connectionString: connection, timeout: 1, clock: TestClock.fixed))
+            let store = ObservedStore(
+                try PostgresLedger(connectionString: connection, timeout: 1, clock: TestClock.fixed))
             opened.withLock { $0 = store }
             return store
         })
@@ -258,7 +259,8 @@ struct LedgerFaultRouteTests {
     }
 
     @Test func storeTimeout_isReadFromTheConfiguration_defaultTwoSeconds() throws {
-        let parsed = try ServiceConfiguration.parse(Array(#"{"store_timeout": 0.5}"#.utf8), path: "x.json", baseDirectory: ".")
+        let parsed = try ServiceConfiguration.parse(
+            Array(#"{"store_timeout": 0.5}"#.utf8), path: "x.json", baseDirectory: ".")
         #expect(parsed.storeTimeout == 0.5)
         #expect(ServiceConfiguration().storeTimeout == 2)
         for bad in [#"{"store_timeout": 0}"#, #"{"store_timeout": "2"}"#] {
