@@ -40,6 +40,10 @@ public protocol LedgerStore: Sendable {
     /// Succeeds when the database answers a trivial query: for readiness checks.
     func ping() throws(LedgerError)
 
+    /// Succeeds when the database commits a write (one that changes nothing): how readiness learns that writes work
+    /// again after one failed, without waiting for a client's write.
+    func checkWritable() throws(LedgerError)
+
     /// The schema version the database is at.
     func schemaVersion() throws(LedgerError) -> Int
 

@@ -74,6 +74,8 @@ public final class SQLiteLedger: LedgerStore {
 
     public func ping() throws(LedgerError) { try records.ping() }
 
+    public func checkWritable() throws(LedgerError) { try records.checkWritable() }
+
     public func schemaVersion() throws(LedgerError) -> Int { try records.schemaVersion() }
 
     public func counts() throws(LedgerError) -> LedgerCounts { try records.counts() }

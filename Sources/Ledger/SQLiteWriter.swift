@@ -18,9 +18,9 @@ final class SQLiteWriter: Sendable {
     private let connection: SQLiteConnection
     private let queue = DispatchQueue(label: "receiptd.ledger.sqlite-writer")
     private let state = Mutex(State())
-    /// How long a caller waits for its group to commit: twice store_timeout, since the group may wait for the one
-    /// before it, and each waits at most store_timeout for a lock (`busy_timeout`), which then fails as `locked`.
-    /// A write that commits after its caller gave up is still kept.
+    /// How long a caller waits for its group to commit: three times store_timeout, since the group may wait for the
+    /// one before it, and each waits at most store_timeout for a lock (`busy_timeout`), which then fails as `locked`
+    /// well before this runs out. A write that commits after its caller gave up is still kept.
     private let timeout: Double
 
     private struct State {
@@ -30,7 +30,7 @@ final class SQLiteWriter: Sendable {
 
     init(connection: SQLiteConnection, timeout: Double = LedgerConfiguration.defaultTimeout) {
         self.connection = connection
-        self.timeout = 2 * timeout
+        self.timeout = 3 * timeout
     }
 
     /// Runs `body` on the writer's connection between groups.

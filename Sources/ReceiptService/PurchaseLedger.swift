@@ -190,18 +190,24 @@ public final class PurchaseLedger: Sendable {
         scheduleProbe(after: delay)
     }
 
-    /// Opens the store if it is not open, else pings it; only ever runs on `healthQueue`.
+    /// Opens the store if it is not open, else pings it, or after a failed write writes to it: a server that is not
+    /// ready gets no traffic, so readiness must not wait for a client's write to come back. Only ever runs on
+    /// `healthQueue`.
     private func probeOnce() -> LedgerError? {
         guard let open else { return nil }
-        let current = state.withLock { $0.store }
+        let (current, reason) = state.withLock { ($0.store, $0.health.reason) }
         do throws(LedgerError) {
-            if let current {
+            if let current, let reason, !Self.holdsRequests(reason) {
+                try current.checkWritable()
+                note(success: .write)
+            } else if let current {
                 try current.ping()
+                note(success: .read)
             } else {
                 let opened = try open()
                 state.withLock { $0.store = opened }
+                note(success: .read)
             }
-            note(success: .read)
             return nil
         } catch {
             note(failure: error, callerMayBeAtFault: false)

@@ -64,6 +64,7 @@ final class ObservedStore: LedgerStore {
         return try base.notification(uuid: uuid)
     }
     func ping() throws(LedgerError) { try base.ping() }
+    func checkWritable() throws(LedgerError) { try base.checkWritable() }
     func schemaVersion() throws(LedgerError) -> Int { try base.schemaVersion() }
     func counts() throws(LedgerError) -> LedgerCounts { try base.counts() }
 }
@@ -188,44 +189,42 @@ struct LedgerFaultRouteTests {
         #expect(routes.deliver(try Self.renewal(3)).status == 200)
     }
 
-    /// How a SQLite database is made to refuse writes as a full disk or a read-only volume would (tests run as root,
-    /// which writes through permission bits), and how it is given back.
+    /// How a SQLite database is made to refuse writes as a read-only volume or another process's long transaction
+    /// would (tests run as root, which writes through permission bits); each returns what gives it back. A full disk
+    /// is the Ledger tests' (`PRAGMA max_page_count` stops new pages, not the rewrite that readiness checks with).
     enum WriteFault: String, CaseIterable, CustomTestStringConvertible, Sendable {
-        case diskFull = "disk_full"
         case readOnly = "read_only"
+        case locked = "locked"
 
         var testDescription: String { rawValue }
 
-        var begin: String {
+        func begin(_ ledger: SQLiteLedger, path: String) throws -> () throws -> Void {
             switch self {
-            case .diskFull: "PRAGMA max_page_count = 1"
-            case .readOnly: "PRAGMA query_only = 1"
-            }
-        }
-
-        var end: String {
-            switch self {
-            case .diskFull: "PRAGMA max_page_count = 1073741823"
-            case .readOnly: "PRAGMA query_only = 0"
+            case .readOnly:
+                try ledger.executeOnWriter("PRAGMA query_only = 1")
+                return { try ledger.executeOnWriter("PRAGMA query_only = 0") }
+            case .locked:
+                let other = try SQLiteConnection(path: path)
+                try other.execute("BEGIN IMMEDIATE")
+                return { try other.execute("ROLLBACK") }
             }
         }
     }
 
     @Test(arguments: WriteFault.allCases)
-    func failingWrites_turnReadinessAway_withTheReasonLoggedOnce_untilAWriteSucceeds(_ fault: WriteFault) throws {
-        let sqlite = try SQLiteLedger(path: Scratch.newPath("fault.sqlite"), clock: TestClock.fixed)
+    func failingWrites_turnReadinessAway_withTheReasonLoggedOnce_untilWritesWork(_ fault: WriteFault) throws {
+        let path = Scratch.newPath("fault.sqlite")
+        let sqlite = try SQLiteLedger(path: path, timeout: 0.3, clock: TestClock.fixed)
         let ledger = PurchaseLedger(store: sqlite)
         let captured = CapturedLog()
         ledger.observeHealth(captured.log.ledgerHealth)
         let routes = LedgerService.routes(ledger)
         #expect(routes.deliver(try E.subscribed()).status == 200)
 
-        try sqlite.executeOnWriter(fault.begin)
-        var failures = 0
-        for number in 1...100 where failures < 3 {
-            if routes.deliver(try Self.renewal(number)).status == 503 { failures += 1 }
+        let end = try fault.begin(sqlite, path: path)
+        for number in 1...3 {
+            #expect(routes.deliver(try Self.renewal(number)).errorCode == "store_unavailable")
         }
-        #expect(failures == 3)
         let ready = routes.handle(get("/readyz"))
         #expect(ready.status == 503)
         #expect(ready.json?["reason"] == .string(fault.rawValue))
@@ -237,9 +236,11 @@ struct LedgerFaultRouteTests {
         #expect(routes.handle(get("/v1/subscriptions/7000")).status == 200)
         #expect(routes.handle(get("/readyz")).status == 503)
 
-        try sqlite.executeOnWriter(fault.end)
-        #expect(routes.deliver(try Self.renewal(1000)).status == 200)
+        try end()
+        // A server that is not ready gets no traffic: the background task's own write finds that writes work again.
+        Self.await { routes.handle(get("/readyz")).status == 200 }
         #expect(routes.handle(get("/readyz")).status == 200)
+        #expect(routes.deliver(try Self.renewal(1000)).status == 200)
         #expect(captured.count("ledger available") == 1)
     }
 
