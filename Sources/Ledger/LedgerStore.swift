@@ -42,6 +42,10 @@ public protocol LedgerStore: Sendable {
     /// Succeeds when the database answers a trivial query: for readiness checks.
     func ping() throws(LedgerError)
 
+    /// Succeeds when the database commits a write (one that changes nothing): how readiness learns that writes work
+    /// again after one failed, without waiting for a client's write.
+    func checkWritable() throws(LedgerError)
+
     /// The schema version the database is at.
     func schemaVersion() throws(LedgerError) -> Int
 
@@ -61,13 +65,23 @@ public enum LedgerConfiguration: Sendable, Hashable {
     case postgres(connectionString: String)
 }
 
+extension LedgerConfiguration {
+    /// `store_timeout`'s default, in seconds.
+    public static let defaultTimeout: Double = 2
+}
+
 /// Opens the configured ledger and migrates its schema forward.
+///
+/// - Parameter timeout: `store_timeout`, in seconds: the longest any call waits for a connection, a lock or one
+///   statement's answer before it fails with `unavailable` (reason `timeout` or `locked`).
 public func openLedger(
-    _ configuration: LedgerConfiguration, clock: @escaping LedgerClock = unixMillisecondsNow
+    _ configuration: LedgerConfiguration, timeout: Double = LedgerConfiguration.defaultTimeout,
+    clock: @escaping LedgerClock = unixMillisecondsNow
 ) throws(LedgerError) -> any LedgerStore {
     switch configuration {
-    case .sqlite(let path): try SQLiteLedger(path: path, clock: clock)
-    case .postgres(let connectionString): try PostgresLedger(connectionString: connectionString, clock: clock)
+    case .sqlite(let path): try SQLiteLedger(path: path, timeout: timeout, clock: clock)
+    case .postgres(let connectionString):
+        try PostgresLedger(connectionString: connectionString, timeout: timeout, clock: clock)
     }
 }
 

@@ -74,8 +74,9 @@ public struct ReceiptRoutes: Sendable {
                 Declaration(method: .post, access: .anyone, usesLedger: true, listeners: .main)
             case .health:
                 Declaration(method: .get, access: .anyone, usesLedger: false, listeners: .mainAndPublic)
+            // Answered from the ledger's health as last seen by its background task: never waits on the database.
             case .readiness:
-                Declaration(method: .get, access: .anyone, usesLedger: true, listeners: .main)
+                Declaration(method: .get, access: .anyone, usesLedger: false, listeners: .main)
             case .metrics:
                 Declaration(method: .get, access: .scope(.metrics), usesLedger: false, listeners: .main)
             // Answered 404 before anything else is looked at.
@@ -267,7 +268,15 @@ public struct ReceiptRoutes: Sendable {
                 ]))
         case .readiness:
             guard readiness.isReady else { return json(status: 503, .object([("status", .string("shutting_down"))])) }
-            guard ledger.isReachable else { return json(status: 503, .object([("status", .string("store_unavailable"))])) }
+            // From the state the ledger's background task keeps: a frozen database never holds this answer.
+            if let reason = ledger.health.reason {
+                return json(
+                    status: 503,
+                    .object([
+                        ("status", .string("not_ready")), ("store", .string("unavailable")),
+                        ("reason", .string(reason.rawValue)),
+                    ]))
+            }
             return json(status: 200, .object([("status", .string("ready"))]))
         case .metrics:
             return HTTPResponse(

@@ -51,9 +51,8 @@ public struct ConfigurationError: Error, Sendable, Hashable, CustomStringConvert
 /// The keys are a contract: `host`, `port`, `trusted_roots`, `apps` (`bundle_id`, `versions`, `shared_secret`),
 /// `environments`, `max_receipt_bytes`, `max_body_bytes`, `max_header_bytes`, `max_connections`,
 /// `header_read_timeout`, `body_read_timeout`, `idle_timeout`, `shutdown_grace_period`, `log_format`, `store`
-/// (`sqlite` or `postgres`), `apps[].app_apple_id`, `api_tokens` (`name`, `sha256`, `scopes`), `public` (`host`,
-/// `port`). Unknown keys are refused so that a typo never silently leaves a
-/// default in force.
+/// (`sqlite` or `postgres`), `store_timeout`, `apps[].app_apple_id`, `api_tokens` (`name`, `sha256`, `scopes`),
+/// `public` (`host`, `port`). Unknown keys are refused so that a typo never silently leaves a default in force.
 public struct ServiceConfiguration: Sendable {
     /// An app whose receipts are accepted.
     public struct App: Sendable, Hashable {
@@ -105,6 +104,8 @@ public struct ServiceConfiguration: Sendable {
     public var shutdownGracePeriod: Double = 10
     public var logFormat = LogFormat.text
     public var store: Store?
+    /// The longest a request waits on the ledger's database (a connection, a lock, a statement), in seconds.
+    public var storeTimeout = LedgerConfiguration.defaultTimeout
     /// `api_tokens` (Authorization.swift); empty: guarded routes answer loopback peers only.
     public var apiTokens: [APIToken] = []
     /// `public`: the second, internet-facing listener; nil opens none.
@@ -138,6 +139,7 @@ public struct ServiceConfiguration: Sendable {
 
     /// The ledger `store` names (opened on first use), or a stateless one without `store`.
     public func makeLedger() -> PurchaseLedger {
+        let timeout = storeTimeout
         switch store {
         case nil: return .none
         case .sqlite(let path)?:
@@ -145,10 +147,12 @@ public struct ServiceConfiguration: Sendable {
                 // The folder is part of the default config (git-ignored): make it rather than fail the first run.
                 let folder = path.deletingLastPathComponent
                 if !folder.isEmpty { try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) }
-                return try openLedger(.sqlite(path: path))
+                return try openLedger(.sqlite(path: path), timeout: timeout)
             }, isExclusiveWriter: true)
         case .postgres(let connectionString)?:
-            return PurchaseLedger(opening: { () throws(LedgerError) in try openLedger(.postgres(connectionString: connectionString)) })
+            return PurchaseLedger(opening: { () throws(LedgerError) in
+                try openLedger(.postgres(connectionString: connectionString), timeout: timeout)
+            })
         }
     }
 
@@ -271,6 +275,7 @@ extension ServiceConfiguration {
                 }
                 configuration.logFormat = format
             case "store": configuration.store = try reader.store(value, baseDirectory: baseDirectory)
+            case "store_timeout": configuration.storeTimeout = try reader.seconds(value, key)
             case "api_tokens": configuration.apiTokens = try parseAPITokens(value, source: "config \(path)")
             case "public": configuration.publicListener = try parsePublicListener(value, source: "config \(path)")
             default:

@@ -166,8 +166,7 @@ struct AuthorizationRouteTests {
         let waiting = ReceiptRoutes.Route.allCases.filter(\.usesLedger)
         #expect(
             Set(waiting) == [
-                .validate, .notifications, .subscription, .transaction, .claim, .verifyReceipt, .sandboxVerifyReceipt,
-                .readiness,
+                .validate, .notifications, .subscription, .transaction, .claim, .verifyReceipt, .sandboxVerifyReceipt
             ])
     }
 
