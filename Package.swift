@@ -22,6 +22,7 @@ let package = Package(
         .library(name: "HTTP1Server", targets: ["HTTP1Server"]),
         // For the separate Benchmarks/ package, which times validation together with the JSON answer.
         .library(name: "ReceiptService", targets: ["ReceiptService"]),
+        .library(name: "AppStoreServerAPI", targets: ["AppStoreServerAPI"]),
     ],
     targets: [
         .systemLibrary(
@@ -53,7 +54,10 @@ let package = Package(
         // Every command (`serve`, `verify`, `testing`) and its flags; the modules below know nothing of a command line.
         .executableTarget(
             name: "receiptd",
-            dependencies: ["ReceiptService", "CryptoFloor", "ReceiptEngine", "StoreKitJWS", "Ledger", "ReceiptForge", "JSONText", "HTTP1Server"],
+            dependencies: [
+                "ReceiptService", "CryptoFloor", "ReceiptEngine", "StoreKitJWS", "Ledger", "ReceiptForge", "JSONText", "HTTP1Server",
+                "AppStoreServerAPI",
+            ],
             swiftSettings: strictSettings,
             // A release build's DWARF is 4 MB of the static binary (SwiftPM compiles release with -g); the symbol table
             // stays, so backtraces and profilers still name functions. Keeps the binary under 25 MB (README).
@@ -75,6 +79,14 @@ let package = Package(
             pkgConfig: "libpq",
             providers: [.apt(["libpq-dev"]), .brew(["libpq"])]
         ),
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"]), .brew(["curl"])]
+        ),
+        // A client of Apple's App Store Server API: the only importer of CCurl. Signs its tokens on the crypto floor
+        // and returns Apple's signed strings unverified; the service verifies them like any other JWS.
+        .target(name: "AppStoreServerAPI", dependencies: ["CCurl", "CryptoFloor", "JSONText"], swiftSettings: strictSettings),
         // The purchase ledger on SQLite or PostgreSQL; the only importer of CSQLite and CPostgres. Knows nothing of
         // receipts, JWS or HTTP: the service maps verified data into its value types.
         .target(name: "Ledger", dependencies: ["CSQLite", "CPostgres"], swiftSettings: strictSettings),
@@ -103,6 +115,11 @@ let package = Package(
                 "ReceiptService", "ReceiptEngine", "ReceiptForge", "StoreKitJWS", "Ledger", "JSONText", "HTTP1Server",
                 "receiptd", "TestSupport",
             ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "AppStoreServerAPITests",
+            dependencies: ["AppStoreServerAPI", "CryptoFloor", "JSONText", "TestSupport"],
             swiftSettings: strictSettings
         ),
     ],
