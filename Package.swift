@@ -50,7 +50,10 @@ let package = Package(
         // A small HTTP/1.1 server on POSIX sockets, epoll and Dispatch. Knows nothing of receipts.
         .target(name: "HTTP1Server", dependencies: ["CEpoll"], swiftSettings: strictSettings),
         // Routes, configuration and JSON: joins the engine to the HTTP server.
-        .target(name: "ReceiptService", dependencies: ["ReceiptEngine", "StoreKitJWS", "Ledger", "JSONText", "HTTP1Server"], swiftSettings: strictSettings),
+        .target(
+            name: "ReceiptService",
+            dependencies: ["ReceiptEngine", "StoreKitJWS", "Ledger", "JSONText", "HTTP1Server", "AppStoreServerAPI"],
+            swiftSettings: strictSettings),
         // Every command (`serve`, `verify`, `testing`) and its flags; the modules below know nothing of a command line.
         .executableTarget(
             name: "receiptd",
@@ -113,7 +116,7 @@ let package = Package(
             name: "ReceiptServiceTests",
             dependencies: [
                 "ReceiptService", "ReceiptEngine", "ReceiptForge", "StoreKitJWS", "Ledger", "JSONText", "HTTP1Server",
-                "receiptd", "TestSupport",
+                "receiptd", "TestSupport", "AppStoreServerAPI",
             ],
             swiftSettings: strictSettings
         ),

@@ -6,6 +6,8 @@ public struct AppStoreServerAPIError: Error, Sendable, Equatable, CustomStringCo
         public init(rawValue: String) { self.rawValue = rawValue }
         public var description: String { rawValue }
 
+        /// The app has no `server_api` key configured.
+        public static let notConfigured = Code(rawValue: "server_api_not_configured")
         /// The `.p8` key cannot be read or cannot sign.
         public static let keyInvalid = Code(rawValue: "server_api_key_invalid")
         /// 401: Apple refused the token; the message names the settings to check.

@@ -84,6 +84,18 @@ enum LedgerSchema {
         Migration(version: 2, statements: [
             "ALTER TABLE renewal_infos ADD COLUMN price_increase_status INTEGER"
         ]),
+        // The App Store Server API sync (issue 19): how far each app's notification history has been read.
+        Migration(version: 3, statements: [
+            """
+            CREATE TABLE server_api_sync (
+                bundle_id TEXT NOT NULL,
+                environment TEXT NOT NULL,
+                synced_until BIGINT NOT NULL,
+                last_success_at BIGINT NOT NULL,
+                PRIMARY KEY (bundle_id, environment)
+            )
+            """
+        ]),
     ]
 
     static var latestVersion: Int { migrations.last?.version ?? 0 }

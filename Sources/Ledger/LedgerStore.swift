@@ -45,6 +45,13 @@ public protocol LedgerStore: Sendable {
 
     /// Rows per table.
     func counts() throws(LedgerError) -> LedgerCounts
+
+    /// Where `receiptd store sync` stopped reading Apple's notification history for an app and environment.
+    func syncCursor(bundleID: String, environment: String) throws(LedgerError) -> ServerAPISyncCursor?
+    /// Every app and environment's sync cursor.
+    func syncCursors() throws(LedgerError) -> [ServerAPISyncCursor]
+    /// Moves a sync cursor forward (never back).
+    func record(syncCursor cursor: ServerAPISyncCursor) throws(LedgerError)
 }
 
 /// Where the ledger lives: `"store": {"sqlite": "PATH"}` or `"store": {"postgres": "CONNINFO"}`.

@@ -3,7 +3,7 @@ public final class SQLiteLedger: LedgerStore {
     /// Readers in WAL mode never block the writer or each other.
     static let readerCount = 4
 
-    private let records: LedgerRecords<SQLiteDatabase>
+    let records: LedgerRecords<SQLiteDatabase>
 
     /// Opens (creating if missing) the database at `path` and migrates it to the current schema.
     public convenience init(path: String, clock: @escaping LedgerClock = unixMillisecondsNow) throws(LedgerError) {

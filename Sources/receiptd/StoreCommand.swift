@@ -12,6 +12,7 @@ let storeUsage = """
     usage: receiptd store status [--config PATH] [--json]
            receiptd store backup FILE [--config PATH]
            receiptd store migrate [--config PATH]
+           receiptd store sync [--since DATE] [--until DATE] [--app BUNDLE] [--environment Production|Sandbox]
       The ledger named by the config's "store" key, or by RECEIPTD_STORE_POSTGRES, which wins over the file.
       `receiptd store COMMAND --help` for more. The connection string is never printed (it may hold a password).
       exit status: 0 done; 1 no store configured, the database cannot be reached, or its schema is newer than this
@@ -56,14 +57,15 @@ func runStore(_ arguments: [String]) -> Int32 {
         return runStoreCommand("status", rest, usage: storeStatusUsage, flags: ["--json"], positional: 0, storeStatus)
     case "backup": return runStoreCommand("backup", rest, usage: storeBackupUsage, positional: 1, storeBackup)
     case "migrate": return runStoreCommand("migrate", rest, usage: storeMigrateUsage, positional: 0, storeMigrate)
+    case "sync": return runStoreSync(rest)
     case "--help", "-h", "help":
         print(storeUsage)
         return ExitStatus.success
     case let other?:
-        printError("receiptd store: unknown command '\(other)'; expected status, backup or migrate\n\n\(storeUsage)")
+        printError("receiptd store: unknown command '\(other)'; expected status, backup, migrate or sync\n\n\(storeUsage)")
         return ExitStatus.usage
     case nil:
-        printError("receiptd store: expected status, backup or migrate\n\n\(storeUsage)")
+        printError("receiptd store: expected status, backup, migrate or sync\n\n\(storeUsage)")
         return ExitStatus.usage
     }
 }
