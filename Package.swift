@@ -97,7 +97,7 @@ let package = Package(
         // PostgreSQL cluster and ledger fixtures. A plain target, so it does not import Testing.
         .target(
             name: "TestSupport",
-            dependencies: ["ReceiptEngine", "ReceiptForge", "StoreKitJWS", "JSONText", "HTTP1Server", "Ledger"],
+            dependencies: ["ReceiptEngine", "ReceiptForge", "StoreKitJWS", "JSONText", "HTTP1Server", "Ledger", "AppStoreServerAPI"],
             path: "Tests/TestSupport",
             swiftSettings: strictSettings
         ),

@@ -1,6 +1,7 @@
 import AppStoreServerAPI
 import Foundation
 import JSONText
+import TestSupport
 import Testing
 
 /// The client against Tests/e2e/fake-app-store-server.py over HTTPS with a test CA: the fake refuses any token Apple

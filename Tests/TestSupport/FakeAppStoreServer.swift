@@ -1,19 +1,18 @@
-import AppStoreServerAPI
+public import AppStoreServerAPI
 import Foundation
-import JSONText
-import TestSupport
+public import JSONText
 
 /// Tests/e2e/fake-app-store-server.py run for one test: its own test CA, API key and port.
-final class FakeAppStoreServer: @unchecked Sendable {
-    static let keyID = "FAKEKEY001"
-    static let issuerID = "57246542-96fe-1a63-e053-0824d011072a"
-    static let bundleID = "com.example.app"
+public final class FakeAppStoreServer: @unchecked Sendable {
+    public static let keyID = "FAKEKEY001"
+    public static let issuerID = "57246542-96fe-1a63-e053-0824d011072a"
+    public static let bundleID = "com.example.app"
 
-    let directory: String
-    let process: Process
-    let port: Int
+    public let directory: String
+    private let process: Process
+    public let port: Int
 
-    init(fixture: [(key: String, value: JSONValue)]) throws {
+    public init(fixture: [(key: String, value: JSONValue)]) throws {
         directory = Scratch.newPath("fake-apple")
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let base: [(key: String, value: JSONValue)] = [
@@ -40,26 +39,34 @@ final class FakeAppStoreServer: @unchecked Sendable {
         self.port = port
     }
 
+    /// Replaces what the fake knows (the identity keys are kept).
+    public func update(_ fixture: [(key: String, value: JSONValue)]) throws {
+        let base: [(key: String, value: JSONValue)] = [
+            ("keyId", .string(Self.keyID)), ("issuerId", .string(Self.issuerID)), ("bundleId", .string(Self.bundleID)),
+        ]
+        try Self.write(.object(base + fixture), into: directory)
+    }
+
     deinit {
         process.terminate()
         process.waitUntilExit()
     }
 
-    var url: String { "https://localhost:\(port)" }
-    var caFile: String { "\(directory)/ca.pem" }
-    var keyFile: String { "\(directory)/key.p8" }
+    public var url: String { "https://localhost:\(port)" }
+    public var caFile: String { "\(directory)/ca.pem" }
+    public var keyFile: String { "\(directory)/key.p8" }
 
-    static func write(_ fixture: JSONValue, into directory: String) throws {
+    public static func write(_ fixture: JSONValue, into directory: String) throws {
         try Data(fixture.serialized()).write(to: URL(fileURLWithPath: "\(directory)/fixture.json"))
     }
 
-    func key(bundleID: String = FakeAppStoreServer.bundleID, keyID: String = FakeAppStoreServer.keyID) throws -> AppStoreConnectKey {
+    public func key(bundleID: String = FakeAppStoreServer.bundleID, keyID: String = FakeAppStoreServer.keyID) throws -> AppStoreConnectKey {
         try AppStoreConnectKey(
             keyID: keyID, issuerID: Self.issuerID, bundleID: bundleID,
             privateKeyPEM: Array(try Data(contentsOf: URL(fileURLWithPath: keyFile))))
     }
 
-    func client(
+    public func client(
         key: AppStoreConnectKey? = nil, caFile: String? = nil, timeoutSeconds: Int = 5, retryPolicy: RetryPolicy = .fast
     ) throws -> AppStoreServerAPIClient {
         AppStoreServerAPIClient(
@@ -68,7 +75,7 @@ final class FakeAppStoreServer: @unchecked Sendable {
     }
 
     /// Every request the fake received, in order, as it logged them.
-    func requests() throws -> [JSONValue] {
+    public func requests() throws -> [JSONValue] {
         let text = (try? String(contentsOfFile: "\(directory)/requests.jsonl", encoding: .utf8)) ?? ""
         return try text.split(separator: "\n").map { try JSONValue(parsing: Array($0.utf8)) }
     }
@@ -76,7 +83,7 @@ final class FakeAppStoreServer: @unchecked Sendable {
 
 extension RetryPolicy {
     /// Retries without real waits worth the name.
-    static var fast: RetryPolicy {
+    public static var fast: RetryPolicy {
         var policy = RetryPolicy()
         policy.maximumAttempts = 3
         policy.baseDelaySeconds = 0.01
