@@ -23,6 +23,8 @@ let usage = """
       receiptd testing notification --ca DIR --type TYPE [--subtype SUBTYPE] --bundle-id ID [flags]
                                     [--out FILE] [--post URL]
       receiptd store status|backup FILE|migrate [--config PATH]
+      receiptd store sync [--since DATE] [--until DATE] [--app BUNDLE] [--environment Production|Sandbox]
+      receiptd lookup order ORDER_ID | lookup transaction TRANSACTION_ID [--config PATH]
       receiptd version
       receiptd help [COMMAND]
 
@@ -41,12 +43,13 @@ func runReceiptd(_ arguments: [String]) -> Int32 {
     case "verify": return runVerify(rest)
     case "testing": return runTesting(rest)
     case "store": return runStore(rest)
+    case "lookup": return runLookup(rest)
     case "version", "--version":
         print("receiptd \(ReceiptdVersion.current)")
         return ExitStatus.success
     case "help", "--help", "-h":
         // `help serve` is `serve --help`, as in git and swift.
-        if let topic = rest.first, ["serve", "verify", "testing", "store"].contains(topic) {
+        if let topic = rest.first, ["serve", "verify", "testing", "store", "lookup"].contains(topic) {
             return runReceiptd([topic] + rest.dropFirst() + ["--help"])
         }
         print(usage)
