@@ -84,10 +84,11 @@ enum LedgerSchema {
         Migration(version: 2, statements: [
             "ALTER TABLE renewal_infos ADD COLUMN price_increase_status INTEGER"
         ]),
-        // The App Store Server API sync (issue 19): how far each app's notification history has been read.
+        // The App Store Server API sync (issue 19): how far each app's notification history has been read. IF NOT
+        // EXISTS: a database rolled back to an older version by hand may still hold the table.
         Migration(version: 3, statements: [
             """
-            CREATE TABLE server_api_sync (
+            CREATE TABLE IF NOT EXISTS server_api_sync (
                 bundle_id TEXT NOT NULL,
                 environment TEXT NOT NULL,
                 synced_until BIGINT NOT NULL,

@@ -184,6 +184,7 @@ private func storeStatus(_ reader: ArgumentReader, _ store: ConfiguredStore) thr
             ("schema_version", .integer(Int64(version))),
             ("supported_schema_version", .integer(Int64(supported))),
             ("counts", inspection?.counts.map(countsJSON) ?? .null),
+            ("server_api_sync", .array(try syncCursors(store, inspection).map(syncCursorJSON))),
         ]
         var text = JSONValue.object(members).serialized(pretty: true)
         if text.last != 0x0A { text.append(0x0A) }
@@ -206,7 +207,33 @@ private func storeStatus(_ reader: ArgumentReader, _ store: ConfiguredStore) thr
     if let counts = inspection?.counts {
         for (table, rows) in countRows(counts) { lines.append("\(table): \(rows)") }
     }
+    for cursor in try syncCursors(store, inspection) {
+        lines.append(
+            "server_api sync: \(cursor.bundleID) \(cursor.environment): notification history read up to "
+                + "\(syncDateText(cursor.syncedUntil)), last successful sync \(syncDateText(cursor.lastSuccessAt))")
+    }
     print(lines.joined(separator: "\n"))
+}
+
+/// The sync cursors, read only from a ledger at this receiptd's schema version: opening an older one would migrate it,
+/// and status changes nothing.
+private func syncCursors(
+    _ store: ConfiguredStore, _ inspection: LedgerInspection?
+) throws(StoreCommandFailure) -> [ServerAPISyncCursor] {
+    guard let inspection, inspection.schemaVersion == LedgerInspection.supportedSchemaVersion else { return [] }
+    do {
+        return try openLedger(store.ledger).syncCursors()
+    } catch {
+        throw StoreCommandFailure(message: store.explain(error))
+    }
+}
+
+private func syncCursorJSON(_ cursor: ServerAPISyncCursor) -> JSONValue {
+    .object([
+        ("bundle_id", .string(cursor.bundleID)), ("environment", .string(cursor.environment)),
+        ("synced_until", .string(syncDateText(cursor.syncedUntil))),
+        ("last_success_at", .string(syncDateText(cursor.lastSuccessAt))),
+    ])
 }
 
 private func countRows(_ counts: LedgerCounts) -> [(String, Int64)] {

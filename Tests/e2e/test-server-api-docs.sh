@@ -18,6 +18,8 @@ timeout 120 bash -euo pipefail "$WORK/recipe.sh" >"$WORK/out" 2>"$WORK/err" \
     || { cat "$WORK/out" "$WORK/err" >&2; echo "e2e: docs/server-api.md's recipe failed" >&2; exit 1; }
 grep -q '^com.example.app Production: .* 1 page, notifications: 1 new, 0 already known, 0 refused$' "$WORK/out" \
     || { cat "$WORK/out" >&2; echo "e2e: the first sync did not take the notification" >&2; exit 1; }
+grep -q '^server_api sync: com.example.app Production: notification history read up to ' "$WORK/out" \
+    || { cat "$WORK/out" >&2; echo "e2e: store status did not show the sync cursor" >&2; exit 1; }
 grep -q '"transaction_id": "2001"' "$WORK/out" \
     || { cat "$WORK/out" >&2; echo "e2e: the order lookup did not print transaction 2001" >&2; exit 1; }
 # The recipe removes its temp dir and stops the fake.
