@@ -43,9 +43,11 @@ public struct AppStoreServerAPIError: Error, Sendable, Equatable, CustomStringCo
         self.appleErrorMessage = appleErrorMessage
     }
 
-    public var description: String {
-        var text = "\(code): \(message)"
-        if let appleErrorCode { text += " (Apple errorCode \(appleErrorCode)" + (appleErrorMessage.map { ": \($0)" } ?? "") + ")" }
-        return text
+    public var description: String { "\(code): \(detail)" }
+
+    /// The message and what Apple said, without the code: for callers that put their own code first.
+    public var detail: String {
+        guard let appleErrorCode else { return message }
+        return message + " (Apple errorCode \(appleErrorCode)" + (appleErrorMessage.map { ": \($0)" } ?? "") + ")"
     }
 }

@@ -128,7 +128,7 @@ extension ReceiptRoutes {
         case .unavailable(let failures):
             return problem(RequestProblem(
                 status: 503, code: "server_api_unavailable",
-                message: failures.map(\.description).joined(separator: "; ")))
+                message: failures.map(\.detail).joined(separator: "; ")))
         }
     }
 }
