@@ -91,8 +91,11 @@ func runServe(
             ("store", configuration.storeDescription),
         ])
     for note in configuration.startupNotes { log.event("note", [("message", note)]) }
+    let sync = ServerAPISyncSchedule(routes: routes, log: log)
+    sync?.start()
 
     server.waitUntilStopped()
+    sync?.stop()
     signals.cancel()
     log.event("stopped")
     return ExitStatus.success

@@ -94,7 +94,8 @@ func runStoreSync(_ arguments: [String], now: Int64 = Int64(wallClockSeconds() *
     for app in apps {
         for environment in allowed {
             let sync = NotificationHistorySync(
-                configuration: configuration, routes: routes, bundleID: app.bundleID, environment: environment)
+                configuration: configuration, routes: routes, bundleID: app.bundleID, environment: environment,
+                report: { print($0) }, complain: { printError("receiptd store sync: \($0)") })
             complete = sync.run(since: span.since, until: span.until ?? now, now: now) && complete
         }
     }
@@ -107,6 +108,9 @@ struct NotificationHistorySync {
     let routes: ReceiptRoutes
     let bundleID: String
     let environment: AppStoreEnvironment
+    /// Receives the summary line; `complain` what went wrong.
+    let report: (String) -> Void
+    let complain: (String) -> Void
 
     /// How far back Apple keeps notification history, less a margin so a start at the edge is not refused (4000012).
     var historyWindow: Int64 {
@@ -131,19 +135,19 @@ struct NotificationHistorySync {
                 try store.syncCursor(bundleID: bundleID, environment: environment.rawValue)
             }
         } catch {
-            printError("receiptd store sync: \(label): the ledger cannot be read: \(error)")
+            complain("\(label): the ledger cannot be read: \(error)")
             return false
         }
         let since = max(requested ?? cursor?.syncedUntil ?? 0, now - historyWindow)
         guard since < until else {
-            print("\(label): nothing to sync (\(syncDateText(since)) is not before \(syncDateText(until)))")
+            report("\(label): nothing to sync (\(syncDateText(since)) is not before \(syncDateText(until)))")
             return true
         }
         let client: AppStoreServerAPIClient
         do {
-            client = try configuration.makeServerAPIClient(bundleID: bundleID, environment: environment)
+            client = try routes.serverAPIClients.client(bundleID: bundleID, environment: environment)
         } catch {
-            printError("receiptd store sync: \(label): \(error.message)")
+            complain("\(label): \(error.message)")
             return false
         }
         var counts = Counts()
@@ -154,8 +158,8 @@ struct NotificationHistorySync {
             do {
                 page = try client.notificationHistory(query, paginationToken: token)
             } catch {
-                print(summary(label, since, until, counts))
-                printError("receiptd store sync: \(label): \(error)")
+                report(summary(label, since, until, counts))
+                complain("\(label): \(error)")
                 return false
             }
             counts.pages += 1
@@ -168,7 +172,7 @@ struct NotificationHistorySync {
             }
             token = page.hasMore ? page.paginationToken : nil
         } while token != nil
-        print(summary(label, since, until, counts))
+        report(summary(label, since, until, counts))
         guard counts.refused == 0, counts.notStored == 0 else { return false }
         do {
             try routes.ledger.withStore { (store) throws(LedgerError) in
@@ -177,7 +181,7 @@ struct NotificationHistorySync {
                         bundleID: bundleID, environment: environment.rawValue, syncedUntil: until, lastSuccessAt: now))
             }
         } catch {
-            printError("receiptd store sync: \(label): the cursor cannot be stored: \(error)")
+            complain("\(label): the cursor cannot be stored: \(error)")
             return false
         }
         return true

@@ -85,6 +85,27 @@ struct StoreSyncTests {
         #expect(requests.count == 6)
     }
 
+    @Test func serveSchedule_syncsAtStartUp_withoutAnyoneActing() throws {
+        let uuids = (1...3).map { "schedule-\($0)" }
+        let scene = try Self.scene(history: try uuids.map { try Self.notification($0) })
+        let routes = try Self.routes(scene)
+        let lines = CapturedLines()
+        let schedule = try #require(ServerAPISyncSchedule(routes: routes, log: ServiceLog(format: .text, sink: lines.sink)))
+        schedule.start()
+        let ledger = try openLedger(.sqlite(path: scene.ledgerPath))
+        let healed = eventually(within: 30) {
+            (try? ledger.syncCursor(bundleID: JWSPKI.bundleID, environment: "Production")) != nil
+        }
+        schedule.stop()
+        #expect(healed)
+        for uuid in uuids { #expect(try ledger.notification(uuid: uuid) != nil, "\(uuid) missing") }
+        #expect(lines.all.contains { $0.contains("server api sync") && $0.contains("3 new") })
+    }
+
+    @Test func serveSchedule_withoutKeys_doesNotRun() throws {
+        #expect(ServerAPISyncSchedule(routes: LedgerService.routes(), log: ServiceLog(format: .text, sink: { _ in })) == nil)
+    }
+
     @Test func syncWithAppleUnreachable_exitsOne_andMovesNoCursor() throws {
         let scene = try Self.scene(history: [])
         let fault: JSONValue = .object([("status", .integer(401))])
