@@ -25,6 +25,10 @@ public struct RetryPolicy: Sendable {
 ///
 /// It trusts nothing it receives: the caller verifies each JWS. Calls block the calling thread.
 public final class AppStoreServerAPIClient: Sendable {
+    /// Told of every request sent: the endpoint (`get_notification_history`) and its outcome (`ok`, `rate_limited`,
+    /// `server_error`, `unauthorized`, `not_found`, `client_error`, `network_error`).
+    public typealias RequestObserver = @Sendable (_ endpoint: String, _ outcome: String) -> Void
+
     public let baseURL: String
     public let environment: AppStoreEnvironment
     public let retryPolicy: RetryPolicy
@@ -34,6 +38,7 @@ public final class AppStoreServerAPIClient: Sendable {
     private let nextRequestTime = Mutex<Double>(0)
     private let clock: @Sendable () -> Double
     private let sleep: @Sendable (Double) -> Void
+    private let observer: RequestObserver?
 
     /// - Parameters:
     ///   - baseURL: `https://api.storekit.apple.com`, the sandbox host, or a test server's; no trailing slash needed.
@@ -44,7 +49,7 @@ public final class AppStoreServerAPIClient: Sendable {
         baseURL: String, environment: AppStoreEnvironment, key: AppStoreConnectKey, caFile: String? = nil,
         timeoutSeconds: Int = 10, maximumRequestsPerSecond: Double = 10, retryPolicy: RetryPolicy = RetryPolicy(),
         clock: @escaping @Sendable () -> Double = wallClockSeconds,
-        sleep: @escaping @Sendable (Double) -> Void = sleepSeconds
+        sleep: @escaping @Sendable (Double) -> Void = sleepSeconds, observer: RequestObserver? = nil
     ) {
         self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
         self.environment = environment
@@ -54,6 +59,7 @@ public final class AppStoreServerAPIClient: Sendable {
         minimumIntervalSeconds = maximumRequestsPerSecond > 0 ? 1 / maximumRequestsPerSecond : 0
         self.clock = clock
         self.sleep = sleep
+        self.observer = observer
     }
 
     public var key: AppStoreConnectKey { tokens.key }
@@ -191,6 +197,7 @@ public final class AppStoreServerAPIClient: Sendable {
             let request = OutboundRequest(
                 method: method, url: url, headers: headers + [("Authorization", "Bearer \(token)")], body: bodyBytes)
             let outcome = transport.send(request)
+            observer?(Self.metricLabel(endpoint), Self.outcomeLabel(outcome))
             let canRetry = attempt < retryPolicy.maximumAttempts
             switch outcome {
             case .failure(let failure):
@@ -268,6 +275,22 @@ public final class AppStoreServerAPIClient: Sendable {
             return start - now
         }
         if wait > 0 { sleep(wait) }
+    }
+
+    private static func metricLabel(_ endpoint: String) -> String {
+        endpoint.lowercased().split(separator: " ").joined(separator: "_")
+    }
+
+    private static func outcomeLabel(_ outcome: Result<InboundResponse, TransportFailure>) -> String {
+        guard case .success(let response) = outcome else { return "network_error" }
+        switch response.status {
+        case 200..<300: return "ok"
+        case 401: return "unauthorized"
+        case 404: return "not_found"
+        case 429: return "rate_limited"
+        case 500..<600: return "server_error"
+        default: return "client_error"
+        }
     }
 
     private static func pathSegment(_ value: String) -> String { percentEncoded(value) }

@@ -108,7 +108,7 @@ public struct ReceiptRoutes: Sendable {
         self.sandboxValidator = ReceiptValidator(policy: sandboxPolicy)
         self.metrics = metrics
         self.readiness = readiness
-        self.serverAPIClients = ServerAPIClients(configuration: configuration)
+        self.serverAPIClients = ServerAPIClients(configuration: configuration, metrics: metrics.serverAPI)
         self.log = log
         self.clock = clock
         self.startedAt = ReceiptDate(clock())

@@ -46,7 +46,7 @@ extension ServiceConfiguration {
     /// A client for `bundleID` in `environment`, or why there is none: `server_api_not_configured` without a key in
     /// that app's settings, `server_api_key_invalid` when the `.p8` cannot be read or is not an ES256 key.
     public func makeServerAPIClient(
-        bundleID: String, environment: AppStoreEnvironment
+        bundleID: String, environment: AppStoreEnvironment, observer: AppStoreServerAPIClient.RequestObserver? = nil
     ) throws(AppStoreServerAPIError) -> AppStoreServerAPIClient {
         guard let settings = app(bundleID: bundleID)?.serverAPI else {
             throw AppStoreServerAPIError(
@@ -60,7 +60,8 @@ extension ServiceConfiguration {
             keyID: settings.keyID, issuerID: settings.issuerID, bundleID: bundleID, privateKeyPEM: [UInt8](pem))
         return AppStoreServerAPIClient(
             baseURL: serverAPI.url(for: environment), environment: environment, key: key, caFile: serverAPI.caFile,
-            timeoutSeconds: Int(serverAPI.timeout.rounded(.up)), maximumRequestsPerSecond: serverAPI.maxRequestsPerSecond)
+            timeoutSeconds: Int(serverAPI.timeout.rounded(.up)), maximumRequestsPerSecond: serverAPI.maxRequestsPerSecond,
+            observer: observer)
     }
 
     /// The apps with a `server_api` key, in configuration order.

@@ -10,16 +10,21 @@ internal import Synchronization
 /// until shortly before it expires.
 public final class ServerAPIClients: Sendable {
     private let configuration: ServiceConfiguration
+    private let metrics: ServerAPIMetrics?
     private let clients = Mutex<[String: AppStoreServerAPIClient]>([:])
 
-    public init(configuration: ServiceConfiguration) { self.configuration = configuration }
+    public init(configuration: ServiceConfiguration, metrics: ServerAPIMetrics? = nil) {
+        self.configuration = configuration
+        self.metrics = metrics
+    }
 
     public func client(
         bundleID: String, environment: AppStoreEnvironment
     ) throws(AppStoreServerAPIError) -> AppStoreServerAPIClient {
         let key = "\(environment.rawValue) \(bundleID)"
         if let client = clients.withLock({ $0[key] }) { return client }
-        let client = try configuration.makeServerAPIClient(bundleID: bundleID, environment: environment)
+        let client = try configuration.makeServerAPIClient(
+            bundleID: bundleID, environment: environment, observer: metrics?.observer)
         return clients.withLock { clients in
             if let existing = clients[key] { return existing }
             clients[key] = client

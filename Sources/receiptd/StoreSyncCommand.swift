@@ -180,6 +180,7 @@ struct NotificationHistorySync {
                     syncCursor: ServerAPISyncCursor(
                         bundleID: bundleID, environment: environment.rawValue, syncedUntil: until, lastSuccessAt: now))
             }
+            routes.metrics.serverAPI.recordSync(app: bundleID, environment: environment.rawValue, at: Double(now) / 1000)
         } catch {
             complain("\(label): the cursor cannot be stored: \(error)")
             return false

@@ -55,9 +55,11 @@ struct OrderLookupRouteTests {
         let scene = try Self.scene(orders: .object([]))
         let fault: JSONValue = .object([("status", .integer(401))])
         try scene.fake.update([("faults", .object([("/inApps/v1/lookup/A1", .array([fault, fault]))]))])
-        let response = try StoreSyncTests.routes(scene).handle(get("/v1/orders/A1"))
+        let routes = try StoreSyncTests.routes(scene)
+        let response = routes.handle(get("/v1/orders/A1"))
         #expect(response.status.code == 503)
         #expect(response.errorCode == "server_api_unavailable")
+        #expect(routes.metrics.exposition().contains(#"receiptd_server_api_requests_total{endpoint="look_up_order_id",outcome="unauthorized"} 2"#))
     }
 
     @Test func withoutKeys_is503ServerAPINotConfigured() throws {

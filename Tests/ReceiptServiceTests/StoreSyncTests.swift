@@ -100,6 +100,10 @@ struct StoreSyncTests {
         #expect(healed)
         for uuid in uuids { #expect(try ledger.notification(uuid: uuid) != nil, "\(uuid) missing") }
         #expect(lines.all.contains { $0.contains("server api sync") && $0.contains("3 new") })
+        // Two pages in each environment the config allows (Production and Sandbox: the fake answers both).
+        let metrics = routes.metrics.exposition()
+        #expect(metrics.contains(#"receiptd_server_api_requests_total{endpoint="get_notification_history",outcome="ok"} 4"#))
+        #expect(metrics.contains(#"receiptd_server_api_last_sync_age_seconds{app="com.example.app",environment="Production"}"#))
     }
 
     @Test func serveSchedule_withoutKeys_doesNotRun() throws {
