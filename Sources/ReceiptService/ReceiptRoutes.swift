@@ -83,6 +83,7 @@ public struct ReceiptRoutes: Sendable {
     public let readiness: ServiceReadiness
     /// App Store Server API clients, kept across requests (their tokens are reused).
     public let serverAPIClients: ServerAPIClients
+    let serverAPIBackfill: ServerAPIBackfill
     /// Where each notification's fate is written (stored, duplicate, refused, not stored); nil logs none.
     let log: ServiceLog?
     let clock: @Sendable () -> Date
@@ -109,6 +110,7 @@ public struct ReceiptRoutes: Sendable {
         self.metrics = metrics
         self.readiness = readiness
         self.serverAPIClients = ServerAPIClients(configuration: configuration, metrics: metrics.serverAPI)
+        self.serverAPIBackfill = ServerAPIBackfill(configuration: configuration)
         self.log = log
         self.clock = clock
         self.startedAt = ReceiptDate(clock())

@@ -97,6 +97,19 @@ extension ReceiptRoutes {
 
     /// The transactions that pass verification, normalized as the ledger shows them, and recorded in it.
     private func verifiedTransactions(_ signed: [String]) -> [JSONValue] {
+        let facts = verifiedTransactionFacts(signed)
+        if ledger.isConfigured, !facts.isEmpty {
+            do {
+                try ledger.withStore { (store) throws(LedgerError) in try ledger.record(facts, source: .serverAPI, in: store) }
+            } catch {
+                log?.event("server api transactions not stored", [("code", Self.storeProblem(error).code)])
+            }
+        }
+        return facts.map(Self.transactionJSON)
+    }
+
+    /// The signed transactions that pass verification, as ledger facts; each refused one is counted and logged.
+    func verifiedTransactionFacts(_ signed: [String]) -> [TransactionFacts] {
         var facts: [TransactionFacts] = []
         for text in signed {
             let result = jwsVerifier.verify(text, requiredKind: .transaction, at: clock())
@@ -109,14 +122,7 @@ extension ReceiptRoutes {
             }
             facts.append(transaction)
         }
-        if ledger.isConfigured, !facts.isEmpty {
-            do {
-                try ledger.withStore { (store) throws(LedgerError) in try ledger.record(facts, source: .serverAPI, in: store) }
-            } catch {
-                log?.event("server api transactions not stored", [("code", Self.storeProblem(error).code)])
-            }
-        }
-        return facts.map(Self.transactionJSON)
+        return facts
     }
 
     /// `GET /v1/orders/{order_id}`.

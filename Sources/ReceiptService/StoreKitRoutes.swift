@@ -112,6 +112,7 @@ extension ReceiptRoutes {
         if let subtype = facts.subtype { fields.append(("subtype", subtype)) }
         fields.append(("duplicate", write == .duplicate ? "true" : "false"))
         log?.event("notification", fields)
+        if let transaction = facts.transaction { backfill([transaction]) }
         return .recorded(facts, write)
     }
 

@@ -35,7 +35,7 @@ func runLookup(_ arguments: [String]) -> Int32 {
         printError("receiptd lookup: \(error)\n\n\(lookupUsage)")
         return ExitStatus.usage
     }
-    let configuration: ServiceConfiguration
+    var configuration: ServiceConfiguration
     do {
         configuration = try ServiceConfiguration.resolve(
             configPath: reader.value("--config"), environment: ProcessInfo.processInfo.environment,
@@ -45,6 +45,8 @@ func runLookup(_ arguments: [String]) -> Int32 {
         return ExitStatus.failure
     }
     let id = reader.positional[0]
+    // A command exits when done: a backfill queued behind it would be cut off mid-request. serve backfills.
+    configuration.serverAPI.backfill = false
     let ledger = configuration.makeLedger()
     let routes = ReceiptRoutes(
         configuration: configuration, validator: configuration.makeValidator(),

@@ -53,7 +53,7 @@ func runNotifications(_ arguments: [String]) -> Int32 {
         return ExitStatus.usage
     }
     let bundleID = reader.value("--app") ?? ""
-    let configuration: ServiceConfiguration
+    var configuration: ServiceConfiguration
     do {
         configuration = try ServiceConfiguration.resolve(
             configPath: reader.value("--config"), environment: ProcessInfo.processInfo.environment,
@@ -62,6 +62,8 @@ func runNotifications(_ arguments: [String]) -> Int32 {
         printError("receiptd notifications test: \(error)")
         return ExitStatus.failure
     }
+    // A command exits when done: a backfill queued behind it would be cut off mid-request. serve backfills.
+    configuration.serverAPI.backfill = false
     let ledger = configuration.makeLedger()
     guard ledger.isConfigured else {
         printError("receiptd notifications test: no store configured: the test notification could not be seen arriving")

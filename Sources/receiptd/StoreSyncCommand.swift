@@ -47,7 +47,7 @@ func runStoreSync(_ arguments: [String], now: Int64 = Int64(wallClockSeconds() *
         printError("receiptd store sync: \(error)\n\n\(storeSyncUsage)")
         return ExitStatus.usage
     }
-    let configuration: ServiceConfiguration
+    var configuration: ServiceConfiguration
     do {
         configuration = try ServiceConfiguration.resolve(
             configPath: reader.value("--config"), environment: ProcessInfo.processInfo.environment,
@@ -72,6 +72,8 @@ func runStoreSync(_ arguments: [String], now: Int64 = Int64(wallClockSeconds() *
         printError("receiptd store sync: no app has a \"server_api\" key (key_id, issuer_id, private_key_file)")
         return ExitStatus.failure
     }
+    // A command exits when done: a backfill queued behind it would be cut off mid-request. serve backfills.
+    configuration.serverAPI.backfill = false
     let ledger = configuration.makeLedger()
     guard ledger.isConfigured else {
         printError("receiptd store sync: no store configured: the notifications would have nowhere to go")

@@ -31,7 +31,7 @@ struct StoreSyncTests {
         })
     }
 
-    static func scene(history payloads: [String]) throws -> Scene {
+    static func scene(history payloads: [String], backfill: Bool = false) throws -> Scene {
         let fake = try FakeAppStoreServer(fixture: [("pageSize", .integer(2)), ("notifications", history(payloads))])
         let folder = fake.directory + "/receiptd"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
@@ -41,7 +41,8 @@ struct StoreSyncTests {
              "apps": [{"bundle_id": "\(JWSPKI.bundleID)", "app_apple_id": \(JWSPKI.appAppleID),
                        "server_api": {"key_id": "\(FakeAppStoreServer.keyID)", "issuer_id": "\(FakeAppStoreServer.issuerID)",
                                       "private_key_file": "../key.p8"}}],
-             "server_api": {"production_url": "\(fake.url)", "sandbox_url": "\(fake.url)", "ca_file": "../ca.pem"}}
+             "server_api": {"production_url": "\(fake.url)", "sandbox_url": "\(fake.url)", "ca_file": "../ca.pem",
+                            "backfill": \(backfill)}}
             """
         try Data(config.utf8).write(to: URL(fileURLWithPath: folder + "/receiptd.json"))
         return Scene(fake: fake, configPath: folder + "/receiptd.json", ledgerPath: folder + "/ledger.sqlite")
