@@ -91,8 +91,10 @@ enum LedgerSchema {
             CREATE TABLE IF NOT EXISTS server_api_sync (
                 bundle_id TEXT NOT NULL,
                 environment TEXT NOT NULL,
-                synced_until BIGINT NOT NULL,
-                last_success_at BIGINT NOT NULL,
+                synced_until BIGINT,
+                last_success_at BIGINT,
+                lease_holder TEXT,
+                lease_until BIGINT,
                 PRIMARY KEY (bundle_id, environment)
             )
             """

@@ -52,6 +52,11 @@ public protocol LedgerStore: Sendable {
     func syncCursors() throws(LedgerError) -> [ServerAPISyncCursor]
     /// Moves a sync cursor forward (never back).
     func record(syncCursor cursor: ServerAPISyncCursor) throws(LedgerError)
+    /// Takes the sync lease of an app and environment unless another holder's is still running; true when taken.
+    func acquireSyncLease(bundleID: String, environment: String, holder: String, now: Int64, until: Int64)
+        throws(LedgerError) -> Bool
+    /// Gives the lease back, if `holder` still has it.
+    func releaseSyncLease(bundleID: String, environment: String, holder: String) throws(LedgerError)
 }
 
 /// Where the ledger lives: `"store": {"sqlite": "PATH"}` or `"store": {"postgres": "CONNINFO"}`.

@@ -4,6 +4,9 @@ import FoundationEssentials
 import Foundation
 #endif
 import AppStoreServerAPI
+#if canImport(Glibc)
+import Glibc
+#endif
 import Ledger
 import ReceiptEngine
 import ReceiptService
@@ -120,6 +123,9 @@ struct NotificationHistorySync {
         return days * 86_400_000 - 3_600_000
     }
 
+    /// This process, as a lease holder: unique across replicas and restarts.
+    static let leaseHolder = "receiptd-\(getpid())-\(UInt64.random(in: 0...UInt64.max))"
+
     struct Counts {
         var pages = 0
         var new = 0
@@ -139,6 +145,28 @@ struct NotificationHistorySync {
         } catch {
             complain("\(label): the ledger cannot be read: \(error)")
             return false
+        }
+        // One replica at a time per app and environment when several share a PostgreSQL ledger; the lease outlasts any
+        // sync (15 minutes) and lapses by itself if its holder dies.
+        let holder = Self.leaseHolder
+        let leased: Bool
+        do {
+            leased = try routes.ledger.withStore { (store) throws(LedgerError) in
+                try store.acquireSyncLease(
+                    bundleID: bundleID, environment: environment.rawValue, holder: holder, now: now, until: now + 900_000)
+            }
+        } catch {
+            complain("\(label): the ledger cannot be written: \(error)")
+            return false
+        }
+        guard leased else {
+            report("\(label): another receiptd is syncing it now; skipped")
+            return true
+        }
+        defer {
+            _ = try? routes.ledger.withStore { (store) throws(LedgerError) in
+                try store.releaseSyncLease(bundleID: bundleID, environment: environment.rawValue, holder: holder)
+            }
         }
         let since = max(requested ?? cursor?.syncedUntil ?? 0, now - historyWindow)
         guard since < until else {

@@ -18,3 +18,24 @@ struct ServerAPISyncCursorTests {
         #expect(try ledger.syncCursors().map(\.syncedUntil) == [4_000, 500])
     }
 }
+
+struct ServerAPISyncLeaseTests {
+    @Test(arguments: Backend.tested)
+    func lease_isHeldByOneHolder_untilReleasedOrLapsed(_ backend: Backend) throws {
+        let ledger = try makeLedger(backend)
+        func acquire(_ holder: String, now: Int64) throws -> Bool {
+            try ledger.acquireSyncLease(bundleID: "com.example.app", environment: "Production", holder: holder, now: now, until: now + 100)
+        }
+        #expect(try acquire("a", now: 1_000))
+        #expect(try !acquire("b", now: 1_050))
+        #expect(try acquire("a", now: 1_060))
+        try ledger.releaseSyncLease(bundleID: "com.example.app", environment: "Production", holder: "a")
+        #expect(try acquire("b", now: 1_070))
+        // b's lease runs to 1_170; past it, a may take over from a holder that died.
+        #expect(try !acquire("a", now: 1_169))
+        #expect(try acquire("a", now: 1_170))
+        // A lease alone is no cursor.
+        #expect(try ledger.syncCursor(bundleID: "com.example.app", environment: "Production") == nil)
+        #expect(try ledger.syncCursors().isEmpty)
+    }
+}

@@ -111,6 +111,17 @@ struct StoreSyncTests {
         #expect(ServerAPISyncSchedule(routes: LedgerService.routes(), log: ServiceLog(format: .text, sink: { _ in })) == nil)
     }
 
+    @Test func syncLeasedByAnotherReplica_isSkipped() throws {
+        let scene = try Self.scene(history: [try Self.notification("leased-1")])
+        _ = try Self.routes(scene).ledger.withStore { (store) throws(LedgerError) in
+            try store.acquireSyncLease(
+                bundleID: JWSPKI.bundleID, environment: "Production", holder: "another-replica", now: 0, until: .max)
+        }
+        #expect(runStoreSync(["--config", scene.configPath, "--environment", "Production"]) == ExitStatus.success)
+        #expect(try scene.fake.requests().isEmpty)
+        #expect(try openLedger(.sqlite(path: scene.ledgerPath)).notification(uuid: "leased-1") == nil)
+    }
+
     @Test func syncWithAppleUnreachable_exitsOne_andMovesNoCursor() throws {
         let scene = try Self.scene(history: [])
         let fault: JSONValue = .object([("status", .integer(401))])
