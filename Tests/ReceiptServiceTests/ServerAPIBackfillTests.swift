@@ -54,4 +54,27 @@ struct ServerAPIBackfillTests {
         #expect(answer.json?["status"] == .string("active"))
         #expect(answer.json?["latest_transaction"]?["transaction_id"] == .string("7102"))
     }
+
+    @Test func appleHanging_changesNoValidationAnswer_andNotReadiness() throws {
+        let transaction = try Self.transaction("7201", purchasedDaysAgo: 1, expiresInDays: 29)
+        let hang: JSONValue = .object([("hang", .integer(8))])
+        let scene = try StoreSyncTests.scene(history: [], backfill: true)
+        try scene.fake.update([
+            ("faults", .object([("/inApps/v2/history/7100", .array([hang, hang, hang, hang]))]))
+        ])
+        let routes = try StoreSyncTests.routes(scene)
+        let body = #"{"jws":"\#(transaction)"}"#
+        let withBackfill = routes.handle(post("/v1/validate", contentType: "application/json", text: body))
+        var quiet = try ServiceConfiguration.load(contentsOfFile: scene.configPath)
+        quiet.serverAPI.backfill = false
+        let withoutBackfill = ReceiptRoutes(
+            configuration: quiet, validator: quiet.makeValidator(), jwsVerifier: quiet.makeJWSVerifier(),
+            ledger: quiet.makeLedger(), metrics: ServiceMetrics()
+        ).handle(post("/v1/validate", contentType: "application/json", text: body))
+        #expect(withBackfill.status.code == 200)
+        #expect(withBackfill.json?["valid"] == .bool(true))
+        #expect(withoutBackfill.json?["valid"] == .bool(true))
+        #expect(withBackfill.json?["subscriptions"] == withoutBackfill.json?["subscriptions"])
+        #expect(routes.handle(get("/readyz")).status.code == 200)
+    }
 }
