@@ -87,7 +87,7 @@ private final class EasyHandle {
         // The callbacks reach `reception` through an unretained pointer: it must live through curl_easy_perform.
         let options: [CURLcode] = [
             receiptd_curl_setopt_string(pointer, CURLOPT_URL, request.url),
-            receiptd_curl_setopt_string(pointer, CURLOPT_PROTOCOLS_STR, "https"),
+            receiptd_curl_https_only(pointer),
             receiptd_curl_setopt_string(pointer, CURLOPT_CUSTOMREQUEST, request.method),
             receiptd_curl_setopt_long(pointer, CURLOPT_NOSIGNAL, 1),
             receiptd_curl_setopt_long(pointer, CURLOPT_SSL_VERIFYPEER, 1),

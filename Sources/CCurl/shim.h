@@ -24,4 +24,14 @@ static inline CURLcode receiptd_curl_getinfo_long(CURL *handle, CURLINFO info, l
 }
 static inline CURLcode receiptd_curl_global_init(void) { return curl_global_init(CURL_GLOBAL_DEFAULT); }
 
+// HTTPS only, redirects included. CURLOPT_PROTOCOLS_STR replaced the bitmask in 7.85 (Debian 12 has 7.88, Ubuntu
+// 22.04 7.81), and the old one is deprecated since: pick by the headers' version.
+static inline CURLcode receiptd_curl_https_only(CURL *handle) {
+#if LIBCURL_VERSION_NUM >= 0x075500
+    return curl_easy_setopt(handle, CURLOPT_PROTOCOLS_STR, "https");
+#else
+    return curl_easy_setopt(handle, CURLOPT_PROTOCOLS, (long)CURLPROTO_HTTPS);
+#endif
+}
+
 #endif
