@@ -102,6 +102,8 @@ private final class EasyHandle {
             receiptd_curl_setopt_pointer(pointer, CURLOPT_HEADERDATA, context),
         ]
         if let failed = options.first(where: { $0 != CURLE_OK }) { return .failure(failure(failed)) }
+        // CAINFO replaces libcurl's default bundle file but not its default CA directory (Debian's libcurl is built
+        // with /etc/ssl/certs for both), so the system store still counts beside `caFile`.
         if let caFile = transport.caFile {
             let code = receiptd_curl_setopt_string(pointer, CURLOPT_CAINFO, caFile)
             guard code == CURLE_OK else { return .failure(failure(code)) }
