@@ -6,6 +6,9 @@ set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 . "$HERE/lib.sh"
 
+# Only the variables this test sets count.
+unset https_proxy no_proxy all_proxy ALL_PROXY HTTPS_PROXY NO_PROXY
+
 WORK="$(mktemp -d)"
 FAKE=""
 cleanup() {
