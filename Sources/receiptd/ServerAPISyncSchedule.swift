@@ -25,10 +25,11 @@ final class ServerAPISyncSchedule {
         timer.setEventHandler { @Sendable in
             for app in apps {
                 for environment in environments where !stopped.isSet {
-                    let sync = NotificationHistorySync(
+                    var sync = NotificationHistorySync(
                         configuration: configuration, routes: routes, bundleID: app.bundleID, environment: environment,
                         report: { log.event("server api sync", [("result", $0)]) },
                         complain: { log.event("server api sync failed", [("reason", $0)]) })
+                    sync.shouldContinue = { !stopped.isSet }
                     _ = sync.run(since: nil, until: Int64(wallClockSeconds() * 1000), now: Int64(wallClockSeconds() * 1000))
                 }
             }
@@ -39,7 +40,8 @@ final class ServerAPISyncSchedule {
 
     func start() { timer.resume() }
 
-    /// Stops the schedule and waits for a sync in progress to finish its current request.
+    /// Stops the schedule and waits for a sync in progress to finish its current request (bounded by
+    /// `server_api.timeout` and the client's few retries); the sync stops at its next page.
     func stop() {
         stopped.set()
         timer.cancel()

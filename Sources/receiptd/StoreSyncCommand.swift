@@ -116,6 +116,8 @@ struct NotificationHistorySync {
     /// Receives the summary line; `complain` what went wrong.
     let report: (String) -> Void
     let complain: (String) -> Void
+    /// Asked between pages: false stops the sync there (serve shutting down), without moving the cursor.
+    var shouldContinue: () -> Bool = { true }
 
     /// How far back Apple keeps notification history, less a margin so a start at the edge is not refused (4000012).
     var historyWindow: Int64 {
@@ -201,6 +203,10 @@ struct NotificationHistorySync {
                 }
             }
             token = page.hasMore ? page.paginationToken : nil
+            if token != nil, !shouldContinue() {
+                report(summary(label, since, until, counts) + " (stopped before the end)")
+                return false
+            }
         } while token != nil
         report(summary(label, since, until, counts))
         guard counts.refused == 0, counts.notStored == 0 else { return false }

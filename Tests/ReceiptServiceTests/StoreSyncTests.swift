@@ -95,7 +95,7 @@ struct StoreSyncTests {
         schedule.start()
         let ledger = try openLedger(.sqlite(path: scene.ledgerPath))
         let healed = eventually(within: 30) {
-            (try? ledger.syncCursor(bundleID: JWSPKI.bundleID, environment: "Production")) != nil
+            ((try? ledger.syncCursors()) ?? []).count == 2
         }
         schedule.stop()
         #expect(healed)
