@@ -55,6 +55,18 @@ public protocol LedgerStore: Sendable {
     /// Releases the database at shutdown, after the writes already under way finished; later calls fail
     /// `unavailable`. SQLite folds its write-ahead log into the database file first, so that the file alone is whole.
     func close() throws(LedgerError)
+
+    /// Where `receiptd store sync` stopped reading Apple's notification history for an app and environment.
+    func syncCursor(bundleID: String, environment: String) throws(LedgerError) -> ServerAPISyncCursor?
+    /// Every app and environment's sync cursor.
+    func syncCursors() throws(LedgerError) -> [ServerAPISyncCursor]
+    /// Moves a sync cursor forward (never back).
+    func record(syncCursor cursor: ServerAPISyncCursor) throws(LedgerError)
+    /// Takes the sync lease of an app and environment unless another holder's is still running; true when taken.
+    func acquireSyncLease(bundleID: String, environment: String, holder: String, now: Int64, until: Int64)
+        throws(LedgerError) -> Bool
+    /// Gives the lease back, if `holder` still has it.
+    func releaseSyncLease(bundleID: String, environment: String, holder: String) throws(LedgerError)
 }
 
 /// Where the ledger lives: `"store": {"sqlite": "PATH"}` or `"store": {"postgres": "CONNINFO"}`.

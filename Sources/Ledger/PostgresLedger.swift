@@ -4,7 +4,7 @@
 /// migrations take an advisory lock. When the server goes away, calls fail with `unavailable`; the next call after it
 /// returns reconnects by itself.
 public final class PostgresLedger: LedgerStore {
-    private let records: LedgerRecords<PostgresDatabase>
+    let records: LedgerRecords<PostgresDatabase>
 
     /// Connects, migrates the schema, and keeps up to `poolSize` connections open.
     ///

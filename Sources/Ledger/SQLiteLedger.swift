@@ -8,7 +8,7 @@ public final class SQLiteLedger: LedgerStore {
     /// Readers in WAL mode never block the writer or each other.
     static let readerCount = 4
 
-    private let records: LedgerRecords<SQLiteDatabase>
+    let records: LedgerRecords<SQLiteDatabase>
 
     /// Opens (creating if missing) the database at `path`, checks it (`corrupt` when `quick_check` finds damage)
     /// and migrates it to the current schema.

@@ -63,6 +63,8 @@ public struct ServiceConfiguration: Sendable {
         public var sharedSecret: String?
         /// The App Store's numeric id of the app: Production StoreKit 2 data must carry it when set.
         public var appAppleID: Int64?
+        /// The App Store Server API key of this app (`server_api`); nil when receiptd does not talk to Apple for it.
+        public var serverAPI: AppServerAPIKey?
 
         public init(bundleID: String, versions: [String] = [], sharedSecret: String? = nil, appAppleID: Int64? = nil) {
             self.bundleID = bundleID
@@ -110,6 +112,8 @@ public struct ServiceConfiguration: Sendable {
     public var apiTokens: [APIToken] = []
     /// `public`: the second, internet-facing listener; nil opens none.
     public var publicListener: PublicListener?
+    /// The top-level `server_api` settings (ServerAPIConfiguration.swift).
+    public var serverAPI = ServerAPISettings()
     /// The file this was read from, as given; nil when running on defaults.
     public var sourcePath: String?
 
@@ -259,7 +263,7 @@ extension ServiceConfiguration {
                 configuration.trustedRootPaths = try reader.strings(value, key).map { file in
                     file.hasPrefix("/") ? file : baseDirectory.appendingPathComponent(file)
                 }
-            case "apps": configuration.apps = try reader.apps(value)
+            case "apps": configuration.apps = try reader.apps(value, baseDirectory: baseDirectory)
             case "environments": configuration.environments = try reader.environments(value)
             case "max_receipt_bytes": configuration.maxReceiptBytes = try reader.integer(value, key, in: 1...Int.max)
             case "max_body_bytes": configuration.maxBodyBytes = try reader.integer(value, key, in: 1...Int.max)
@@ -278,6 +282,8 @@ extension ServiceConfiguration {
             case "store_timeout": configuration.storeTimeout = try reader.seconds(value, key)
             case "api_tokens": configuration.apiTokens = try parseAPITokens(value, source: "config \(path)")
             case "public": configuration.publicListener = try parsePublicListener(value, source: "config \(path)")
+            case "server_api":
+                configuration.serverAPI = try reader.serverAPISettings(value, baseDirectory: baseDirectory)
             default:
                 throw ConfigurationError(.unknownKey, "config \(path): \(key): unknown key")
             }
@@ -314,7 +320,7 @@ extension ServiceConfiguration {
 }
 
 /// Type checks that name the offending key, so every message points at one line of the file.
-private struct ConfigurationReader {
+struct ConfigurationReader {
     let path: String
 
     func invalid(_ key: String, _ expectation: String) -> ConfigurationError {
@@ -389,7 +395,7 @@ private struct ConfigurationReader {
         return environments
     }
 
-    func apps(_ value: JSONValue) throws(ConfigurationError) -> [ServiceConfiguration.App] {
+    func apps(_ value: JSONValue, baseDirectory: String) throws(ConfigurationError) -> [ServiceConfiguration.App] {
         guard case .array(let values) = value else { throw invalid("apps", "expected an array of objects") }
         var apps: [ServiceConfiguration.App] = []
         for (index, element) in values.enumerated() {
@@ -417,6 +423,8 @@ private struct ConfigurationReader {
                     case .integer(let number) where number > 0: app.appAppleID = number
                     default: throw invalid("\(prefix).app_apple_id", "expected a positive integer or null")
                     }
+                case "server_api":
+                    app.serverAPI = try appServerAPIKey(value, "\(prefix).server_api", baseDirectory: baseDirectory)
                 default:
                     throw ConfigurationError(.unknownKey, "config \(path): \(prefix).\(key): unknown key")
                 }

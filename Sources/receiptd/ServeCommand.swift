@@ -148,9 +148,12 @@ func runServe(
     log.event("listening", listening)
     for note in configuration.startupNotes { log.event("note", [("message", note)]) }
     if let warning = configuration.authorizationWarning { log.event("warning", [("message", warning)]) }
+    let sync = ServerAPISyncSchedule(routes: routes, log: log)
+    sync?.start()
     started?({ ShutdownSignals.shutDown(servers: servers, readiness: readiness, log: log, reason: "requested") })
 
     for server in servers { server.waitUntilStopped() }
+    sync?.stop()
     signals?.cancel()
     // The servers have stopped, so no request is still writing (one past the grace period fails `unavailable`).
     closeStore()

@@ -66,6 +66,19 @@ final class ObservedStore: LedgerStore {
     func ping() throws(LedgerError) { try base.ping() }
     func checkWritable() throws(LedgerError) { try base.checkWritable() }
     func close() throws(LedgerError) { try base.close() }
+    func syncCursor(bundleID: String, environment: String) throws(LedgerError) -> ServerAPISyncCursor? {
+        try base.syncCursor(bundleID: bundleID, environment: environment)
+    }
+    func syncCursors() throws(LedgerError) -> [ServerAPISyncCursor] { try base.syncCursors() }
+    func record(syncCursor cursor: ServerAPISyncCursor) throws(LedgerError) { try base.record(syncCursor: cursor) }
+    func acquireSyncLease(bundleID: String, environment: String, holder: String, now: Int64, until: Int64)
+        throws(LedgerError) -> Bool
+    {
+        try base.acquireSyncLease(bundleID: bundleID, environment: environment, holder: holder, now: now, until: until)
+    }
+    func releaseSyncLease(bundleID: String, environment: String, holder: String) throws(LedgerError) {
+        try base.releaseSyncLease(bundleID: bundleID, environment: environment, holder: holder)
+    }
     func schemaVersion() throws(LedgerError) -> Int { try base.schemaVersion() }
     func counts() throws(LedgerError) -> LedgerCounts { try base.counts() }
 }
