@@ -69,6 +69,12 @@ func runNotifications(_ arguments: [String]) -> Int32 {
         printError("receiptd notifications test: no store configured: the test notification could not be seen arriving")
         return ExitStatus.failure
     }
+    do throws(LedgerError) {
+        if let failure = try ledger.openNow() { throw failure }
+    } catch {
+        printError("receiptd notifications test: store \(configuration.storeDescription): \(error.message)")
+        return ExitStatus.failure
+    }
     let routes = ReceiptRoutes(
         configuration: configuration, validator: configuration.makeValidator(),
         jwsVerifier: configuration.makeJWSVerifier(), ledger: ledger, metrics: ServiceMetrics())

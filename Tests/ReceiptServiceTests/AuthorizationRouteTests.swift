@@ -166,7 +166,8 @@ struct AuthorizationRouteTests {
         let waiting = ReceiptRoutes.Route.allCases.filter(\.usesLedger)
         #expect(
             Set(waiting) == [
-                .validate, .notifications, .subscription, .transaction, .claim, .verifyReceipt, .sandboxVerifyReceipt
+                .validate, .notifications, .subscription, .transaction, .claim, .verifyReceipt, .sandboxVerifyReceipt,
+                .order,
             ])
     }
 
