@@ -159,6 +159,7 @@ extension ReceiptRoutes {
         } catch {
             return LedgerView(availability: "unavailable", subscriptions: subscriptions.map(fromInput))
         }
+        backfill(transactions)
         let nowMilliseconds = ReceiptDate(now).millisecondsSince1970
         let entries = known.map { status, facts -> JSONValue in
             guard let facts, let latest = facts.latestTransaction, let expires = latest.expiresDate else {

@@ -26,6 +26,10 @@ struct RequestProblem: Error, Sendable, Hashable {
         case revoked
         case storeNotConfigured = "store_not_configured"
         case storeUnavailable = "store_unavailable"
+        /// `/v1/orders`: Apple knows no such order.
+        case orderNotFound = "order_not_found"
+        case serverAPINotConfigured = "server_api_not_configured"
+        case serverAPIUnavailable = "server_api_unavailable"
     }
 
     /// Which part of a `bad_request` (or `unsupported_media_type`) request failed.

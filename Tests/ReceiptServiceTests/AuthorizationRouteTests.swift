@@ -167,7 +167,7 @@ struct AuthorizationRouteTests {
         #expect(
             Set(waiting) == [
                 .validate, .notifications, .subscription, .transaction, .claim, .verifyReceipt, .sandboxVerifyReceipt,
-                .readiness,
+                .order,
             ])
     }
 
