@@ -322,13 +322,17 @@ private struct JSONParser {
         // kilobytes of base64 certificates, which byte-by-byte appends made the costliest part of a parse).
         let start = index
         var scan = start
+        var isASCII = true
         while scan < bytes.count, bytes[scan] != UInt8(ascii: "\""), bytes[scan] != UInt8(ascii: "\\"),
             bytes[scan] >= 0x20
         {
+            isASCII = isASCII && bytes[scan] < 0x80
             scan += 1
         }
         if scan < bytes.count, bytes[scan] == UInt8(ascii: "\"") {
             index = scan + 1
+            // ASCII is valid UTF-8 as it stands; only other text needs the (generic, slower) validation.
+            if isASCII { return String(decoding: bytes[start..<scan], as: UTF8.self) }
             guard let string = String(validating: bytes[start..<scan], as: UTF8.self) else { throw error("invalid UTF-8") }
             return string
         }

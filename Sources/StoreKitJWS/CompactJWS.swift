@@ -90,7 +90,7 @@ struct CompactJWS {
             throw malformed(notJSON, "\(segment) is not JSON: \(error.description)")
         }
         guard case .object(let members) = value else { throw malformed(notJSON, "\(segment) is not a JSON object") }
-        var names = Set<String>()
+        var names = Set<String>(minimumCapacity: members.count)
         for member in members where !names.insert(member.key).inserted {
             throw malformed(.duplicateMember, "the \(name) repeats the member \(member.key)")
         }
