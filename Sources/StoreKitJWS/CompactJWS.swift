@@ -34,7 +34,9 @@ struct CompactJWS {
         guard start < end else { throw Self.malformed(.empty, "the JWS is empty") }
 
         var dots: [Int] = []
-        for index in start..<end where bytes[index] == UInt8(ascii: ".") { dots.append(index) }
+        bytes.withUnsafeBufferPointer { bytes in
+            for index in start..<end where bytes[index] == UInt8(ascii: ".") { dots.append(index) }
+        }
         guard dots.count == 2 else {
             throw Self.malformed(
                 .segmentCount,
