@@ -80,7 +80,8 @@ real-path)
         $1 "$root/.build/release/receiptd" serve --config "$out/config.json" >/dev/null 2>>"$out/served.err" &
         server=$!
         python3 "$here/scripts/post_requests.py" --port "$port" --count "$2" --body "$3" --type "$4"
-        kill -TERM "$server"
+        # valgrind runs receiptd in its own process; strace runs it as a child, which must be the one stopped.
+        kill -TERM "$(pgrep -P "$server" || echo "$server")"
         wait "$server" || true
     }
     server_per_request() {  # server_per_request BODY TYPE: instructions of a live server per request
@@ -108,8 +109,8 @@ real-path)
     report "tpinapp_1" "$receipt_floor" "$receipt_route" "$receipt_served"
     served "strace -c -f -o $out/strace.txt" 1000 "$out/pki/transaction.jws" text/plain
     echo "system calls of a live server answering 1,000 JWS requests on one keep-alive connection (start-up included):"
-    awk '$NF ~ /^(epoll_wait|read|sendto|write|epoll_ctl|futex|getrandom)$/ {print "  " $NF ": " $(NF-1) " calls"}' \
-        "$out/strace.txt" | sed 's/: \([0-9]*\) calls/: \1 calls/'
+    awk '$NF ~ /^(epoll_wait|read|sendto|write|epoll_ctl|futex|getrandom)$/ {print "  " $NF ": " $4 " calls"}' \
+        "$out/strace.txt"
     ;;
 split)
     rounds=${2:-3}
