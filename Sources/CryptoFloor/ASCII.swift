@@ -54,9 +54,11 @@ extension String {
 
 extension UInt8 {
     /// Space, tab, LF or CR: the whitespace around pasted base64, a JWS or JSON (RFC 8259 §2).
+    @inlinable
     package var isASCIIWhitespace: Bool { self == 0x20 || self == 0x09 || self == 0x0A || self == 0x0D }
 
     /// The value of an ASCII hex digit, either case.
+    @inlinable
     package var hexDigitValue: UInt8? {
         switch self {
         case UInt8(ascii: "0")...UInt8(ascii: "9"): self - UInt8(ascii: "0")

@@ -14,10 +14,10 @@ package enum Base64 {
         case standard, url
     }
 
-    private static let invalid: UInt8 = 0xFF
+    @usableFromInline static let invalid: UInt8 = 0xFF
 
-    private static let standardTable: [UInt8] = table("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
-    private static let urlTable: [UInt8] = table("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+    @usableFromInline static let standardTable: [UInt8] = table("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+    @usableFromInline static let urlTable: [UInt8] = table("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 
     private static func table(_ alphabet: String) -> [UInt8] {
         var table = [UInt8](repeating: invalid, count: 256)
@@ -27,6 +27,9 @@ package enum Base64 {
 
     /// The decoded bytes, or nil for a character outside the alphabet, a length no encoding has, or non-zero
     /// trailing bits. `padded`: `=` padding is allowed (and then must be complete); base64url JWS segments have none.
+    // Inlinable so that each caller's collection type is specialized where it calls: a JWS's three segments are
+    // decoded on every request, and a generic call across modules would go through witness tables byte by byte.
+    @inlinable
     package static func decode(_ text: some Collection<UInt8>, alphabet: Alphabet, padded: Bool = false) -> [UInt8]? {
         let table = alphabet == .standard ? standardTable : urlTable
         var characters = Array(text)
@@ -39,22 +42,36 @@ package enum Base64 {
         }
         // One leftover character carries 6 bits, less than a byte: no encoder writes it.
         guard characters.count % 4 != 1 else { return nil }
-        var output: [UInt8] = []
-        output.reserveCapacity(characters.count * 3 / 4)
-        // Whole quanta four characters at a time (a JWS header is kilobytes of them), then the tail bit by bit.
+        // Whole quanta four characters at a time (a JWS header is kilobytes of them), then the tail bit by bit. Every
+        // request decodes its JWS's three segments here, so the loop reads and writes through buffers, unchecked
+        // beyond the bounds computed once.
         let whole = characters.count / 4 * 4
-        var index = 0
-        while index < whole {
-            let a = table[Int(characters[index])], b = table[Int(characters[index + 1])]
-            let c = table[Int(characters[index + 2])], d = table[Int(characters[index + 3])]
-            // `invalid` has the top bits set, which no 6-bit value has.
-            guard (a | b | c | d) & 0xC0 == 0 else { return nil }
-            let quantum = UInt32(a) << 18 | UInt32(b) << 12 | UInt32(c) << 6 | UInt32(d)
-            output.append(UInt8(truncatingIfNeeded: quantum >> 16))
-            output.append(UInt8(truncatingIfNeeded: quantum >> 8))
-            output.append(UInt8(truncatingIfNeeded: quantum))
-            index += 4
+        var isValid = true
+        var output = [UInt8](unsafeUninitializedCapacity: whole / 4 * 3 + 2) { buffer, initialized in
+            characters.withUnsafeBufferPointer { characters in
+                table.withUnsafeBufferPointer { table in
+                    var index = 0
+                    var written = 0
+                    while index < whole {
+                        let a = table[Int(characters[index])], b = table[Int(characters[index + 1])]
+                        let c = table[Int(characters[index + 2])], d = table[Int(characters[index + 3])]
+                        // `invalid` has the top bits set, which no 6-bit value has.
+                        guard (a | b | c | d) & 0xC0 == 0 else {
+                            isValid = false
+                            break
+                        }
+                        let quantum = UInt32(a) << 18 | UInt32(b) << 12 | UInt32(c) << 6 | UInt32(d)
+                        buffer[written] = UInt8(truncatingIfNeeded: quantum >> 16)
+                        buffer[written + 1] = UInt8(truncatingIfNeeded: quantum >> 8)
+                        buffer[written + 2] = UInt8(truncatingIfNeeded: quantum)
+                        written += 3
+                        index += 4
+                    }
+                    initialized = written
+                }
+            }
         }
+        guard isValid else { return nil }
         var accumulator: UInt32 = 0
         var bits = 0
         for character in characters[whole...] {
@@ -101,7 +118,7 @@ package enum Base64 {
     // MARK: - As people paste it
 
     /// Both alphabets at once, for text that may be either.
-    private static let textTable: [UInt8] = {
+    @usableFromInline static let textTable: [UInt8] = {
         var table = standardTable
         table[Int(UInt8(ascii: "-"))] = 62
         table[Int(UInt8(ascii: "_"))] = 63
@@ -109,12 +126,14 @@ package enum Base64 {
     }()
 
     /// Whitespace a copied base64 text may hold: vertical tab and form feed as well, as C's `isspace` counts them.
+    @inlinable
     package static func isTextWhitespace(_ byte: UInt8) -> Bool {
         byte.isASCIIWhitespace || byte == 0x0B || byte == 0x0C
     }
 
     /// True when every byte could belong to base64 text. DER never qualifies: its second byte (a length) is 0x80 or
     /// above for any receipt.
+    @inlinable
     package static func looksLikeText<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> Bool {
         var sawDigit = false
         for byte in bytes {
@@ -128,6 +147,7 @@ package enum Base64 {
     }
 
     /// The decoded bytes of pasted text, or nil when the text is not base64.
+    @inlinable
     package static func decodeText<Bytes: Collection<UInt8>>(_ text: Bytes) -> [UInt8]? {
         var out: [UInt8] = []
         out.reserveCapacity(text.count / 4 * 3)

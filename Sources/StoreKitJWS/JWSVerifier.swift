@@ -41,28 +41,42 @@ public final class JWSVerifier: Sendable {
     }
 
     private static func hasTheLookOfJWS(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        var start = 0
+        var end = bytes.count
+        while start < end, bytes[start].isASCIIWhitespace { start += 1 }
+        while end > start, bytes[end - 1].isASCIIWhitespace { end -= 1 }
+        // Every request body passes here: one table load per byte and no branch, the verdict taken every 64 bytes
+        // (a DER receipt or base64 with `+` stops within the first block).
         var dots = 0
-        var letters = 0
-        var trailingSpace = false
-        // The first three bytes of text, for the `eyJ` test.
-        var opening: UInt32 = 0
-        for byte in bytes {
-            switch byte {
-            case 0x20, 0x09, 0x0A, 0x0D:
-                if dots > 0 || letters > 0 { trailingSpace = true }
-            case UInt8(ascii: "."):
-                if trailingSpace { return false }
-                dots += 1
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"):
-                if trailingSpace { return false }
-                if dots == 0, letters < 3 { opening = opening << 8 | UInt32(byte) }
-                letters += 1
-            default: return false
+        var outside: UInt8 = 0
+        base64URLOrDot.withUnsafeBufferPointer { table in
+            var blockStart = start
+            while blockStart < end, outside & 2 == 0 {
+                let blockEnd = min(blockStart + 64, end)
+                for index in blockStart..<blockEnd {
+                    let entry = table[Int(bytes[index])]
+                    outside |= entry
+                    dots &+= Int(entry & 1)
+                }
+                blockStart = blockEnd
             }
         }
-        // "eyJ" as three bytes.
-        return letters > 0 && (dots > 0 || opening == 0x65_79_4A)
+        guard outside & 2 == 0, end - start > dots else { return false }
+        if dots > 0 { return true }
+        // "eyJ": `{"` in base64url, a header cut short before its first dot.
+        return end - start >= 3 && bytes[start] == UInt8(ascii: "e") && bytes[start + 1] == UInt8(ascii: "y")
+            && bytes[start + 2] == UInt8(ascii: "J")
+    }
+
+    /// By byte value: 0 for base64url's alphabet, 1 for the dot, 2 for anything else.
+    private static let base64URLOrDot: [UInt8] = (0...255).map { value in
+        switch UInt8(value) {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"):
+            0
+        case UInt8(ascii: "."): 1
+        default: 2
+        }
     }
 
     /// Verifies one compact JWS (surrounding whitespace is trimmed). Never throws: every failure is a verdict.
@@ -77,9 +91,10 @@ public final class JWSVerifier: Sendable {
         _ text: some Collection<UInt8>, deviceIdentifier: DeviceIdentifier? = nil, requiredKind: JWSKind? = nil,
         at validationTime: Date = Date()
     ) -> JWSValidationResult {
+        // One conversion at the public edge (none for an array), so everything below runs specialized for [UInt8].
         verify(
-            text, deviceIdentifier: deviceIdentifier, requiredKind: requiredKind, now: ReceiptDate(validationTime),
-            nested: false)
+            Array(text), deviceIdentifier: deviceIdentifier, requiredKind: requiredKind,
+            now: ReceiptDate(validationTime), nested: false)
     }
 
     /// `verify` on a string.
@@ -91,7 +106,7 @@ public final class JWSVerifier: Sendable {
     }
 
     private func verify(
-        _ text: some Collection<UInt8>, deviceIdentifier: DeviceIdentifier?, requiredKind: JWSKind?, now: ReceiptDate,
+        _ text: [UInt8], deviceIdentifier: DeviceIdentifier?, requiredKind: JWSKind?, now: ReceiptDate,
         nested: Bool
     ) -> JWSValidationResult {
         var result = JWSValidationResult()
@@ -113,7 +128,7 @@ public final class JWSVerifier: Sendable {
         // The signing time is read from the still-untrusted payload only to pick the instant the chain must have
         // been valid at (Apple's libraries do the same); nothing else is read before the signature verifies.
         let shownKinds = JWSKind.kindsShown(by: jws.payload)
-        let shownKind = JWSKind(payload: jws.payload)
+        let shownKind = JWSKind(payload: jws.payload, shown: shownKinds)
         let timeMember = (requiredKind ?? shownKind ?? .transaction).signingTimeMember
         var signedDate: ReceiptDate?
         if let value = jws.payload[timeMember] {
@@ -241,7 +256,13 @@ public final class JWSVerifier: Sendable {
             deviceVerificationNonce = PayloadField.string(payload, "deviceVerificationNonce")
         }
 
-        var subject: String { kind.rawValue.replacing("_", with: " ") }
+        var subject: String {
+            switch kind {
+            case .transaction, .notification: kind.rawValue
+            case .renewalInfo: "renewal info"
+            case .appTransaction: "app transaction"
+            }
+        }
     }
 
     private func check(

@@ -17,7 +17,11 @@ public enum JWSKind: String, Sendable, Hashable, CaseIterable {
     /// one kind has decide, and a top-level `bundleId` with no other sign is a transaction (Apple's own test
     /// transaction is `{"environment", "bundleId", "signedDate"}`: app transactions always have `receiptType`).
     public init?(payload: JSONValue) {
-        let shown = Self.kindsShown(by: payload)
+        self.init(payload: payload, shown: Self.kindsShown(by: payload))
+    }
+
+    /// `init(payload:)` with `kindsShown(by: payload)` already at hand.
+    init?(payload: JSONValue, shown: Set<JWSKind>) {
         if let first = Self.allCases.first(where: shown.contains) {
             self = first
         } else if payload["bundleId"] != nil {
