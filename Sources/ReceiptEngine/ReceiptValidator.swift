@@ -20,10 +20,22 @@ public final class ReceiptValidator: Sendable {
     /// - Parameters:
     ///   - deviceIdentifier: checks the receipt's SHA-1 device hash when given.
     ///   - expectedBundleID: when given, the bundle id must equal it (instead of matching one of the policy's apps).
+    ///   - requiredKind: when another kind than `.receipt`, a receipt that is otherwise valid is `kind_mismatch`.
     ///   - validationTime: "now" for subscription activity. The chain is checked at the receipt's creation date.
     public func validate(
         _ bytes: [UInt8], deviceIdentifier: DeviceIdentifier? = nil, expectedBundleID: String? = nil,
-        at validationTime: Date = Date()
+        requiredKind: SignedDataKind? = nil, at validationTime: Date = Date()
+    ) -> ValidationResult {
+        var result = verdict(
+            on: bytes, deviceIdentifier: deviceIdentifier, expectedBundleID: expectedBundleID, at: validationTime)
+        if let requiredKind, requiredKind != .receipt, result.isValid {
+            result.error = .kindMismatch(required: requiredKind, found: .receipt)
+        }
+        return result
+    }
+
+    private func verdict(
+        on bytes: [UInt8], deviceIdentifier: DeviceIdentifier?, expectedBundleID: String?, at validationTime: Date
     ) -> ValidationResult {
         var result = ValidationResult()
         func fail(_ error: ValidationError) -> ValidationResult {

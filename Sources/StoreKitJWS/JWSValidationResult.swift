@@ -46,7 +46,7 @@ public struct NestedPayload: Sendable, Hashable {
 public struct JWSValidationResult: Sendable, Hashable {
     /// nil when the JWS is valid; `reason` is set for `certificate_untrusted`.
     public var error: ValidationError?
-    public var kind: JWSKind?
+    public var kind: SignedDataKind?
     public var environment: ReceiptEnvironment?
     public var checks = JWSChecks()
     /// `signedDate`, for an app transaction `receiptCreationDate`.

@@ -70,28 +70,35 @@ public final class JWSVerifier: Sendable {
     ///   - deviceIdentifier: checks `deviceVerification` when given and the JWS carries it.
     ///   - requiredKind: the payload is read as this kind (every member optional, as Apple's libraries read it);
     ///     `kind_mismatch` only when it carries another kind's own members and none of this one's. Without it, a
-    ///     payload that shows no kind is `unknown_kind`.
+    ///     payload that shows no kind is `unknown_kind`. `.receipt`: any JWS that is otherwise valid is
+    ///     `kind_mismatch`.
     ///   - validationTime: when the payload has no signing time, the chain is checked at it; subscriptions are
     ///     active relative to it.
     public func verify(
-        _ text: some Collection<UInt8>, deviceIdentifier: DeviceIdentifier? = nil, requiredKind: JWSKind? = nil,
+        _ text: some Collection<UInt8>, deviceIdentifier: DeviceIdentifier? = nil, requiredKind: SignedDataKind? = nil,
         at validationTime: Date = Date()
     ) -> JWSValidationResult {
-        verify(
-            text, deviceIdentifier: deviceIdentifier, requiredKind: requiredKind, now: ReceiptDate(validationTime),
+        let readAs = requiredKind == .receipt ? nil : requiredKind
+        var result = verify(
+            text, deviceIdentifier: deviceIdentifier, requiredKind: readAs, now: ReceiptDate(validationTime),
             nested: false)
+        if requiredKind == .receipt, result.isValid {
+            result.error = .kindMismatch(required: .receipt, found: result.kind)
+        }
+        return result
     }
 
     /// `verify` on a string.
     public func verify(
-        _ text: String, deviceIdentifier: DeviceIdentifier? = nil, requiredKind: JWSKind? = nil,
+        _ text: String, deviceIdentifier: DeviceIdentifier? = nil, requiredKind: SignedDataKind? = nil,
         at validationTime: Date = Date()
     ) -> JWSValidationResult {
         verify(Array(text.utf8), deviceIdentifier: deviceIdentifier, requiredKind: requiredKind, at: validationTime)
     }
 
+    /// - Parameter requiredKind: a JWS kind, never `.receipt`.
     private func verify(
-        _ text: some Collection<UInt8>, deviceIdentifier: DeviceIdentifier?, requiredKind: JWSKind?, now: ReceiptDate,
+        _ text: some Collection<UInt8>, deviceIdentifier: DeviceIdentifier?, requiredKind: SignedDataKind?, now: ReceiptDate,
         nested: Bool
     ) -> JWSValidationResult {
         var result = JWSValidationResult()
@@ -112,8 +119,8 @@ public final class JWSVerifier: Sendable {
 
         // The signing time is read from the still-untrusted payload only to pick the instant the chain must have
         // been valid at (Apple's libraries do the same); nothing else is read before the signature verifies.
-        let shownKinds = JWSKind.kindsShown(by: jws.payload)
-        let shownKind = JWSKind(payload: jws.payload)
+        let shownKinds = SignedDataKind.kindsShown(by: jws.payload)
+        let shownKind = SignedDataKind(payload: jws.payload)
         let timeMember = (requiredKind ?? shownKind ?? .transaction).signingTimeMember
         var signedDate: ReceiptDate?
         if let value = jws.payload[timeMember] {
@@ -153,12 +160,11 @@ public final class JWSVerifier: Sendable {
         result.signedDate = signedDate
 
         var findings = CheckFindings()
-        let kind: JWSKind
+        let kind: SignedDataKind
         if let requiredKind {
             if !shownKinds.isEmpty, !shownKinds.contains(requiredKind), let shownKind {
                 kind = shownKind
-                _ = findings.record(.failed(ValidationError(
-                    .kindMismatch, "the JWS is \(kind.rawValue), not \(requiredKind.rawValue)")))
+                _ = findings.record(.failed(.kindMismatch(required: requiredKind, found: kind)))
             } else {
                 kind = requiredKind
             }
@@ -173,7 +179,7 @@ public final class JWSVerifier: Sendable {
         result.kind = kind
         if nested, shownKinds.contains(.notification) {
             // A notification inside a notification is never what Apple sends; refusing it also bounds recursion.
-            return fail(ValidationError(.kindMismatch, "a notification's nested JWS is itself a notification"))
+            return fail(.kindMismatch(required: requiredKind ?? kind, found: .notification))
         }
 
         let claims = Claims(kind: kind, payload: jws.payload)
@@ -183,6 +189,7 @@ public final class JWSVerifier: Sendable {
         case .renewalInfo: result.renewalInfo = SignedRenewalInfo(payload: jws.payload)
         case .appTransaction: result.appTransaction = SignedAppTransaction(payload: jws.payload)
         case .notification: result.notification = SignedNotification(payload: jws.payload)
+        case .receipt: break
         }
         check(claims, signer: signer, device: deviceIdentifier, into: &result, findings: &findings)
 
@@ -207,7 +214,7 @@ public final class JWSVerifier: Sendable {
 
     /// The claims rule 6 compares, from wherever the kind keeps them.
     private struct Claims {
-        let kind: JWSKind
+        let kind: SignedDataKind
         let bundleID: String?
         let environmentText: String?
         let environment: ReceiptEnvironment?
@@ -216,7 +223,7 @@ public final class JWSVerifier: Sendable {
         let deviceVerification: String?
         let deviceVerificationNonce: String?
 
-        init(kind: JWSKind, payload: JSONValue) {
+        init(kind: SignedDataKind, payload: JSONValue) {
             self.kind = kind
             switch kind {
             case .notification:
@@ -230,7 +237,7 @@ public final class JWSVerifier: Sendable {
                 appAppleID = PayloadField.integer(payload, "appAppleId")
                 environmentText = PayloadField.string(payload, "receiptType")
                 environment = PayloadField.environment(environmentText)
-            case .transaction, .renewalInfo:
+            case .transaction, .renewalInfo, .receipt:
                 bundleID = PayloadField.string(payload, "bundleId")
                 appAppleID = nil
                 environmentText = PayloadField.string(payload, "environment")
@@ -241,7 +248,7 @@ public final class JWSVerifier: Sendable {
             deviceVerificationNonce = PayloadField.string(payload, "deviceVerificationNonce")
         }
 
-        var subject: String { kind.rawValue.replacing("_", with: " ") }
+        var subject: String { kind.subject }
     }
 
     private func check(
@@ -313,7 +320,7 @@ public final class JWSVerifier: Sendable {
     private func verifyNested(
         in payload: JSONValue, now: ReceiptDate, into result: inout JWSValidationResult, findings: inout CheckFindings
     ) {
-        let slots: [(section: String, member: String, kind: JWSKind)] = [
+        let slots: [(section: String, member: String, kind: SignedDataKind)] = [
             ("data", "signedTransactionInfo", .transaction),
             ("data", "signedRenewalInfo", .renewalInfo),
             ("appData", "signedAppTransactionInfo", .appTransaction),

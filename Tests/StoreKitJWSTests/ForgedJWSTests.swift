@@ -10,8 +10,8 @@ import Testing
 struct ForgedJWSTests {
     let verifier = JWSPKI.verifier()
 
-    @Test(arguments: JWSKind.allCases)
-    func forgedJWSOfEachKind_isValid(_ kind: JWSKind) throws {
+    @Test(arguments: SignedDataKind.jwsKinds)
+    func forgedJWSOfEachKind_isValid(_ kind: SignedDataKind) throws {
         let result = verifier.verify(try JWSPKI.forged(kind))
         #expect(result.error == nil, "\(result.error?.description ?? "")")
         #expect(result.kind == kind)
@@ -124,9 +124,9 @@ struct ForgedJWSTests {
         #expect(verifier.verify(try JWSPKI.standard.sign(blueprint.payload)).error?.code == .malformedJWS)
     }
 
-    @Test(arguments: JWSKind.allCases)
-    func requiredKindDiffers_isKindMismatch(_ kind: JWSKind) throws {
-        let other = JWSKind.allCases.first { $0 != kind }!
+    @Test(arguments: SignedDataKind.jwsKinds)
+    func requiredKindDiffers_isKindMismatch(_ kind: SignedDataKind) throws {
+        let other = SignedDataKind.jwsKinds.first { $0 != kind }!
         let result = verifier.verify(try JWSPKI.forged(kind), requiredKind: other)
         #expect(result.error?.code == .kindMismatch)
         #expect(result.kind == kind)
