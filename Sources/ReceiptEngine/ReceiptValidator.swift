@@ -91,16 +91,14 @@ public final class ReceiptValidator: Sendable {
         }
         result.checks.signature = .passed
 
-        var findings = CheckFindings()
-        result.checks.environment = findings.record(
-            EnvironmentCheck(accepted: policy.environments).evaluate(receipt.environment))
-        let bundle = BundleIDCheck(apps: policy.apps, expectedBundleID: expectedBundleID).evaluate(receipt.bundleID)
-        result.checks.bundleID = findings.record(bundle.verdict)
-        result.checks.version = findings.record(VersionCheck(app: bundle.app).evaluate(receipt.applicationVersion))
-        result.checks.deviceHash = findings.record(
-            DeviceHashCheck(device: deviceIdentifier).evaluate(
-                receiptHash: payload.deviceHash, opaqueValue: payload.opaqueValue,
-                bundleIDEncoding: payload.bundleIDEncoding))
+        var findings = CheckFindings(kind: .receipt)
+        let claims = SignedClaims(
+            kind: .receipt, bundleID: receipt.bundleID, environment: receipt.environment,
+            environmentText: receipt.environment?.rawValue, applicationVersion: receipt.applicationVersion,
+            deviceBinding: .receiptHash(
+                payload.deviceHash, opaqueValue: payload.opaqueValue, bundleIDEncoding: payload.bundleIDEncoding))
+        SignedDataChecks(policy: policy, device: deviceIdentifier, expectedBundleID: expectedBundleID)
+            .evaluate(claims, into: &result.checks, findings: &findings)
         result.error = findings.firstError
         return result
     }

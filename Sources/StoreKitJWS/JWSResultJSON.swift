@@ -50,7 +50,7 @@ public enum JWSResultJSON {
         return .object(members)
     }
 
-    static func checks(_ checks: JWSChecks) -> JSONValue {
+    static func checks(_ checks: ValidationChecks) -> JSONValue {
         .object([
             ("signature", .string(checks.signature.rawValue)),
             ("bundle_id", .string(checks.bundleID.rawValue)),

@@ -98,8 +98,8 @@ public final class JWSVerifier: Sendable {
 
     /// - Parameter requiredKind: a JWS kind, never `.receipt`.
     private func verify(
-        _ text: some Collection<UInt8>, deviceIdentifier: DeviceIdentifier?, requiredKind: SignedDataKind?, now: ReceiptDate,
-        nested: Bool
+        _ text: some Collection<UInt8>, deviceIdentifier: DeviceIdentifier?, requiredKind: SignedDataKind?,
+        now: ReceiptDate, nested: Bool
     ) -> JWSValidationResult {
         var result = JWSValidationResult()
         func fail(_ error: ValidationError) -> JWSValidationResult {
@@ -159,12 +159,12 @@ public final class JWSVerifier: Sendable {
         result.payload = jws.payload
         result.signedDate = signedDate
 
-        var findings = CheckFindings()
         let kind: SignedDataKind
+        var mismatch: ValidationError?
         if let requiredKind {
             if !shownKinds.isEmpty, !shownKinds.contains(requiredKind), let shownKind {
                 kind = shownKind
-                _ = findings.record(.failed(.kindMismatch(required: requiredKind, found: kind)))
+                mismatch = .kindMismatch(required: requiredKind, found: kind)
             } else {
                 kind = requiredKind
             }
@@ -181,8 +181,10 @@ public final class JWSVerifier: Sendable {
             // A notification inside a notification is never what Apple sends; refusing it also bounds recursion.
             return fail(.kindMismatch(required: requiredKind ?? kind, found: .notification))
         }
+        var findings = CheckFindings(kind: kind)
+        if let mismatch { _ = findings.record(.failed(mismatch)) }
 
-        let claims = Claims(kind: kind, payload: jws.payload)
+        let claims = Self.claims(of: kind, payload: jws.payload, signedByXcode: signer.isXcode)
         result.environment = claims.environment
         switch kind {
         case .transaction: result.transaction = SignedTransaction(payload: jws.payload)
@@ -191,128 +193,53 @@ public final class JWSVerifier: Sendable {
         case .notification: result.notification = SignedNotification(payload: jws.payload)
         case .receipt: break
         }
-        check(claims, signer: signer, device: deviceIdentifier, into: &result, findings: &findings)
+        SignedDataChecks(policy: policy, device: deviceIdentifier)
+            .evaluate(claims, into: &result.checks, findings: &findings)
 
         if kind == .notification {
             verifyNested(in: jws.payload, now: now, into: &result, findings: &findings)
         }
         if let status = result.transaction?.subscriptionStatus(at: now) { result.subscriptions = [status] }
-        result.error = findings.failures.min { Self.precedence($0.code) < Self.precedence($1.code) }
+        result.error = findings.firstError
         return result
     }
 
-    /// Which failure a verdict names when several checks fail. Apple's libraries judge the app before the
-    /// environment (INVALID_APP_IDENTIFIER before INVALID_ENVIRONMENT), so data failing both gets Apple's answer.
-    private static func precedence(_ code: ValidationError.Code) -> Int {
-        failureOrder.firstIndex(of: code) ?? failureOrder.count
-    }
-
-    private static let failureOrder: [ValidationError.Code] = [
-        .malformedJWS, .certificateUntrusted, .signatureInvalid, .unknownKind, .kindMismatch, .bundleIDMismatch,
-        .appAppleIDMismatch, .environmentNotAccepted, .versionNotAccepted, .deviceHashMismatch,
-    ]
-
     /// The claims rule 6 compares, from wherever the kind keeps them.
-    private struct Claims {
-        let kind: SignedDataKind
+    private static func claims(of kind: SignedDataKind, payload: JSONValue, signedByXcode: Bool) -> SignedClaims {
         let bundleID: String?
         let environmentText: String?
         let environment: ReceiptEnvironment?
-        let appAppleID: Int64?
-        let applicationVersion: String?
-        let deviceVerification: String?
-        let deviceVerificationNonce: String?
-
-        init(kind: SignedDataKind, payload: JSONValue) {
-            self.kind = kind
-            switch kind {
-            case .notification:
-                let section = SignedNotification.section(of: payload)
-                bundleID = section.flatMap { PayloadField.string($0.value, "bundleId") }
-                appAppleID = section.flatMap { PayloadField.integer($0.value, "appAppleId") }
-                environment = SignedNotification.environment(of: section)
-                environmentText = environment?.rawValue ?? section.flatMap { PayloadField.string($0.value, "environment") }
-            case .appTransaction:
-                bundleID = PayloadField.string(payload, "bundleId")
-                appAppleID = PayloadField.integer(payload, "appAppleId")
-                environmentText = PayloadField.string(payload, "receiptType")
-                environment = PayloadField.environment(environmentText)
-            case .transaction, .renewalInfo, .receipt:
-                bundleID = PayloadField.string(payload, "bundleId")
-                appAppleID = nil
-                environmentText = PayloadField.string(payload, "environment")
-                environment = PayloadField.environment(environmentText)
-            }
-            applicationVersion = kind == .appTransaction ? PayloadField.string(payload, "applicationVersion") : nil
-            deviceVerification = PayloadField.string(payload, "deviceVerification")
-            deviceVerificationNonce = PayloadField.string(payload, "deviceVerificationNonce")
+        var appAppleID: Int64?
+        switch kind {
+        case .notification:
+            let section = SignedNotification.section(of: payload)
+            bundleID = section.flatMap { PayloadField.string($0.value, "bundleId") }
+            appAppleID = section.flatMap { PayloadField.integer($0.value, "appAppleId") }
+            environment = SignedNotification.environment(of: section)
+            environmentText = environment?.rawValue ?? section.flatMap { PayloadField.string($0.value, "environment") }
+        case .appTransaction:
+            bundleID = PayloadField.string(payload, "bundleId")
+            appAppleID = PayloadField.integer(payload, "appAppleId")
+            environmentText = PayloadField.string(payload, "receiptType")
+            environment = PayloadField.environment(environmentText)
+        case .transaction, .renewalInfo, .receipt:
+            bundleID = PayloadField.string(payload, "bundleId")
+            environmentText = PayloadField.string(payload, "environment")
+            environment = PayloadField.environment(environmentText)
         }
-
-        var subject: String { kind.subject }
-    }
-
-    private func check(
-        _ claims: Claims, signer: JWSSigner, device: DeviceIdentifier?, into result: inout JWSValidationResult,
-        findings: inout CheckFindings
-    ) {
-        result.checks.environment = findings.record(environmentVerdict(claims, signer: signer))
-
-        // Renewal info names no app. Anything else that names none is refused whatever the configuration, as Apple's
-        // libraries refuse it (INVALID_APP_IDENTIFIER): signed data for no app is no app's to grant.
-        var app: AppPolicy?
-        if claims.kind == .renewalInfo {
-            result.checks.bundleID = .skipped
-        } else if claims.bundleID == nil {
-            result.checks.bundleID = findings.record(.failed(ValidationError(
-                .bundleIDMismatch, "the \(claims.subject) names no app (no bundleId)", reason: .missing)))
-        } else {
-            let bundle = BundleIDCheck(apps: policy.apps).evaluate(claims.bundleID ?? "", subject: claims.subject)
-            app = bundle.app
-            result.checks.bundleID = findings.record(bundle.verdict)
-        }
-
-        var appAppleID = CheckVerdict.skipped
-        if claims.kind == .notification || claims.kind == .appTransaction, claims.environment == .production,
-            let expected = app?.appAppleID
+        var binding: DeviceBinding?
+        if let verification = PayloadField.string(payload, "deviceVerification"),
+            let nonce = PayloadField.string(payload, "deviceVerificationNonce")
         {
-            appAppleID = claims.appAppleID == expected
-                ? .passed
-                : .failed(ValidationError(
-                    .appAppleIDMismatch,
-                    "the \(claims.subject) is for app \(claims.appAppleID.map(String.init) ?? "(none)"), "
-                        + "not \(expected)"))
-        }
-        result.checks.appAppleID = findings.record(appAppleID)
-
-        if claims.kind == .appTransaction {
-            result.checks.version = findings.record(VersionCheck(app: app).evaluate(claims.applicationVersion ?? ""))
-        }
-
-        let deviceVerification = claims.deviceVerification.map {
             // Undecodable bytes cannot equal any hash: the check fails rather than being skipped.
-            Base64.decode($0.utf8, alphabet: .standard, padded: true) ?? []
+            let bytes = Base64.decode(verification.utf8, alphabet: .standard, padded: true) ?? []
+            binding = .verification(bytes, nonce: nonce)
         }
-        result.checks.deviceHash = findings.record(
-            DeviceHashCheck(device: device).evaluate(
-                deviceVerification: deviceVerification, nonce: claims.deviceVerificationNonce, subject: claims.subject))
-    }
-
-    private func environmentVerdict(_ claims: Claims, signer: JWSSigner) -> CheckVerdict {
-        if signer.isXcode, claims.environment != .xcode {
-            // Xcode's testing certificate is anyone's to make: it vouches for Xcode data only.
-            return .failed(ValidationError(
-                .environmentNotAccepted,
-                "Xcode's StoreKit testing certificate signed \(claims.environmentText ?? "unnamed") data"))
-        }
-        // Apple's libraries refuse signed data that names no environment (INVALID_ENVIRONMENT): it could be anyone's.
-        guard let text = claims.environmentText else {
-            return .failed(ValidationError(
-                .environmentNotAccepted, "the \(claims.subject) names no environment", reason: .missing))
-        }
-        guard let environment = claims.environment else {
-            return .failed(ValidationError(.environmentNotAccepted, "the environment \(text) is not known"))
-        }
-        return EnvironmentCheck(accepted: policy.environments).evaluate(environment, subject: "\(claims.subject)s")
+        return SignedClaims(
+            kind: kind, bundleID: bundleID, environment: environment, environmentText: environmentText,
+            appAppleID: appAppleID,
+            applicationVersion: kind == .appTransaction ? PayloadField.string(payload, "applicationVersion") : nil,
+            deviceBinding: binding, signedByXcode: signedByXcode)
     }
 
     /// Rule 7: every nested JWS is verified as its own, with its own chain and time; any failure fails the

@@ -340,8 +340,8 @@ struct ForgedJWSTests {
         #expect(verifier.verify(try read.sign(JWSPKI.transaction().payload)).isValid)
     }
 
-    private func expectedChecks(bundleID: CheckOutcome, environment: CheckOutcome) -> JWSChecks {
-        var checks = JWSChecks()
+    private func expectedChecks(bundleID: CheckOutcome, environment: CheckOutcome) -> ValidationChecks {
+        var checks = ValidationChecks()
         checks.signature = .passed
         checks.bundleID = bundleID
         checks.environment = environment
