@@ -1,6 +1,7 @@
 import Foundation
 import JSONText
 import ReceiptEngine
+import ReceiptService
 import StoreKitJWS
 import TestSupport
 import Testing

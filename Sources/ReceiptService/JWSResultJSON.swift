@@ -1,5 +1,6 @@
 public import JSONText
 public import ReceiptEngine
+public import StoreKitJWS
 
 /// receiptd's answer for a StoreKit 2 verdict: the receipt answer's vocabulary, extended.
 ///
