@@ -5,6 +5,7 @@ import Foundation
 #endif
 import AppStoreServerAPI
 import Ledger
+import ReceiptEngine
 import ReceiptService
 import StoreKitJWS
 

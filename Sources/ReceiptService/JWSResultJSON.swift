@@ -1,5 +1,6 @@
 public import JSONText
 public import ReceiptEngine
+public import StoreKitJWS
 
 /// receiptd's answer for a StoreKit 2 verdict: the receipt answer's vocabulary, extended.
 ///
@@ -50,7 +51,7 @@ public enum JWSResultJSON {
         return .object(members)
     }
 
-    static func checks(_ checks: JWSChecks) -> JSONValue {
+    static func checks(_ checks: ValidationChecks) -> JSONValue {
         .object([
             ("signature", .string(checks.signature.rawValue)),
             ("bundle_id", .string(checks.bundleID.rawValue)),
