@@ -145,6 +145,14 @@ struct SubscriptionTimeline: Sendable, Hashable {
                         productID: bar.productID, detail: LookupPage.revocationReasonText(bar.revocationReason)))
             }
         }
+        // Before the grace period that starts at the same instant.
+        if let expiry, let latest = facts.latestTransaction {
+            events.append(
+                Event(
+                    kind: "expiry", date: expiry, title: expiry <= now ? "Expired" : "Expires",
+                    transactionID: latest.transactionID, productID: latest.productID,
+                    detail: facts.renewal?.autoRenewStatus == true && expiry > now ? "renews automatically" : ""))
+        }
         for period in periods {
             switch period.kind {
             case .grace:
@@ -160,13 +168,6 @@ struct SubscriptionTimeline: Sendable, Hashable {
                         transactionID: nil, productID: nil,
                         detail: "payment failed, no access while Apple retries (still retrying)"))
             }
-        }
-        if let expiry, let latest = facts.latestTransaction {
-            events.append(
-                Event(
-                    kind: "expiry", date: expiry, title: expiry <= now ? "Expired" : "Expires",
-                    transactionID: latest.transactionID, productID: latest.productID,
-                    detail: facts.renewal?.autoRenewStatus == true && expiry > now ? "renews automatically" : ""))
         }
         if let notification = facts.lastNotification {
             events.append(
