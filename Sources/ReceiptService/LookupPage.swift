@@ -274,7 +274,7 @@ enum LookupPage {
         #lookup-verdict { font-size: 1.15rem; font-weight: 600; margin: 1.2rem 0 .3rem; }
         #lookup-verdict[data-state=error] { color: #8a5a00; }
         .muted, code { color: var(--muted); font-weight: normal; }
-        .mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; overflow-wrap: anywhere; }
+        .mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; overflow-wrap: break-word; }
         .status { font-size: 1.05rem; }
         .status[data-status=active] strong { color: #1a7f37; }
         .status[data-status=expired] strong, .status[data-status=revoked] strong { color: #b3261e; }
