@@ -17,8 +17,14 @@ import ReceiptEngine
 enum LookupPage {
     /// What was looked up, and what the ledger knows of it.
     struct Found: Sendable {
-        /// How the id was recognised: `transaction`, `original_transaction` or `order`.
-        var matchedAs: String
+        /// How the id was recognised; the page's `data-matched`.
+        enum Match: String, Sendable {
+            case transaction
+            case originalTransaction = "original_transaction"
+            case order
+        }
+
+        var matchedAs: Match
         var subscriptions: [Subscription]
     }
 
@@ -32,14 +38,14 @@ enum LookupPage {
         var body = form(id: id)
         let what =
             switch found.matchedAs {
-            case "order": "order \(id)"
-            case "original_transaction": "original transaction \(id)"
-            default: "transaction \(id)"
+            case .order: "order \(id)"
+            case .originalTransaction: "original transaction \(id)"
+            case .transaction: "transaction \(id)"
             }
         let count = found.subscriptions.count
-        body += "<p id=\"lookup-verdict\" data-state=\"found\" data-matched=\"\(escape(found.matchedAs))\">"
+        body += "<p id=\"lookup-verdict\" data-state=\"found\" data-matched=\"\(found.matchedAs.rawValue)\">"
             + "Found \(escape(what))"
-            + (found.matchedAs == "order" ? ": \(count) purchase\(count == 1 ? "" : "s")" : "")
+            + (found.matchedAs == .order ? ": \(count) purchase\(count == 1 ? "" : "s")" : "")
             + " <span class=\"muted\">as of \(escape(dateText(now)))</span></p>\n"
         for (index, subscription) in found.subscriptions.enumerated() {
             body += section(subscription, index: index, now: now)
@@ -85,11 +91,11 @@ enum LookupPage {
         let latest = facts.latestTransaction
         let renewal = facts.renewal
         let product = latest?.productID ?? renewal?.productID ?? "unknown product"
-        let (status, statusText) = statusLine(facts, now: now)
+        let (status, statusText) = currentStatus(facts, now: now)
         var html = "<section class=\"subscription\" data-original-transaction-id=\"\(escape(facts.originalTransactionID))\">\n"
         html += "<h2>\(facts.isAutoRenewable ? "Subscription" : "Purchase") "
             + "<span class=\"mono\">\(escape(facts.originalTransactionID))</span>: \(escape(product))</h2>\n"
-        html += "<p class=\"status\" data-status=\"\(escape(status))\"><strong>\(escape(statusLine(status)))</strong>"
+        html += "<p class=\"status\" data-status=\"\(escape(status))\"><strong>\(escape(headline(status)))</strong>"
             + (statusText.isEmpty ? "" : ": \(escape(statusText))") + " <code>\(escape(status))</code></p>\n"
 
         var details: [(String, String)] = [
@@ -130,7 +136,7 @@ enum LookupPage {
                 + "<td class=\"mono\">\(escape(event.productID ?? "—"))</td><td>\(escape(event.detail))</td></tr>\n"
         }
         html += "<tr data-event=\"now\"><td>\(escape(dateText(now)))</td><td>Now (this page)</td><td>—</td><td>—</td>"
-            + "<td>\(escape(statusLine(status)))</td></tr>\n"
+            + "<td>\(escape(headline(status)))</td></tr>\n"
         html += "</tbody>\n</table>\n"
 
         html += "<h3>Transactions</h3>\n<table class=\"transactions\">\n"
@@ -157,7 +163,7 @@ enum LookupPage {
 
     /// The subscription's status now: the same `status` as `GET /v1/subscriptions/{id}`, and one-time purchases named
     /// as such.
-    private static func statusLine(_ facts: SubscriptionFacts, now: Int64) -> (status: String, text: String) {
+    private static func currentStatus(_ facts: SubscriptionFacts, now: Int64) -> (status: String, text: String) {
         let latest = facts.latestTransaction
         guard facts.isAutoRenewable else {
             if let revoked = latest?.revocationDate { return ("revoked", "refunded or revoked \(dateText(revoked))") }
@@ -183,7 +189,7 @@ enum LookupPage {
         return (state.rawValue, text)
     }
 
-    private static func statusLine(_ status: String) -> String {
+    private static func headline(_ status: String) -> String {
         switch status {
         case "active": "Active"
         case "in_grace_period": "In billing grace period"

@@ -49,7 +49,7 @@ extension ReceiptRoutes {
                 }
                 return html(
                     status: .ok,
-                    LookupPage.page(id: id, found: LookupPage.Found(matchedAs: "order", subscriptions: subscriptions), now: now))
+                    LookupPage.page(id: id, found: LookupPage.Found(matchedAs: .order, subscriptions: subscriptions), now: now))
             } catch {
                 return failure(Self.storeProblem(error))
             }
@@ -67,10 +67,10 @@ extension ReceiptRoutes {
                 return nil
             }
             return LookupPage.Found(
-                matchedAs: original == id ? "original_transaction" : "transaction", subscriptions: [subscription])
+                matchedAs: original == id ? .originalTransaction : .transaction, subscriptions: [subscription])
         }
         guard let subscription = try subscriptionWithClaims(originalTransactionID: id, store: store) else { return nil }
-        return LookupPage.Found(matchedAs: "original_transaction", subscriptions: [subscription])
+        return LookupPage.Found(matchedAs: .originalTransaction, subscriptions: [subscription])
     }
 
     private func subscriptionWithClaims(

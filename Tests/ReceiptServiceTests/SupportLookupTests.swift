@@ -264,6 +264,21 @@ struct SupportLookupTests {
         #expect(months.first?.label == "Dec 2025")
     }
 
+    @Test func oneTimePurchase_isNamedSo_andDrawnWhereItWasBought() {
+        let bought = TransactionFacts(
+            transactionID: "8000", originalTransactionID: "8000", productID: "coins.100", type: "Consumable",
+            purchaseDate: 1_700_000_000_000, signedDate: 1_700_000_000_000, payloadJSON: "{}")
+        let facts = SubscriptionFacts(
+            originalTransactionID: "8000", transactions: [bought], renewal: nil, lastNotification: nil,
+            updatedAt: 1_700_000_000_000)
+        let page = LookupPage.page(
+            id: "8000", found: LookupPage.Found(matchedAs: .transaction, subscriptions: [.init(facts: facts, claims: [:])]),
+            now: 1_710_000_000_000)
+        #expect(page.contains("<p class=\"status\" data-status=\"one_time_purchase\">"))
+        #expect(page.contains("<rect class=\"bar one-time\" data-transaction-id=\"8000\""))
+        #expect(!page.contains("<g class=\"expiry\""))
+    }
+
     @Test func civilDates_roundTrip() {
         for days: Int64 in [-719_468, -1, 0, 59, 60, 11_016, 20_000, 2_932_896] {
             let civil = CivilDate(days: days)
@@ -291,7 +306,7 @@ struct SupportLookupTests {
             lastNotification: nil, updatedAt: 0)
         for now: Int64 in [.min, 0, .max] {
             let page = LookupPage.page(
-                id: "1", found: LookupPage.Found(matchedAs: "original_transaction", subscriptions: [.init(facts: facts, claims: [:])]),
+                id: "1", found: LookupPage.Found(matchedAs: .originalTransaction, subscriptions: [.init(facts: facts, claims: [:])]),
                 now: now)
             #expect(page.contains("<svg class=\"timeline\""))
             #expect(!page.contains("=\"nan") && !page.contains("=\"inf") && !page.contains("=\"-"))
