@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# receiptd: build with the official Swift image, run on Debian slim with only OpenSSL, SQLite and libpq added.
+# receiptd: build with the official Swift image, run on Debian slim with only OpenSSL, SQLite, libpq and libcurl added.
 #   docker build -t receiptd .
 #   docker run --rm -p 8080:8080 -v receiptd-ledger:/var/lib/receiptd receiptd
 # scripts/check-docker checks this file against the repository and a built binary where no engine runs.
@@ -13,20 +13,20 @@ ARG DEBIAN_RELEASE=bookworm
 FROM swift:${SWIFT_VERSION}-${DEBIAN_RELEASE} AS build
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-       libssl-dev libsqlite3-dev libpq-dev pkg-config \
+       libssl-dev libsqlite3-dev libpq-dev libcurl4-openssl-dev pkg-config \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY Package.swift ./
 COPY Sources ./Sources
 # The Swift runtime and FoundationEssentials (Foundation without ICU) are linked in statically; what stays dynamic is
-# glibc, libstdc++/libgcc_s (present in every Debian image), OpenSSL, SQLite and libpq (libssl3, libsqlite3-0, libpq5
-# below).
+# glibc, libstdc++/libgcc_s (present in every Debian image), OpenSSL, SQLite, libpq and libcurl (libssl3, libsqlite3-0,
+# libpq5, libcurl4 below; ca-certificates is the system trust store libcurl verifies Apple's servers against).
 RUN swift build -c release --static-swift-stdlib --product receiptd \
     && install -D -m 0755 "$(swift build -c release --show-bin-path)/receiptd" /out/usr/local/bin/receiptd
 
 FROM debian:${DEBIAN_RELEASE}-slim AS runtime
 RUN apt-get update \
-    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libssl3 libsqlite3-0 libpq5 \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libssl3 libsqlite3-0 libpq5 libcurl4 ca-certificates \
     && rm -rf /var/lib/apt/lists/* \
     && groupadd --system --gid 10001 receiptd \
     && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \

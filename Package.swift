@@ -22,6 +22,7 @@ let package = Package(
         .library(name: "HTTP1Server", targets: ["HTTP1Server"]),
         // For the separate Benchmarks/ package, which times validation together with the JSON answer.
         .library(name: "ReceiptService", targets: ["ReceiptService"]),
+        .library(name: "AppStoreServerAPI", targets: ["AppStoreServerAPI"]),
     ],
     targets: [
         .systemLibrary(
@@ -49,11 +50,19 @@ let package = Package(
         // A small HTTP/1.1 server on POSIX sockets, epoll and Dispatch. Knows nothing of receipts.
         .target(name: "HTTP1Server", dependencies: ["CEpoll"], swiftSettings: strictSettings),
         // Routes, configuration and JSON: joins the engine to the HTTP server.
-        .target(name: "ReceiptService", dependencies: ["CryptoFloor", "ReceiptEngine", "StoreKitJWS", "Ledger", "JSONText", "HTTP1Server"], swiftSettings: strictSettings),
+        .target(
+            name: "ReceiptService",
+            dependencies: [
+                "CryptoFloor", "ReceiptEngine", "StoreKitJWS", "Ledger", "JSONText", "HTTP1Server", "AppStoreServerAPI",
+            ],
+            swiftSettings: strictSettings),
         // Every command (`serve`, `verify`, `testing`) and its flags; the modules below know nothing of a command line.
         .executableTarget(
             name: "receiptd",
-            dependencies: ["ReceiptService", "CryptoFloor", "ReceiptEngine", "StoreKitJWS", "Ledger", "ReceiptForge", "JSONText", "HTTP1Server"],
+            dependencies: [
+                "ReceiptService", "CryptoFloor", "ReceiptEngine", "StoreKitJWS", "Ledger", "ReceiptForge", "JSONText", "HTTP1Server",
+                "AppStoreServerAPI",
+            ],
             swiftSettings: strictSettings,
             // A release build's DWARF is 4 MB of the static binary (SwiftPM compiles release with -g); the symbol table
             // stays, so backtraces and profilers still name functions. Keeps the binary under 25 MB (README).
@@ -75,6 +84,14 @@ let package = Package(
             pkgConfig: "libpq",
             providers: [.apt(["libpq-dev"]), .brew(["libpq"])]
         ),
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"]), .brew(["curl"])]
+        ),
+        // A client of Apple's App Store Server API: the only importer of CCurl. Signs its tokens on the crypto floor
+        // and returns Apple's signed strings unverified; the service verifies them like any other JWS.
+        .target(name: "AppStoreServerAPI", dependencies: ["CCurl", "CryptoFloor", "JSONText"], swiftSettings: strictSettings),
         // The purchase ledger on SQLite or PostgreSQL; the only importer of CSQLite and CPostgres. Knows nothing of
         // receipts, JWS or HTTP: the service maps verified data into its value types.
         .target(name: "Ledger", dependencies: ["CSQLite", "CPostgres"], swiftSettings: strictSettings),
@@ -82,7 +99,7 @@ let package = Package(
         // PostgreSQL cluster and ledger fixtures. A plain target, so it does not import Testing.
         .target(
             name: "TestSupport",
-            dependencies: ["ReceiptEngine", "ReceiptForge", "StoreKitJWS", "JSONText", "HTTP1Server", "Ledger"],
+            dependencies: ["ReceiptEngine", "ReceiptForge", "StoreKitJWS", "JSONText", "HTTP1Server", "Ledger", "AppStoreServerAPI"],
             path: "Tests/TestSupport",
             swiftSettings: strictSettings
         ),
@@ -101,8 +118,13 @@ let package = Package(
             name: "ReceiptServiceTests",
             dependencies: [
                 "ReceiptService", "ReceiptEngine", "ReceiptForge", "StoreKitJWS", "Ledger", "JSONText", "HTTP1Server",
-                "receiptd", "TestSupport",
+                "receiptd", "TestSupport", "AppStoreServerAPI",
             ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "AppStoreServerAPITests",
+            dependencies: ["AppStoreServerAPI", "CryptoFloor", "JSONText", "TestSupport"],
             swiftSettings: strictSettings
         ),
     ],

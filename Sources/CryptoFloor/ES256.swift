@@ -39,14 +39,7 @@ package enum ES256 {
 extension PublicKey {
     /// Whether this is an EC key on P-256, the only key ES256 admits.
     package var isP256: Bool {
-        guard EVP_PKEY_get_base_id(pointer) == NID_X9_62_id_ecPublicKey else { return false }
-        var name = [CChar](repeating: 0, count: 32)
-        var length = 0
-        guard EVP_PKEY_get_group_name(pointer, &name, name.count, &length) == 1 else {
-            ERR_clear_error()
-            return false
-        }
-        return String(decoding: name.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self) == "prime256v1"
+        isOnP256(pointer)
     }
 
     /// Verifies a JOSE ES256 signature (raw r‖s) over `signingInput`. False for any other length, and for a key
@@ -90,4 +83,31 @@ extension PublicKey {
         default: nil
         }
     }
+}
+
+extension PrivateKey {
+    /// An App Store Connect API key: the `.p8` file, PEM `BEGIN PRIVATE KEY` (unencrypted PKCS#8) holding an EC key
+    /// on P-256. Anything else, an encrypted key included, is an error: OpenSSL's default would ask for a passphrase
+    /// on the terminal, and a server must fail instead of waiting for one.
+    package convenience init(es256PEM pem: [UInt8]) throws(OpenSSLError) {
+        let key: OpaquePointer? = pem.withUnsafeBytes { buffer in
+            guard let bio = BIO_new_mem_buf(buffer.baseAddress, Int32(buffer.count)) else { return nil }
+            defer { BIO_free(bio) }
+            return PEM_read_bio_PrivateKey(bio, nil, { _, _, _, _ in 0 }, nil)
+        }
+        guard let key else { throw OpenSSLError("not an unencrypted PEM private key") }
+        self.init(owning: key)
+        guard isOnP256(key) else { throw OpenSSLError("not an EC P-256 key") }
+    }
+}
+
+private func isOnP256(_ key: OpaquePointer) -> Bool {
+    guard EVP_PKEY_get_base_id(key) == NID_X9_62_id_ecPublicKey else { return false }
+    var name = [CChar](repeating: 0, count: 32)
+    var length = 0
+    guard EVP_PKEY_get_group_name(key, &name, name.count, &length) == 1 else {
+        ERR_clear_error()
+        return false
+    }
+    return String(decoding: name.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self) == "prime256v1"
 }

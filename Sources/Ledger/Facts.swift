@@ -6,6 +6,8 @@ public enum TransactionSource: String, Sendable, Hashable, CaseIterable {
     case jws
     /// Nested in a verified App Store Server Notification V2.
     case notification
+    /// Fetched from Apple's App Store Server API (an order lookup, transaction info, history) and verified.
+    case serverAPI = "server_api"
 }
 
 /// One verified transaction, as of `signedDate`. Dates are Unix milliseconds.

@@ -25,12 +25,39 @@ public struct LedgerError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let notALedger = Code(rawValue: "not_a_ledger")
     }
 
+    /// What is wrong with the database when it, not the call, is at fault: the `reason` of `/readyz`.
+    public struct Reason: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
+        /// The database cannot be connected to or opened (down, refusing, wrong address, missing folder).
+        public static let unreachable = Reason(rawValue: "unreachable")
+        /// The database did not answer within `store_timeout` (frozen, overloaded, a network that drops packets).
+        public static let timeout = Reason(rawValue: "timeout")
+        /// No space left for the database to grow.
+        public static let diskFull = Reason(rawValue: "disk_full")
+        /// The database or its volume refuses writes.
+        public static let readOnly = Reason(rawValue: "read_only")
+        /// The database file or an index is damaged.
+        public static let corrupt = Reason(rawValue: "corrupt")
+        /// Another writer holds a lock longer than `store_timeout`, or transactions kept conflicting.
+        public static let locked = Reason(rawValue: "locked")
+        /// Any other failure of the database: a constraint, a damaged schema, out of memory, an I/O error.
+        public static let error = Reason(rawValue: "error")
+    }
+
     public let code: Code
     public let message: String
+    /// What is wrong with the database; nil when only the call was at fault (a value that can never be stored), so
+    /// the ledger stays healthy.
+    public let reason: Reason?
 
-    public init(_ code: Code, _ message: String) {
+    /// `reason` defaults to `unreachable` for `unavailable` and to none otherwise.
+    public init(_ code: Code, _ message: String, reason: Reason? = nil) {
         self.code = code
         self.message = message
+        self.reason = reason ?? (code == .unavailable ? .unreachable : nil)
     }
 
     public var description: String { "\(code): \(message)" }

@@ -1,3 +1,4 @@
+internal import Dispatch
 internal import Glibc
 
 /// What a ledger database holds, read without migrating it: for `receiptd store status` and `migrate`.
@@ -20,6 +21,8 @@ public struct LedgerInspection: Sendable, Hashable {
     /// Reads the version and counts of the configured database, and for SQLite runs `quick_check`; nil for a SQLite
     /// file that does not exist yet (nothing is created). Fails `unavailable` when the database cannot be reached, or
     /// when a missing SQLite file could not be created (the message says why).
+    static let timeout: Double = 60
+
     public static func read(_ configuration: LedgerConfiguration) throws(LedgerError) -> LedgerInspection? {
         switch configuration {
         case .sqlite(let path):
@@ -43,7 +46,10 @@ public struct LedgerInspection: Sendable, Hashable {
             }
             return try read(connection)
         case .postgres(let connectionString):
-            let connection = try PostgresConnection(connectionString: connectionString)
+            // A command run by hand on a possibly large ledger: bounded, but far above a request's store_timeout.
+            let connection = try PostgresConnection(
+                connectionString: connectionString, timeout: Self.timeout, deadline: .now() + Self.timeout)
+            connection.deadline = .now() + Self.timeout
             // One snapshot for every count, and nothing written.
             return try connection.inTransaction(begin: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") {
                 () throws(LedgerError) in

@@ -133,6 +133,14 @@ struct LedgerRecords<Database: LedgerDatabase>: Sendable {
         try database.read { connection throws(LedgerError) in try connection.execute("SELECT 1") }
     }
 
+    /// Rewrites the schema version as it is: a durable commit through the write path that changes nothing, so a full
+    /// disk, a read-only volume or a held lock fails it as it fails real writes.
+    func checkWritable() throws(LedgerError) {
+        try database.write { connection throws(LedgerError) in
+            try connection.execute("UPDATE ledger_schema SET version = version")
+        }
+    }
+
     func schemaVersion() throws(LedgerError) -> Int {
         try database.read { connection throws(LedgerError) in
             guard let version = try connection.query("SELECT version FROM ledger_schema", []).first?.int(0) else {

@@ -100,6 +100,21 @@ enum LedgerSchema {
                 'receipt')
             """,
         ]),
+        // The App Store Server API sync (issue 19): how far each app's notification history has been read. IF NOT
+        // EXISTS: a database rolled back to an older version by hand may still hold the table.
+        Migration(version: 4, statements: [
+            """
+            CREATE TABLE IF NOT EXISTS server_api_sync (
+                bundle_id TEXT NOT NULL,
+                environment TEXT NOT NULL,
+                synced_until BIGINT,
+                last_success_at BIGINT,
+                lease_holder TEXT,
+                lease_until BIGINT,
+                PRIMARY KEY (bundle_id, environment)
+            )
+            """
+        ]),
     ]
 
     static var latestVersion: Int { migrations.last?.version ?? 0 }

@@ -42,6 +42,10 @@ public protocol LedgerStore: Sendable {
     /// Succeeds when the database answers a trivial query: for readiness checks.
     func ping() throws(LedgerError)
 
+    /// Succeeds when the database commits a write (one that changes nothing): how readiness learns that writes work
+    /// again after one failed, without waiting for a client's write.
+    func checkWritable() throws(LedgerError)
+
     /// The schema version the database is at.
     func schemaVersion() throws(LedgerError) -> Int
 
@@ -51,6 +55,18 @@ public protocol LedgerStore: Sendable {
     /// Releases the database at shutdown, after the writes already under way finished; later calls fail
     /// `unavailable`. SQLite folds its write-ahead log into the database file first, so that the file alone is whole.
     func close() throws(LedgerError)
+
+    /// Where `receiptd store sync` stopped reading Apple's notification history for an app and environment.
+    func syncCursor(bundleID: String, environment: String) throws(LedgerError) -> ServerAPISyncCursor?
+    /// Every app and environment's sync cursor.
+    func syncCursors() throws(LedgerError) -> [ServerAPISyncCursor]
+    /// Moves a sync cursor forward (never back).
+    func record(syncCursor cursor: ServerAPISyncCursor) throws(LedgerError)
+    /// Takes the sync lease of an app and environment unless another holder's is still running; true when taken.
+    func acquireSyncLease(bundleID: String, environment: String, holder: String, now: Int64, until: Int64)
+        throws(LedgerError) -> Bool
+    /// Gives the lease back, if `holder` still has it.
+    func releaseSyncLease(bundleID: String, environment: String, holder: String) throws(LedgerError)
 }
 
 /// Where the ledger lives: `"store": {"sqlite": "PATH"}` or `"store": {"postgres": "CONNINFO"}`.
@@ -61,13 +77,23 @@ public enum LedgerConfiguration: Sendable, Hashable {
     case postgres(connectionString: String)
 }
 
+extension LedgerConfiguration {
+    /// `store_timeout`'s default, in seconds.
+    public static let defaultTimeout: Double = 2
+}
+
 /// Opens the configured ledger and migrates its schema forward.
+///
+/// - Parameter timeout: `store_timeout`, in seconds: the longest any call waits for a connection, a lock or one
+///   statement's answer before it fails with `unavailable` (reason `timeout` or `locked`).
 public func openLedger(
-    _ configuration: LedgerConfiguration, clock: @escaping LedgerClock = unixMillisecondsNow
+    _ configuration: LedgerConfiguration, timeout: Double = LedgerConfiguration.defaultTimeout,
+    clock: @escaping LedgerClock = unixMillisecondsNow
 ) throws(LedgerError) -> any LedgerStore {
     switch configuration {
-    case .sqlite(let path): try SQLiteLedger(path: path, clock: clock)
-    case .postgres(let connectionString): try PostgresLedger(connectionString: connectionString, clock: clock)
+    case .sqlite(let path): try SQLiteLedger(path: path, timeout: timeout, clock: clock)
+    case .postgres(let connectionString):
+        try PostgresLedger(connectionString: connectionString, timeout: timeout, clock: clock)
     }
 }
 

@@ -1,4 +1,5 @@
 internal import CPostgres
+internal import Dispatch
 internal import Glibc
 
 /// One libpq connection; the only owner of a `PGconn`.
@@ -7,34 +8,97 @@ internal import Glibc
 /// `@unchecked Sendable` sound.
 final class PostgresConnection: PooledConnection, @unchecked Sendable {
     private let handle: OpaquePointer
+    /// Kept to mask its password in libpq's messages, which may quote parts of a malformed one.
+    private let connectionString: String
+    /// When the statements of the current borrower must have been answered; set by whoever borrows the connection.
+    var deadline = DispatchTime.distantFuture
+    /// A statement left unanswered leaves libpq mid-protocol: such a connection is closed, never reused.
+    private var abandoned = false
 
-    init(connectionString: String) throws(LedgerError) {
+    /// Connects within `deadline` (`timeout` from now by default).
+    ///
+    /// - Parameter timeout: `store_timeout`, sent as the server's `statement_timeout` unless the connection string
+    ///   sets one, so the server too stops work nobody waits for any more.
+    init(
+        connectionString: String, timeout: Double = LedgerConfiguration.defaultTimeout, deadline: DispatchTime? = nil
+    ) throws(LedgerError) {
+        let deadline = deadline ?? .now() + timeout
         // The caller's string is expanded in the dbname slot: the keywords after it add to it and win over it, the
-        // one before it is a default it may override. Without a connect timeout, a database host that drops packets
-        // would hold every request that waits for the ledger for the operating system's TCP timeout (minutes).
-        let keywords = ["connect_timeout", "dbname", "client_encoding", "fallback_application_name"]
-        let values = ["5", connectionString, "UTF8", "receiptd"]
-        let opened = withCStringArray(keywords) { keywords in
-            withCStringArray(values) { values in PQconnectdbParams(keywords, values, 1) }
+        // ones before it are defaults it may override. Keepalives find a database host that vanished (a pooled
+        // connection would otherwise wait for the operating system's TCP timeout, minutes); they cannot find a
+        // server that is frozen but whose kernel still answers, which the deadline on every wait handles.
+        var keywords = ["keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count", "tcp_user_timeout"]
+        var values = ["1", "5", "2", "3", "10000"]
+        keywords += ["dbname", "client_encoding", "fallback_application_name"]
+        values += [connectionString, "UTF8", "receiptd"]
+        if let options = Self.options(addingStatementTimeout: timeout, to: connectionString) {
+            keywords.append("options")
+            values.append(options)
         }
-        guard let opened else { throw LedgerError(.unavailable, "PostgreSQL: out of memory") }
-        handle = opened
+        let started = withCStringArray(keywords) { keywords in
+            withCStringArray(values) { values in PQconnectStartParams(keywords, values, 1) }
+        }
+        guard let started else { throw LedgerError(.unavailable, "PostgreSQL: out of memory") }
+        handle = started
+        self.connectionString = connectionString
         // CREATE … IF NOT EXISTS and the like send notices, which libpq would print to stderr.
         PQsetNoticeProcessor(handle, { _, _ in }, nil)
-        guard PQstatus(handle) == CONNECTION_OK else { throw connectionError("connecting") }
+        guard PQstatus(handle) != CONNECTION_BAD else { throw connectionError("connecting") }
+        try awaitConnection("connecting", until: deadline) { PQconnectPoll($0) }
     }
 
     deinit { PQfinish(handle) }
 
-    var isUsable: Bool { PQstatus(handle) == CONNECTION_OK }
+    var isUsable: Bool { !abandoned && PQstatus(handle) == CONNECTION_OK }
 
-    /// Reconnects with the same parameters, after the server went away and came back.
+    /// Reconnects with the same parameters within `deadline`, after the server went away and came back.
     func reset() throws(LedgerError) {
-        PQreset(handle)
-        guard PQstatus(handle) == CONNECTION_OK else { throw connectionError("reconnecting") }
+        guard PQresetStart(handle) == 1 else { throw connectionError("reconnecting") }
+        try awaitConnection("reconnecting", until: deadline) { PQresetPoll($0) }
+    }
+
+    /// Drives libpq's non-blocking connection state machine: a blocking connect would wait on a frozen server for as
+    /// long as it stays frozen.
+    private func awaitConnection(
+        _ operation: String, until deadline: DispatchTime, _ poll: (OpaquePointer) -> PostgresPollingStatusType
+    ) throws(LedgerError) {
+        var status = PGRES_POLLING_WRITING
+        while status != PGRES_POLLING_OK {
+            switch status {
+            case PGRES_POLLING_READING:
+                guard awaitSocket(POLLIN, until: deadline) else { throw abandon("\(operation): no answer") }
+            case PGRES_POLLING_WRITING:
+                guard awaitSocket(POLLOUT, until: deadline) else { throw abandon("\(operation): no answer") }
+            default:
+                throw connectionError(operation)
+            }
+            status = poll(handle)
+        }
+        // From here on libpq never blocks: every wait is the deadline-bounded poll below.
+        guard PQsetnonblocking(handle, 1) == 0 else { throw connectionError(operation) }
+    }
+
+    /// Whether the socket became ready for `events` before `deadline`.
+    private func awaitSocket(_ events: Int32, until deadline: DispatchTime) -> Bool {
+        var descriptor = pollfd(fd: PQsocket(handle), events: Int16(events), revents: 0)
+        while true {
+            let now = DispatchTime.now()
+            guard now < deadline else { return false }
+            let remaining = (deadline.uptimeNanoseconds - now.uptimeNanoseconds) / 1_000_000
+            let ready = Glibc.poll(&descriptor, 1, Int32(clamping: max(1, remaining)))
+            if ready > 0 { return true }
+            if ready < 0 && errno != EINTR { return true }  // libpq's next call reports what is wrong
+        }
+    }
+
+    /// The connection gives up on the server: nothing more may be sent on it.
+    private func abandon(_ what: String) -> LedgerError {
+        abandoned = true
+        return LedgerError(.unavailable, "PostgreSQL \(what) within store_timeout", reason: .timeout)
     }
 
     func query(_ sql: String, _ parameters: [SQLValue]) throws(LedgerError) -> [SQLRow] {
+        guard !abandoned else { throw LedgerError(.unavailable, "PostgreSQL: connection abandoned", reason: .timeout) }
         var texts: [String?] = []
         texts.reserveCapacity(parameters.count)
         for parameter in parameters {
@@ -48,9 +112,10 @@ final class PostgresConnection: PooledConnection, @unchecked Sendable {
         }
         // Parameters travel apart from the SQL text, in text format, typed by the server from their context.
         let sent = withOptionalCStringArray(texts) { values in
-            PQexecParams(handle, sql, Int32(texts.count), nil, values, nil, nil, 0)
+            PQsendQueryParams(handle, sql, Int32(texts.count), nil, values, nil, nil, 0)
         }
-        guard let result = sent else { throw connectionError("sending a statement") }
+        guard sent == 1 else { throw connectionError("sending a statement") }
+        let result = try awaitResult()
         defer { PQclear(result) }
         switch PQresultStatus(result) {
         case PGRES_COMMAND_OK:
@@ -78,15 +143,64 @@ final class PostgresConnection: PooledConnection, @unchecked Sendable {
         }
     }
 
+    /// Sends what libpq buffered and collects the statement's one result, waiting on the socket until `deadline`.
+    private func awaitResult() throws(LedgerError) -> OpaquePointer {
+        while true {
+            let flushed = PQflush(handle)
+            if flushed == 0 { break }
+            guard flushed == 1 else { throw connectionError("sending a statement") }
+            guard awaitSocket(POLLIN | POLLOUT, until: deadline) else {
+                throw abandon("sending a statement: no answer")
+            }
+            guard PQconsumeInput(handle) == 1 else { throw connectionError("sending a statement") }
+        }
+        var first: OpaquePointer?
+        while true {
+            while PQisBusy(handle) == 1 {
+                guard awaitSocket(POLLIN, until: deadline) else {
+                    if let first { PQclear(first) }
+                    throw abandon("statement: no answer")
+                }
+                guard PQconsumeInput(handle) == 1 else {
+                    if let first { PQclear(first) }
+                    throw connectionError("reading an answer")
+                }
+            }
+            guard let next = PQgetResult(handle) else { break }
+            if first == nil { first = next } else { PQclear(next) }
+        }
+        guard let first else { throw connectionError("reading an answer") }
+        return first
+    }
+
+    /// The connection string's `options` with `statement_timeout` added, or nil when it sets its own: that `options`
+    /// keyword comes after the connection string and so replaces what it says.
+    static func options(addingStatementTimeout timeout: Double, to connectionString: String) -> String? {
+        let setting = "-c statement_timeout=\(Int64((timeout * 1000).rounded(.up)))"
+        guard let parsed = PQconninfoParse(connectionString, nil) else { return setting }
+        defer { PQconninfoFree(parsed) }
+        var option = parsed
+        while let keyword = option.pointee.keyword {
+            if String(cString: keyword) == "options", let value = option.pointee.val {
+                let existing = String(cString: value)
+                return existing.contains("statement_timeout") ? nil : existing + " " + setting
+            }
+            option += 1
+        }
+        return setting
+    }
+
     private func connectionError(_ operation: String) -> LedgerError {
-        LedgerError(.unavailable, "PostgreSQL \(operation): \(Self.firstLine(String(cString: PQerrorMessage(handle))))")
+        let message = redactingSecrets(
+            of: connectionString, in: Self.firstLine(String(cString: PQerrorMessage(handle))))
+        return LedgerError(.unavailable, "PostgreSQL \(operation): \(message)", reason: .unreachable)
     }
 
     private func statementError(_ result: OpaquePointer) -> LedgerError {
         let state = PQresultErrorField(result, receiptd_pg_diag_sqlstate).map { String(cString: $0) } ?? ""
         // The primary message only: DETAIL lines can quote the values of a row.
         let reason = PQresultErrorField(result, receiptd_pg_diag_message_primary).map { String(cString: $0) }
-            ?? Self.firstLine(String(cString: PQerrorMessage(handle)))
+            ?? redactingSecrets(of: connectionString, in: Self.firstLine(String(cString: PQerrorMessage(handle))))
         let code: LedgerError.Code
         if PQstatus(handle) != CONNECTION_OK || state.isEmpty
             || ["08", "53", "57", "58", "40"].contains(where: state.hasPrefix)
@@ -98,7 +212,22 @@ final class PostgresConnection: PooledConnection, @unchecked Sendable {
         } else {
             code = .queryFailed
         }
-        return LedgerError(code, "PostgreSQL: \(reason)" + (state.isEmpty ? "" : " (SQLSTATE \(state))"))
+        return LedgerError(
+            code, "PostgreSQL: \(reason)" + (state.isEmpty ? "" : " (SQLSTATE \(state))"),
+            reason: PQstatus(handle) != CONNECTION_OK || state.isEmpty ? .unreachable : Self.reason(sqlState: state))
+    }
+
+    /// What a SQLSTATE says about the database (PostgreSQL's appendix A, "Error Codes").
+    static func reason(sqlState state: String) -> LedgerError.Reason {
+        switch state {
+        case "53100": .diskFull
+        case "25006": .readOnly
+        case "XX001", "XX002": .corrupt
+        case "57014": .timeout
+        case "55P03", "40001", "40P01": .locked
+        case _ where state.hasPrefix("08") || state.hasPrefix("57P"): .unreachable
+        default: .error
+        }
     }
 
     private static func firstLine(_ message: String) -> String {

@@ -4,24 +4,29 @@
 /// migrations take an advisory lock. When the server goes away, calls fail with `unavailable`; the next call after it
 /// returns reconnects by itself.
 public final class PostgresLedger: LedgerStore {
-    private let records: LedgerRecords<PostgresDatabase>
+    let records: LedgerRecords<PostgresDatabase>
 
     /// Connects, migrates the schema, and keeps up to `poolSize` connections open.
+    ///
+    /// - Parameter timeout: the longest a call waits for a connection and for each transaction's answers, in
+    ///   seconds; also the server's `statement_timeout` unless the connection string's `options` set one.
     public convenience init(
-        connectionString: String, poolSize: Int = 4, clock: @escaping LedgerClock = unixMillisecondsNow
+        connectionString: String, poolSize: Int = 4, timeout: Double = LedgerConfiguration.defaultTimeout,
+        clock: @escaping LedgerClock = unixMillisecondsNow
     ) throws(LedgerError) {
         try self.init(
             connectionString: connectionString, poolSize: poolSize, schemaVersion: LedgerSchema.latestVersion,
-            clock: clock
+            timeout: timeout, clock: clock
         )
     }
 
     /// `schemaVersion` below the latest exists for migration tests.
     init(
-        connectionString: String, poolSize: Int, schemaVersion: Int, clock: @escaping LedgerClock
+        connectionString: String, poolSize: Int, schemaVersion: Int,
+        timeout: Double = LedgerConfiguration.defaultTimeout, clock: @escaping LedgerClock
     ) throws(LedgerError) {
-        let pool = ConnectionPool(capacity: poolSize) { () throws(LedgerError) in
-            try PostgresConnection(connectionString: connectionString)
+        let pool = ConnectionPool(capacity: poolSize, timeout: timeout) { deadline throws(LedgerError) in
+            try PostgresConnection(connectionString: connectionString, timeout: timeout, deadline: deadline)
         }
         let database = PostgresDatabase(pool: pool)
         try database.transaction(begin: "BEGIN") { connection throws(LedgerError) in
@@ -76,6 +81,8 @@ public final class PostgresLedger: LedgerStore {
 
     public func ping() throws(LedgerError) { try records.ping() }
 
+    public func checkWritable() throws(LedgerError) { try records.checkWritable() }
+
     public func schemaVersion() throws(LedgerError) -> Int { try records.schemaVersion() }
 
     public func counts() throws(LedgerError) -> LedgerCounts { try records.counts() }
@@ -101,10 +108,12 @@ struct PostgresDatabase: LedgerDatabase {
     func transaction<Result>(
         begin: String, _ body: (any SQLConnection) throws(LedgerError) -> Result
     ) throws(LedgerError) -> Result {
-        try pool.withConnection { connection, reused throws(LedgerError) in
+        try pool.withConnection { connection, reused, deadline throws(LedgerError) in
+            // One deadline for the whole transaction: a request waits at most store_timeout, however many statements.
+            connection.deadline = deadline
             do throws(LedgerError) {
                 try connection.execute(begin)
-            } catch where reused && !connection.isUsable {
+            } catch where reused && !connection.isUsable && error.reason != .timeout {
                 // A pooled connection learns that the server restarted only when it next talks to it; nothing was
                 // sent but BEGIN, so reconnecting and starting over is safe.
                 try connection.reset()

@@ -9,22 +9,27 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
     private var statements: [String: OpaquePointer] = [:]
     private(set) var isClosed = false
 
-    init(path: String) throws(LedgerError) {
+    /// - Parameter timeout: how long a statement waits for another connection's lock (`busy_timeout`), in seconds.
+    init(path: String, timeout: Double = LedgerConfiguration.defaultTimeout) throws(LedgerError) {
         var opened: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
         let status = sqlite3_open_v2(path, &opened, flags, nil)
         guard status == SQLITE_OK, let opened else {
             let reason = opened.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
             sqlite3_close_v2(opened)
-            throw LedgerError(.unavailable, "cannot open the SQLite database at \(path): \(reason)")
+            throw LedgerError(
+                .unavailable, "cannot open the SQLite database at \(path): \(reason) (\(status))",
+                reason: Self.reason(status))
         }
         handle = opened
         sqlite3_extended_result_codes(handle, 1)
         // Other processes (a second receiptd, a backup, sqlite3 by hand) may hold the write lock for a moment.
-        try execute("PRAGMA busy_timeout = 5000")
+        // Bounded by store_timeout like every other wait, so a lock held elsewhere costs a request at most that.
+        try execute("PRAGMA busy_timeout = \(Int64((timeout * 1000).rounded(.up)))")
         let mode = try query("PRAGMA journal_mode = WAL", []).first?.string(0)
         guard mode?.lowercased() == "wal" else {
-            throw LedgerError(.unavailable, "the SQLite database at \(path) cannot use write-ahead logging")
+            throw LedgerError(
+                .unavailable, "the SQLite database at \(path) cannot use write-ahead logging", reason: .error)
         }
         // In WAL mode NORMAL may lose the last commits on power loss; a recorded notification must survive it.
         try execute("PRAGMA synchronous = FULL")
@@ -134,6 +139,20 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
             // BUSY, LOCKED, IOERR, FULL, CANTOPEN, READONLY, CORRUPT, NOTADB, NOMEM, PERM: the store, not the call.
             code = .unavailable
         }
-        return LedgerError(code, "SQLite \(operation): \(reason) (\(status))")
+        // The extended code (e.g. 1032 SQLITE_READONLY_DBMOVED) is what tells an operator which of its kind it is.
+        return LedgerError(code, "SQLite \(operation): \(reason) (\(status))", reason: Self.reason(status))
+    }
+
+    /// What an (extended) result code says about the database; a statement's own fault (a constraint, a bad value)
+    /// counts too, since the ledger's statements only fail so when the schema or the data is damaged.
+    static func reason(_ status: Int32) -> LedgerError.Reason {
+        switch status & 0xff {
+        case SQLITE_FULL: .diskFull
+        case SQLITE_READONLY, SQLITE_PERM: .readOnly
+        case SQLITE_CORRUPT, SQLITE_NOTADB: .corrupt
+        case SQLITE_BUSY, SQLITE_LOCKED: .locked
+        case SQLITE_CANTOPEN: .unreachable
+        default: .error
+        }
     }
 }

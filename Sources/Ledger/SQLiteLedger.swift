@@ -8,17 +8,25 @@ public final class SQLiteLedger: LedgerStore {
     /// Readers in WAL mode never block the writer or each other.
     static let readerCount = 4
 
-    private let records: LedgerRecords<SQLiteDatabase>
+    let records: LedgerRecords<SQLiteDatabase>
 
     /// Opens (creating if missing) the database at `path`, checks it (`corrupt` when `quick_check` finds damage)
     /// and migrates it to the current schema.
-    public convenience init(path: String, clock: @escaping LedgerClock = unixMillisecondsNow) throws(LedgerError) {
-        try self.init(path: path, schemaVersion: LedgerSchema.latestVersion, clock: clock)
+    ///
+    /// - Parameter timeout: the longest a call waits for a lock, a reader or the writer, in seconds.
+    public convenience init(
+        path: String, timeout: Double = LedgerConfiguration.defaultTimeout,
+        clock: @escaping LedgerClock = unixMillisecondsNow
+    ) throws(LedgerError) {
+        try self.init(path: path, schemaVersion: LedgerSchema.latestVersion, timeout: timeout, clock: clock)
     }
 
     /// `schemaVersion` below the latest exists for migration tests.
-    init(path: String, schemaVersion: Int, clock: @escaping LedgerClock) throws(LedgerError) {
-        let writerConnection = try SQLiteConnection(path: path)
+    init(
+        path: String, schemaVersion: Int, timeout: Double = LedgerConfiguration.defaultTimeout,
+        clock: @escaping LedgerClock
+    ) throws(LedgerError) {
+        let writerConnection = try SQLiteConnection(path: path, timeout: timeout)
         let problems = writerConnection.integrityProblems()
         guard problems.isEmpty else {
             throw LedgerError(
@@ -29,9 +37,9 @@ public final class SQLiteLedger: LedgerStore {
             try LedgerSchema.migrate(writerConnection, to: schemaVersion)
         }
         let database = SQLiteDatabase(
-            writer: SQLiteWriter(connection: writerConnection),
-            readers: ConnectionPool(capacity: Self.readerCount) { () throws(LedgerError) in
-                try SQLiteConnection(path: path)
+            writer: SQLiteWriter(connection: writerConnection, timeout: timeout),
+            readers: ConnectionPool(capacity: Self.readerCount, timeout: timeout) { _ throws(LedgerError) in
+                try SQLiteConnection(path: path, timeout: timeout)
             }
         )
         records = LedgerRecords(database: database, clock: clock)
@@ -78,6 +86,8 @@ public final class SQLiteLedger: LedgerStore {
 
     public func ping() throws(LedgerError) { try records.ping() }
 
+    public func checkWritable() throws(LedgerError) { try records.checkWritable() }
+
     public func schemaVersion() throws(LedgerError) -> Int { try records.schemaVersion() }
 
     public func counts() throws(LedgerError) -> LedgerCounts { try records.counts() }
@@ -103,11 +113,19 @@ public final class SQLiteLedger: LedgerStore {
         defer { unlink(copy.path) }
         // VACUUM INTO reads one snapshot like any reader, so concurrent commits neither block it nor tear the copy; it
         // accepts an empty file as its target.
-        try records.database.readers.withConnection { connection, _ throws(LedgerError) in
+        try records.database.readers.withConnection { connection, _, _ throws(LedgerError) in
             try connection.execute("VACUUM INTO $1", [.text(copy.path)])
         }
         try SQLiteFile.synchronize(copy.path)
         try SQLiteFile.publish(copy.path, as: path)
+    }
+}
+
+extension SQLiteLedger {
+    /// Runs `sql` on the writer's own connection, outside any transaction: for tests that make the database refuse
+    /// writes the way a full disk or a read-only volume would (`PRAGMA max_page_count`, `PRAGMA query_only`).
+    func executeOnWriter(_ sql: String) throws(LedgerError) {
+        try records.database.writer.outsideTransaction { connection throws(LedgerError) in try connection.execute(sql) }
     }
 }
 
@@ -122,7 +140,7 @@ struct SQLiteDatabase: LedgerDatabase {
     }
 
     func read<Result>(_ body: (any SQLConnection) throws(LedgerError) -> Result) throws(LedgerError) -> Result {
-        try readers.withConnection { connection, _ throws(LedgerError) in
+        try readers.withConnection { connection, _, _ throws(LedgerError) in
             try connection.inTransaction(begin: "BEGIN") { () throws(LedgerError) in try body(connection) }
         }
     }

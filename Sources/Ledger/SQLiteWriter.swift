@@ -18,6 +18,10 @@ final class SQLiteWriter: Sendable {
     private let connection: SQLiteConnection
     private let queue = DispatchQueue(label: "receiptd.ledger.sqlite-writer")
     private let state = Mutex(State())
+    /// How long a caller waits for its group to commit: three times store_timeout, since the group may wait for the
+    /// one before it, and each waits at most store_timeout for a lock (`busy_timeout`), which then fails as `locked`
+    /// well before this runs out. A write that commits after its caller gave up is still kept.
+    private let timeout: Double
 
     private struct State {
         var pending: [any GroupedWrite] = []
@@ -25,8 +29,15 @@ final class SQLiteWriter: Sendable {
         var isClosed = false
     }
 
-    init(connection: SQLiteConnection) {
+    init(connection: SQLiteConnection, timeout: Double = LedgerConfiguration.defaultTimeout) {
         self.connection = connection
+        self.timeout = 3 * timeout
+    }
+
+    /// Runs `body` on the writer's connection between groups.
+    func outsideTransaction(_ body: (SQLiteConnection) throws(LedgerError) -> Void) throws(LedgerError) {
+        let outcome = queue.sync { Swift.Result { () throws(LedgerError) in try body(connection) } }
+        try outcome.get()
     }
 
     /// Runs `body` in the next group transaction and returns after that transaction committed.
@@ -42,7 +53,7 @@ final class SQLiteWriter: Sendable {
             return true
         }
         if startDrain { queue.async { self.drain() } }
-        return try write.wait()
+        return try write.wait(timeout: timeout)
     }
 
     /// Refuses new writes, lets the queued ones commit, then folds the write-ahead log into the database file
@@ -169,8 +180,13 @@ private final class PendingWrite<Result: Sendable>: GroupedWrite, @unchecked Sen
         done.signal()
     }
 
-    func wait() throws(LedgerError) -> Result {
-        done.wait()
+    func wait(timeout: Double) throws(LedgerError) -> Result {
+        // A disk that stalls (a network volume, a dying device) must not hold the caller longer than store_timeout.
+        // The write may still commit after the caller was told it failed; notifications and receipts are idempotent,
+        // so the retry that follows changes nothing.
+        guard done.wait(timeout: .now() + timeout) == .success else {
+            throw LedgerError(.unavailable, "the SQLite write did not commit within \(timeout) s", reason: .timeout)
+        }
         guard let outcome else { throw LedgerError(.queryFailed, "a grouped write finished without a result") }
         return try outcome.get()
     }

@@ -158,6 +158,7 @@ extension ReceiptRoutes {
         } catch {
             return LedgerView(availability: "unavailable", subscriptions: subscriptions.map(fromInput))
         }
+        backfill(transactions)
         let nowMilliseconds = Int64((now.timeIntervalSince1970 * 1000).rounded(.down))
         let entries = known.map { status, facts -> JSONValue in
             guard let facts, let latest = facts.latestTransaction, let expires = latest.expiresDate else {

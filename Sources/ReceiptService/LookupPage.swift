@@ -47,6 +47,9 @@ enum LookupPage {
             + "Found \(escape(what))"
             + (found.matchedAs == .order ? ": \(count) purchase\(count == 1 ? "" : "s")" : "")
             + " <span class=\"muted\">as of \(escape(dateText(now)))</span></p>\n"
+        if found.subscriptions.isEmpty {
+            body += "<p class=\"muted\">Nothing to show: no transaction in Apple's answer verified.</p>\n"
+        }
         for (index, subscription) in found.subscriptions.enumerated() {
             body += section(subscription, index: index, now: now)
         }

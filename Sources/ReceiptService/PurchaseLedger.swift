@@ -1,11 +1,15 @@
+import Dispatch
 public import Ledger
 import Synchronization
 
 /// The ledger as the service uses it: configured or not, reachable or not, and never the cause of a wrong answer.
 ///
-/// The store is opened on first use and again after a failure to open, so a server started while its PostgreSQL is
-/// down serves stateless answers (and 503 where state is promised) until the database appears, then recovers by
-/// itself. A schema newer than this binary is never retried: it needs a newer receiptd.
+/// One background task owns the database's health: it opens the store (again and again, with back-off, while the
+/// database is down at start), pings it every second, and is the only one to try it again once it was found
+/// unreachable or frozen. Requests meanwhile answer at once without the ledger: a frozen database costs the one
+/// request that found it so one `store_timeout`, not every request. A write that fails (disk full, read-only,
+/// corrupt) marks the ledger unavailable for `/readyz` until a write succeeds. A schema newer than this binary is
+/// never retried: it needs a newer receiptd.
 public final class PurchaseLedger: Sendable {
     /// Why an operation that needs the ledger cannot run.
     public enum Unavailability: Error, Sendable, Equatable {
@@ -15,61 +19,256 @@ public final class PurchaseLedger: Sendable {
         case unavailable(LedgerError)
     }
 
+    /// What `/readyz` answers from: kept by the background task and by every request's outcome, never asked of the
+    /// database on the spot.
+    public enum Health: Sendable, Equatable {
+        case available
+        /// Since when (Unix milliseconds) and why; `message` is the database's own (passwords masked).
+        case unavailable(reason: LedgerError.Reason, message: String, since: Int64)
+
+        public var reason: LedgerError.Reason? {
+            if case .unavailable(let reason, _, _) = self { return reason }
+            return nil
+        }
+
+        fileprivate var reasonAndMessage: (LedgerError.Reason, String) {
+            switch self {
+            case .available: (.unreachable, "the store is not open yet")
+            case .unavailable(let reason, let message, _): (reason, "the ledger is unavailable (\(reason)): \(message)")
+            }
+        }
+    }
+
     private let open: (@Sendable () throws(LedgerError) -> any LedgerStore)?
-    private let store = Mutex<(any LedgerStore)?>(nil)
-    private let isClosed = Atomic(false)
+    private let state: Mutex<State>
+    private let healthQueue = DispatchQueue(label: "receiptd.ledger.health")
+    /// Requests doing ledger work at once, beyond which one answers 503 at once rather than take another thread.
+    private let maximumConcurrentWork: Int
     /// What this process already wrote, by source and transaction id, with the signing time and a hash of the
     /// payload it wrote: a receipt validated again (backends re-check stored receipts nightly) then costs the ledger
     /// a read, not a write. Another payload signed at the same time still goes to the ledger, whose tie-breaks decide.
-    private let written = Mutex<[String: (signedDate: Int64, payload: Int)]>([:])
-    /// Bounds `written` and `subscriptions`; past it the memory starts over, which costs only reads and writes.
-    static let memoryCapacity = 100_000
+    private let written = Mutex(BoundedMemory<(signedDate: Int64, payload: Int)>())
     /// Whether this process is the ledger's only writer (SQLite, one replica), so that what it read stays true until
     /// it writes again: subscriptions are then remembered between writes, and a validation that changes nothing
     /// costs no database work at all. With PostgreSQL other replicas write too, and every read goes to the database.
     private let isExclusiveWriter: Bool
     private let subscriptions = Mutex(SubscriptionMemory())
 
+    private struct State {
+        var store: (any LedgerStore)?
+        var health: Health
+        /// Set while the database is unreachable or frozen: requests then leave it to the background task.
+        var requestsHeld: Bool
+        var inFlight = 0
+        var failedProbes = 0
+        /// Whether the store was tried at all: until then, "not open yet" is no news to log.
+        var hasTried = false
+        /// The reason last told to the observer (nil: available), so each change is logged once.
+        var announced: LedgerError.Reason?
+        var observer: (@Sendable (Health) -> Void)?
+        /// Set by `close`: nothing opens, probes or uses the store again.
+        var isClosed = false
+    }
+
+    /// How often the background task asks a healthy database whether it still answers, in seconds.
+    static let heartbeatInterval = 1.0
+    /// The first and the longest pause between tries of a database that does not answer, in seconds.
+    static let backoff = (first: 0.05, longest: 2.0)
+
     /// A stateless service.
     public static let none = PurchaseLedger(opening: nil)
 
     /// - Parameters:
-    ///   - open: makes (connects, migrates) the store; called until it succeeds.
+    ///   - open: makes (connects, migrates) the store; called by the background task until it succeeds.
     ///   - isExclusiveWriter: nothing but this process writes to the store.
-    public init(opening open: (@Sendable () throws(LedgerError) -> any LedgerStore)?, isExclusiveWriter: Bool = false) {
-        self.open = open
-        self.isExclusiveWriter = isExclusiveWriter
+    ///   - maximumConcurrentWork: requests that may wait on the ledger at once (each holds a thread): enough to keep
+    ///     four pooled connections and SQLite's group commit busy, few enough that a hung database cannot take the
+    ///     server's threads.
+    public convenience init(
+        opening open: (@Sendable () throws(LedgerError) -> any LedgerStore)?, isExclusiveWriter: Bool = false,
+        maximumConcurrentWork: Int = 32
+    ) {
+        self.init(
+            open: open, store: nil, isExclusiveWriter: isExclusiveWriter, maximumConcurrentWork: maximumConcurrentWork)
     }
 
     /// A ledger on a store that is already open (tests, benchmarks); a SQLite one is taken to be this process's own.
-    public convenience init(store: any LedgerStore) {
-        self.init(opening: { store }, isExclusiveWriter: store is SQLiteLedger)
+    public convenience init(store: any LedgerStore, maximumConcurrentWork: Int = 32) {
+        self.init(
+            open: { store }, store: store, isExclusiveWriter: store is SQLiteLedger,
+            maximumConcurrentWork: maximumConcurrentWork)
+    }
+
+    private init(
+        open: (@Sendable () throws(LedgerError) -> any LedgerStore)?, store: (any LedgerStore)?,
+        isExclusiveWriter: Bool, maximumConcurrentWork: Int
+    ) {
+        self.open = open
+        self.isExclusiveWriter = isExclusiveWriter
+        self.maximumConcurrentWork = maximumConcurrentWork
+        let health = store != nil || open == nil
+            ? Health.available
+            : .unavailable(reason: .unreachable, message: "the store is not open yet", since: unixMillisecondsNow())
+        state = Mutex(State(store: store, health: health, requestsHeld: store == nil))
+        if open != nil { scheduleProbe(after: store == nil ? 0 : Self.heartbeatInterval) }
     }
 
     public var isConfigured: Bool { open != nil }
 
-    /// Runs `body` on the store, opening it first if need be.
+    /// The ledger's health as last seen; never waits on the database.
+    public var health: Health { state.withLock { $0.health } }
+
+    /// Requests doing ledger work now.
+    var workInFlight: Int { state.withLock { $0.inFlight } }
+
+    /// How many subscriptions are remembered.
+    var rememberedSubscriptions: Int { subscriptions.withLock { $0.facts.count } }
+
+    /// For `/readyz`: whether the ledger was answering when last seen. A stateless service is always ready.
+    public var isReachable: Bool { health == .available }
+
+    /// Calls `observer` on each change of health (a new reason, or back to available), from the background task or a
+    /// request: once per change, never once per request. The background task may have found the database unusable
+    /// before the observer was set; it hears that first.
+    public func observeHealth(_ observer: @escaping @Sendable (Health) -> Void) {
+        let missed: Health? = state.withLock { state in
+            state.observer = observer
+            guard state.hasTried, let reason = state.health.reason, state.announced != reason else { return nil }
+            state.announced = reason
+            return state.health
+        }
+        if let missed { observer(missed) }
+    }
+
+    /// Runs `body` on the store. Fails at once, without touching the database, while it is known to be unreachable
+    /// or frozen, and when `maximumConcurrentWork` requests already wait on it.
     public func withStore<Result>(
         _ body: (any LedgerStore) throws(LedgerError) -> Result
     ) throws(Unavailability) -> Result {
-        guard let open else { throw .notConfigured }
-        let current: any LedgerStore
-        do {
-            current = try store.withLock { (store) throws(LedgerError) -> any LedgerStore in
-                if let store { return store }
-                guard !isClosed.load(ordering: .relaxed) else { throw LedgerError(.unavailable, "the ledger is closed") }
-                let opened = try open()
-                store = opened
-                return opened
+        guard open != nil else { throw .notConfigured }
+        let admitted: Swift.Result<any LedgerStore, LedgerError> = state.withLock { state in
+            guard !state.requestsHeld, !state.isClosed, let store = state.store else {
+                let (reason, message) = state.health.reasonAndMessage
+                return .failure(LedgerError(.unavailable, message, reason: reason))
             }
-        } catch {
-            throw .unavailable(error)
+            guard state.inFlight < maximumConcurrentWork else {
+                return .failure(LedgerError(
+                    .unavailable, "\(maximumConcurrentWork) requests already wait on the ledger", reason: .timeout))
+            }
+            state.inFlight += 1
+            return .success(store)
         }
+        let store: any LedgerStore
+        switch admitted {
+        case .success(let admittedStore): store = admittedStore
+        case .failure(let error): throw .unavailable(error)
+        }
+        defer { state.withLock { $0.inFlight -= 1 } }
         do {
-            return try body(current)
+            return try body(store)
         } catch {
+            note(failure: error, callerMayBeAtFault: true)
             throw .unavailable(error)
         }
+    }
+
+    // MARK: - Health
+
+    private func scheduleProbe(after delay: Double) {
+        healthQueue.asyncAfter(deadline: .now() + delay) { [weak self] in self?.probe() }
+    }
+
+    /// One round of the background task; it ends when the ledger is deallocated.
+    private func probe() {
+        guard !state.withLock({ $0.isClosed }) else { return }
+        let failure = probeOnce()
+        let delay = state.withLock { state -> Double in
+            guard failure != nil else {
+                state.failedProbes = 0
+                return Self.heartbeatInterval
+            }
+            state.failedProbes += 1
+            let doublings = min(state.failedProbes - 1, 16)
+            return min(Self.backoff.longest, Self.backoff.first * Double(1 << doublings))
+        }
+        scheduleProbe(after: delay)
+    }
+
+    /// Opens the store if it is not open, else pings it, or after a failed write writes to it: a server that is not
+    /// ready gets no traffic, so readiness must not wait for a client's write to come back. Only ever runs on
+    /// `healthQueue`.
+    private func probeOnce() -> LedgerError? {
+        guard let open else { return nil }
+        let (current, reason, isClosed) = state.withLock { ($0.store, $0.health.reason, $0.isClosed) }
+        guard !isClosed else { return nil }
+        do throws(LedgerError) {
+            if let current, let reason, !Self.holdsRequests(reason) {
+                try current.checkWritable()
+                note(success: .write)
+            } else if let current {
+                try current.ping()
+                note(success: .read)
+            } else {
+                let opened = try open()
+                // A close that came while the store was opening wins: the new store is closed, never used.
+                let keep = state.withLock { state -> Bool in
+                    guard !state.isClosed else { return false }
+                    state.store = opened
+                    return true
+                }
+                guard keep else {
+                    try? opened.close()
+                    return nil
+                }
+                note(success: .read)
+            }
+            return nil
+        } catch {
+            note(failure: error, callerMayBeAtFault: false)
+            return error
+        }
+    }
+
+    private enum Work { case read, write }
+
+    /// A read proves that the database answers again; only a write proves that it takes writes again.
+    private func note(success work: Work) {
+        let change: (Health, (@Sendable (Health) -> Void)?)? = state.withLock { state in
+            state.hasTried = true
+            guard let reason = state.health.reason else { return nil }
+            guard work == .write || Self.holdsRequests(reason) else { return nil }
+            state.health = .available
+            state.requestsHeld = false
+            guard state.announced != nil else { return nil }
+            state.announced = nil
+            return (state.health, state.observer)
+        }
+        if let (health, observer) = change { observer?(health) }
+    }
+
+    /// `callerMayBeAtFault`: an error without a reason is then the request's own (a value that cannot be stored),
+    /// and says nothing about the database.
+    private func note(failure error: LedgerError, callerMayBeAtFault: Bool) {
+        guard let reason = error.reason ?? (callerMayBeAtFault ? nil : .error) else { return }
+        let change: (Health, @Sendable (Health) -> Void)? = state.withLock { state in
+            // The first failure replaces "not open yet" with the database's own words.
+            let isFirstTry = !state.hasTried
+            state.hasTried = true
+            state.requestsHeld = Self.holdsRequests(reason) || state.store == nil
+            if state.health.reason != reason || isFirstTry {
+                state.health = .unavailable(reason: reason, message: error.message, since: unixMillisecondsNow())
+            }
+            guard state.announced != reason, let observer = state.observer else { return nil }
+            state.announced = reason
+            return (state.health, observer)
+        }
+        if let (health, observer) = change { observer(health) }
+    }
+
+    /// An unreachable or frozen database is tried by the background task alone; one that refuses writes is still
+    /// worth asking, since reads may work and the next write may succeed.
+    private static func holdsRequests(_ reason: LedgerError.Reason) -> Bool {
+        reason == .unreachable || reason == .timeout
     }
 
     /// Whether a transaction from `source` signed at that time is news to what this process wrote; the answer lets
@@ -102,17 +301,20 @@ public final class PurchaseLedger: Sendable {
         guard !new.isEmpty else { return }
         defer { forget(new.map(\.originalTransactionID)) }
         try store.record(transactions: new, source: source)
+        note(success: .write)
         written.withLock { written in
-            if written.count + new.count > Self.memoryCapacity { written.removeAll(keepingCapacity: true) }
             for facts in new where (written[key(facts)]?.signedDate ?? .min) <= facts.signedDate {
-                written[key(facts)] = (facts.signedDate, facts.payloadJSON.hashValue)
+                written.remember((facts.signedDate, facts.payloadJSON.hashValue), for: key(facts))
             }
         }
     }
 
-    public func record(renewal: RenewalFacts, source: TransactionSource, in store: any LedgerStore) throws(LedgerError) {
+    public func record(
+        renewal: RenewalFacts, source: TransactionSource, in store: any LedgerStore
+    ) throws(LedgerError) {
         defer { forget([renewal.originalTransactionID]) }
         try store.record(renewal: renewal, source: source)
+        note(success: .write)
     }
 
     public func record(_ notification: NotificationFacts, in store: any LedgerStore) throws(LedgerError)
@@ -122,7 +324,9 @@ public final class PurchaseLedger: Sendable {
             forget([notification.transaction?.originalTransactionID, notification.renewal?.originalTransactionID]
                 .compactMap { $0 })
         }
-        return try store.record(notification)
+        let write = try store.record(notification)
+        note(success: .write)
+        return write
     }
 
     /// A subscription's facts; while this process is the only writer, from memory when nothing was written since.
@@ -134,10 +338,12 @@ public final class PurchaseLedger: Sendable {
         if let remembered { return remembered }
         let facts = try store.subscription(originalTransactionID: originalTransactionID)
         subscriptions.withLock { memory in
-            // A write since the read began may have made it stale: keep it only if none happened.
-            guard memory.generation == generation else { return }
-            if memory.facts.count >= Self.memoryCapacity { memory.facts.removeAll(keepingCapacity: true) }
-            memory.facts[originalTransactionID] = .some(facts)
+            // A write since the read began may have made it stale: keep it only if none happened. An unknown id is
+            // not remembered: anyone can ask for any number of them, and answering one again costs a single read.
+            guard memory.generation == generation, facts != nil else { return }
+            // Transactions and renewal info hold a few hundred bytes of text each.
+            let factBytes = 512 * ((facts?.transactions.count ?? 0) + (facts?.renewal == nil ? 0 : 1))
+            memory.facts.remember(facts, for: originalTransactionID, bytes: factBytes)
         }
         return facts
     }
@@ -147,40 +353,86 @@ public final class PurchaseLedger: Sendable {
         guard isExclusiveWriter else { return }
         subscriptions.withLock { memory in
             memory.generation &+= 1
-            for id in originalTransactionIDs { memory.facts[id] = nil }
+            for id in originalTransactionIDs { memory.facts.forget(id) }
         }
     }
 
-    /// Opens the store now, so that start-up reports a database it cannot use (a newer schema above all) before the
-    /// server listens. An unreachable database is not fatal: it is retried on use.
-    public func openNow() throws(LedgerError) {
-        do {
-            try withStore { (store) throws(LedgerError) in try store.ping() }
-        } catch .unavailable(let error) where error.code == .schemaTooNew {
-            throw error
-        } catch {}
+    /// Opens the store now, on the background task's queue, so that start-up reports a database it cannot use (a
+    /// newer schema above all) before the server listens. An unreachable database is not fatal here: the background
+    /// task keeps trying it, and the observer hears why it is unavailable; the failure is returned for a caller to
+    /// whom it is fatal (a SQLite file that cannot be opened or is damaged will not heal by waiting).
+    @discardableResult
+    public func openNow() throws(LedgerError) -> LedgerError? {
+        guard open != nil else { return nil }
+        let error = healthQueue.sync(execute: { probeOnce() })
+        if let error, error.code == .schemaTooNew { throw error }
+        return error
     }
 
-    /// Closes the store for good, at shutdown once the server stopped: SQLite's file is then whole on its own. Later
-    /// calls answer `unavailable`, and nothing reopens it.
+    /// Closes the store for good, at shutdown once the server stopped: SQLite's file is then whole on its own. The
+    /// background task stops, later calls answer `unavailable`, and nothing reopens it.
     public func close() throws(LedgerError) {
-        let current = store.withLock { store in
-            isClosed.store(true, ordering: .relaxed)
-            defer { store = nil }
-            return store
+        // A stateless service (`none` is shared by every one in the process) has nothing to close.
+        guard open != nil else { return }
+        let current = state.withLock { state -> (any LedgerStore)? in
+            state.isClosed = true
+            state.requestsHeld = true
+            state.health = .unavailable(
+                reason: .unreachable, message: "the ledger is closed", since: unixMillisecondsNow())
+            defer { state.store = nil }
+            return state.store
         }
-        try current?.close()
-    }
-
-    /// For `/readyz`: whether the ledger answers now. A stateless service is always ready.
-    public var isReachable: Bool {
-        guard isConfigured else { return true }
-        return (try? withStore { (store) throws(LedgerError) in try store.ping() }) != nil
+        // On the background task's queue: a probe under way finishes before the store closes under it.
+        let failure: LedgerError? = healthQueue.sync {
+            do throws(LedgerError) {
+                try current?.close()
+                return nil
+            } catch {
+                return error
+            }
+        }
+        if let failure { throw failure }
     }
 }
 
 /// Subscriptions as last read, and a count of writes that tells a read that raced a write.
 private struct SubscriptionMemory {
-    var facts: [String: SubscriptionFacts?] = [:]
+    var facts = BoundedMemory<SubscriptionFacts?>()
     var generation = 0
+}
+
+/// A dictionary that forgets everything rather than pass `entryLimit` entries or `byteLimit` bytes (estimated high:
+/// malloc keeps freed memory per thread arena), so that what it remembers never grows the process without bound.
+struct BoundedMemory<Value> {
+    private var values: [String: Value] = [:]
+    /// What was added since the last reset, estimated high: forgetting an entry does not give its bytes back.
+    private var bytes = 0
+    let entryLimit: Int
+    let byteLimit: Int
+
+    init(entryLimit: Int = 100_000, byteLimit: Int = 4 << 20) {
+        self.entryLimit = entryLimit
+        self.byteLimit = byteLimit
+    }
+
+    var count: Int { values.count }
+
+    subscript(key: String) -> Value? { values[key] }
+
+    /// `bytes`: what the value holds beyond its own size (its arrays and strings).
+    mutating func remember(_ value: Value, for key: String, bytes extra: Int = 0) {
+        if values[key] == nil {
+            // The key's text, and its slot at the dictionary's maximum load (three quarters, rounded up to doubled
+            // capacity): hash storage grows by doubling, so a full table costs up to twice its entries.
+            let cost = key.utf8.count + 128 + 2 * (MemoryLayout<String>.stride + MemoryLayout<Value>.stride) + extra
+            if values.count >= entryLimit || bytes + cost > byteLimit {
+                values.removeAll()
+                bytes = 0
+            }
+            bytes += cost
+        }
+        values[key] = value
+    }
+
+    mutating func forget(_ key: String) { values[key] = nil }
 }

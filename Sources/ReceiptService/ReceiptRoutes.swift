@@ -29,6 +29,7 @@ public struct ReceiptRoutes: Sendable {
         case subscription = "/v1/subscriptions/{original_transaction_id}"
         case transaction = "/v1/transactions/{transaction_id}"
         case claim = "/v1/transactions/{transaction_id}/claim"
+        case order = "/v1/orders/{order_id}"
         case verifyReceipt = "/verifyReceipt"
         case sandboxVerifyReceipt = "/sandbox/verifyReceipt"
         case health = "/healthz"
@@ -73,13 +74,17 @@ public struct ReceiptRoutes: Sendable {
                 Declaration(method: .get, access: .scope(.ledgerRead), usesLedger: true, listeners: .main)
             case .claim:
                 Declaration(method: .post, access: .scope(.claim), usesLedger: true, listeners: .main)
+            // Waits on Apple (Look Up Order ID), and stores what it verified.
+            case .order:
+                Declaration(method: .get, access: .scope(.ledgerRead), usesLedger: true, listeners: .main)
             // Apple's protocol, with `shared_secret` as its own check.
             case .verifyReceipt, .sandboxVerifyReceipt:
                 Declaration(method: .post, access: .anyone, usesLedger: true, listeners: .main)
             case .health:
                 Declaration(method: .get, access: .anyone, usesLedger: false, listeners: .mainAndPublic)
+            // Answered from the ledger's health as last seen by its background task: never waits on the database.
             case .readiness:
-                Declaration(method: .get, access: .anyone, usesLedger: true, listeners: .main)
+                Declaration(method: .get, access: .anyone, usesLedger: false, listeners: .main)
             case .metrics:
                 Declaration(method: .get, access: .scope(.metrics), usesLedger: false, listeners: .main)
             // Answered 404 before anything else is looked at.
@@ -106,6 +111,7 @@ public struct ReceiptRoutes: Sendable {
             case ("subscriptions", 2, _): return (.subscription, id)
             case ("transactions", 2, _): return (.transaction, id)
             case ("transactions", 3, "claim"): return (.claim, id)
+            case ("orders", 2, _): return (.order, id)
             default: return (.unmatched, nil)
             }
         }
@@ -128,6 +134,9 @@ public struct ReceiptRoutes: Sendable {
     private let sandboxValidator: ReceiptValidator
     public let metrics: ServiceMetrics
     public let readiness: ServiceReadiness
+    /// App Store Server API clients, kept across requests (their tokens are reused).
+    public let serverAPIClients: ServerAPIClients
+    let serverAPIBackfill: ServerAPIBackfill
     /// Where each notification's fate is written (stored, duplicate, refused, not stored); nil logs none.
     let log: ServiceLog?
     let clock: @Sendable () -> Date
@@ -154,6 +163,8 @@ public struct ReceiptRoutes: Sendable {
         self.sandboxValidator = ReceiptValidator(policy: sandboxPolicy)
         self.metrics = metrics
         self.readiness = readiness
+        self.serverAPIClients = ServerAPIClients(configuration: configuration, metrics: metrics.serverAPI)
+        self.serverAPIBackfill = ServerAPIBackfill(configuration: configuration)
         self.log = log
         self.clock = clock
         self.startedAt = ReceiptDate(clock())
@@ -192,7 +203,9 @@ public struct ReceiptRoutes: Sendable {
     /// Whether the server may answer `request` on the event loop that read it: not when the answer may wait on the
     /// ledger's database, which would stall every other connection on that loop.
     public func mayAnswerInline(_ request: HTTPRequest) -> Bool {
-        !ledger.isConfigured || !Route.match(request.path).route.usesLedger
+        let route = Route.match(request.path).route
+        // An order lookup waits on Apple, with or without a ledger.
+        return route != .order && (!ledger.isConfigured || !route.usesLedger)
     }
 
     private func respond(to request: HTTPRequest, route: Route, id: Substring?) -> HTTPResponse {
@@ -262,6 +275,7 @@ public struct ReceiptRoutes: Sendable {
         case .subscription: return subscription(originalTransactionID: id)
         case .transaction: return transaction(id: id)
         case .claim: return claim(request, transactionID: id)
+        case .order: return order(id: id)
         case .health:
             return json(
                 status: 200,
@@ -271,7 +285,15 @@ public struct ReceiptRoutes: Sendable {
                 ]))
         case .readiness:
             guard readiness.isReady else { return json(status: 503, .object([("status", .string("shutting_down"))])) }
-            guard ledger.isReachable else { return json(status: 503, .object([("status", .string("store_unavailable"))])) }
+            // From the state the ledger's background task keeps: a frozen database never holds this answer.
+            if let reason = ledger.health.reason {
+                return json(
+                    status: 503,
+                    .object([
+                        ("status", .string("not_ready")), ("store", .string("unavailable")),
+                        ("reason", .string(reason.rawValue)),
+                    ]))
+            }
             return json(status: 200, .object([("status", .string("ready"))]))
         case .metrics:
             return HTTPResponse(

@@ -51,9 +51,8 @@ public struct ConfigurationError: Error, Sendable, Hashable, CustomStringConvert
 /// The keys are a contract: `host`, `port`, `trusted_roots`, `apps` (`bundle_id`, `versions`, `shared_secret`),
 /// `environments`, `max_receipt_bytes`, `max_body_bytes`, `max_header_bytes`, `max_connections`,
 /// `header_read_timeout`, `body_read_timeout`, `idle_timeout`, `shutdown_grace_period`, `log_format`, `store`
-/// (`sqlite` or `postgres`), `apps[].app_apple_id`, `api_tokens` (`name`, `sha256`, `scopes`), `public` (`host`,
-/// `port`). Unknown keys are refused so that a typo never silently leaves a
-/// default in force.
+/// (`sqlite` or `postgres`), `store_timeout`, `apps[].app_apple_id`, `api_tokens` (`name`, `sha256`, `scopes`),
+/// `public` (`host`, `port`). Unknown keys are refused so that a typo never silently leaves a default in force.
 public struct ServiceConfiguration: Sendable {
     /// An app whose receipts are accepted.
     public struct App: Sendable, Hashable {
@@ -64,6 +63,8 @@ public struct ServiceConfiguration: Sendable {
         public var sharedSecret: String?
         /// The App Store's numeric id of the app: Production StoreKit 2 data must carry it when set.
         public var appAppleID: Int64?
+        /// The App Store Server API key of this app (`server_api`); nil when receiptd does not talk to Apple for it.
+        public var serverAPI: AppServerAPIKey?
 
         public init(bundleID: String, versions: [String] = [], sharedSecret: String? = nil, appAppleID: Int64? = nil) {
             self.bundleID = bundleID
@@ -105,10 +106,14 @@ public struct ServiceConfiguration: Sendable {
     public var shutdownGracePeriod: Double = 10
     public var logFormat = LogFormat.text
     public var store: Store?
+    /// The longest a request waits on the ledger's database (a connection, a lock, a statement), in seconds.
+    public var storeTimeout = LedgerConfiguration.defaultTimeout
     /// `api_tokens` (Authorization.swift); empty: guarded routes answer loopback peers only.
     public var apiTokens: [APIToken] = []
     /// `public`: the second, internet-facing listener; nil opens none.
     public var publicListener: PublicListener?
+    /// The top-level `server_api` settings (ServerAPIConfiguration.swift).
+    public var serverAPI = ServerAPISettings()
     /// The file this was read from, as given; nil when running on defaults.
     public var sourcePath: String?
 
@@ -138,6 +143,7 @@ public struct ServiceConfiguration: Sendable {
 
     /// The ledger `store` names (opened on first use), or a stateless one without `store`.
     public func makeLedger() -> PurchaseLedger {
+        let timeout = storeTimeout
         switch store {
         case nil: return .none
         case .sqlite(let path)?:
@@ -145,10 +151,12 @@ public struct ServiceConfiguration: Sendable {
                 // The folder is part of the default config (git-ignored): make it rather than fail the first run.
                 let folder = path.deletingLastPathComponent
                 if !folder.isEmpty { try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) }
-                return try openLedger(.sqlite(path: path))
+                return try openLedger(.sqlite(path: path), timeout: timeout)
             }, isExclusiveWriter: true)
         case .postgres(let connectionString)?:
-            return PurchaseLedger(opening: { () throws(LedgerError) in try openLedger(.postgres(connectionString: connectionString)) })
+            return PurchaseLedger(opening: { () throws(LedgerError) in
+                try openLedger(.postgres(connectionString: connectionString), timeout: timeout)
+            })
         }
     }
 
@@ -255,7 +263,7 @@ extension ServiceConfiguration {
                 configuration.trustedRootPaths = try reader.strings(value, key).map { file in
                     file.hasPrefix("/") ? file : baseDirectory.appendingPathComponent(file)
                 }
-            case "apps": configuration.apps = try reader.apps(value)
+            case "apps": configuration.apps = try reader.apps(value, baseDirectory: baseDirectory)
             case "environments": configuration.environments = try reader.environments(value)
             case "max_receipt_bytes": configuration.maxReceiptBytes = try reader.integer(value, key, in: 1...Int.max)
             case "max_body_bytes": configuration.maxBodyBytes = try reader.integer(value, key, in: 1...Int.max)
@@ -271,8 +279,11 @@ extension ServiceConfiguration {
                 }
                 configuration.logFormat = format
             case "store": configuration.store = try reader.store(value, baseDirectory: baseDirectory)
+            case "store_timeout": configuration.storeTimeout = try reader.seconds(value, key)
             case "api_tokens": configuration.apiTokens = try parseAPITokens(value, source: "config \(path)")
             case "public": configuration.publicListener = try parsePublicListener(value, source: "config \(path)")
+            case "server_api":
+                configuration.serverAPI = try reader.serverAPISettings(value, baseDirectory: baseDirectory)
             default:
                 throw ConfigurationError(.unknownKey, "config \(path): \(key): unknown key")
             }
@@ -309,7 +320,7 @@ extension ServiceConfiguration {
 }
 
 /// Type checks that name the offending key, so every message points at one line of the file.
-private struct ConfigurationReader {
+struct ConfigurationReader {
     let path: String
 
     func invalid(_ key: String, _ expectation: String) -> ConfigurationError {
@@ -384,7 +395,7 @@ private struct ConfigurationReader {
         return environments
     }
 
-    func apps(_ value: JSONValue) throws(ConfigurationError) -> [ServiceConfiguration.App] {
+    func apps(_ value: JSONValue, baseDirectory: String) throws(ConfigurationError) -> [ServiceConfiguration.App] {
         guard case .array(let values) = value else { throw invalid("apps", "expected an array of objects") }
         var apps: [ServiceConfiguration.App] = []
         for (index, element) in values.enumerated() {
@@ -412,6 +423,8 @@ private struct ConfigurationReader {
                     case .integer(let number) where number > 0: app.appAppleID = number
                     default: throw invalid("\(prefix).app_apple_id", "expected a positive integer or null")
                     }
+                case "server_api":
+                    app.serverAPI = try appServerAPIKey(value, "\(prefix).server_api", baseDirectory: baseDirectory)
                 default:
                     throw ConfigurationError(.unknownKey, "config \(path): \(prefix).\(key): unknown key")
                 }

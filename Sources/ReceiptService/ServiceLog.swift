@@ -5,6 +5,7 @@ public import Foundation
 #endif
 public import HTTP1Server
 internal import ReceiptEngine
+internal import Ledger
 import JSONText
 
 /// Where log lines go: one call per complete line, without its newline. Injected, never global, so tests capture it.
@@ -37,6 +38,17 @@ public struct ServiceLog: Sendable {
     /// A lifecycle event (startup, shutdown), with extra fields in order.
     public func event(_ message: String, _ fields: [(String, String)] = []) {
         sink(eventLine(message, fields))
+    }
+
+    /// A change of the ledger's health, logged once per change: why it cannot be used (the database's own message,
+    /// passwords masked by the ledger), or that it is back.
+    public func ledgerHealth(_ health: PurchaseLedger.Health) {
+        switch health {
+        case .available:
+            event("ledger available")
+        case .unavailable(let reason, let message, _):
+            event("ledger unavailable", [("reason", reason.rawValue), ("message", message)])
+        }
     }
 
     func accessLine(_ record: HTTPAccessRecord) -> String {

@@ -1,5 +1,6 @@
 public import ReceiptEngine
 internal import Synchronization
+internal import AppStoreServerAPI
 
 /// Counters behind `GET /metrics`, in Prometheus text exposition format 0.0.4.
 ///
@@ -37,6 +38,8 @@ public final class ServiceMetrics: Sendable {
     }
 
     private let state: Mutex<State>
+    /// Requests to Apple and sync ages (ServerAPIMetrics.swift).
+    public let serverAPI = ServerAPIMetrics()
 
     public init() {
         var initial = State()
@@ -132,11 +135,12 @@ public final class ServiceMetrics: Sendable {
         text += "# HELP receiptd_open_connections HTTP connections open now.\n"
         text += "# TYPE receiptd_open_connections gauge\n"
         text += "receiptd_open_connections \(openConnections)\n"
+        text += serverAPI.exposition(now: wallClockSeconds())
         return text
     }
 
     /// Label values escape backslash, quote and newline (exposition format 0.0.4).
-    private static func escape(_ value: String) -> String {
+    static func escape(_ value: String) -> String {
         var out = ""
         for character in value {
             switch character {

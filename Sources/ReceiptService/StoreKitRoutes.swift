@@ -1,8 +1,20 @@
 import HTTP1Server
 import JSONText
-import Ledger
+public import Ledger
 import ReceiptEngine
-import StoreKitJWS
+public import StoreKitJWS
+
+/// What became of one signed notification (`ReceiptRoutes.takeNotification`).
+public enum NotificationIntake: Sendable {
+    /// Verification failed: a forgery, a wrong app or environment, an expired chain. Nothing was stored.
+    case refused(JWSValidationResult)
+    /// Verified, but without the uuid, type or signed date the ledger keys it by. Nothing was stored.
+    case malformed
+    /// Verified, but the ledger could not store it.
+    case notStored(NotificationFacts, PurchaseLedger.Unavailability)
+    /// In the ledger; `.duplicate` or `.conflict` when its uuid was there already.
+    case recorded(NotificationFacts, NotificationWrite)
+}
 
 /// StoreKit 2 on `/v1/validate` and Apple's delivery endpoint, `/v1/notifications`.
 extension ReceiptRoutes {
@@ -84,20 +96,42 @@ extension ReceiptRoutes {
             return problem(error)
         }
         guard ledger.isConfigured else { return problem(Self.storeProblem(.notConfigured)) }
+        switch takeNotification(signedPayload) {
+        case .refused(let result):
+            return json(status: .unprocessableContent, JWSResultJSON.value(of: result))
+        case .malformed:
+            return problem(RequestProblem(
+                status: .unprocessableContent, code: "malformed_jws",
+                message: "the notification carries no notificationUUID, notificationType or signedDate"))
+        case .notStored(_, let error):
+            return problem(Self.storeProblem(error))
+        case .recorded(let facts, let write):
+            return json(
+                status: .ok,
+                .object([
+                    ("received", .bool(true)), ("notification_uuid", .string(facts.uuid)),
+                    ("notification_type", .string(facts.type)), ("subtype", .string(facts.subtype)),
+                    ("duplicate", .bool(write != .stored)),
+                ]))
+        }
+    }
+
+    /// Verifies one signed notification, records it in the ledger and logs its fate: the one path of Apple's
+    /// deliveries (`POST /v1/notifications`) and of what `receiptd store sync` fetches from Apple's notification
+    /// history, so a notification counts the same however it arrived. The ledger must be configured.
+    public func takeNotification(_ signedPayload: String) -> NotificationIntake {
         let result = jwsVerifier.verify(signedPayload, requiredKind: .notification, at: clock())
         metrics.recordVerdict(kind: result.kind?.rawValue, error: result.error)
         guard result.isValid else {
             var fields = [("code", result.error?.code.rawValue ?? "invalid")]
             if let reason = result.error?.reason { fields.append(("reason", reason.rawValue)) }
             log?.event("notification refused", fields)
-            return json(status: .unprocessableContent, JWSResultJSON.value(of: result))
+            return .refused(result)
         }
         guard let facts = LedgerFacts.notification(result, signedPayload: signedPayload) else {
             // A verified notification always has both; refusing keeps it in Apple's retry queue rather than lost.
             log?.event("notification refused", [("code", "malformed_jws")])
-            return problem(RequestProblem(
-                status: .unprocessableContent, code: "malformed_jws",
-                message: "the notification carries no notificationUUID, notificationType or signedDate"))
+            return .malformed
         }
         let write: NotificationWrite
         do {
@@ -107,25 +141,19 @@ extension ReceiptRoutes {
             var fields = [("uuid", facts.uuid), ("type", facts.type), ("code", answer.code)]
             if case .unavailable(let cause) = error { fields.append(("ledger_error", cause.code.rawValue)) }
             log?.event("notification not stored", fields)
-            return problem(answer)
+            return .notStored(facts, error)
         }
         // A uuid Apple already delivered with other content is answered like a retry (Apple must stop resending;
         // the first payload stays the record) but never silently: someone replayed a uuid, or Apple changed a
         // notification, and either needs a person to look.
-        let duplicate = write != .stored
         var fields = [("uuid", facts.uuid), ("type", facts.type)]
         if let subtype = facts.subtype { fields.append(("subtype", subtype)) }
-        fields.append(("duplicate", duplicate ? "true" : "false"))
+        fields.append(("duplicate", write != .stored ? "true" : "false"))
         fields.append(("conflict", write == .conflict ? "true" : "false"))
         log?.event("notification", fields)
         if write == .conflict { metrics.recordNotificationConflict() }
-        return json(
-            status: .ok,
-            .object([
-                ("received", .bool(true)), ("notification_uuid", .string(facts.uuid)),
-                ("notification_type", .string(facts.type)), ("subtype", .string(facts.subtype)),
-                ("duplicate", .bool(duplicate)),
-            ]))
+        if let transaction = facts.transaction { backfill([transaction]) }
+        return .recorded(facts, write)
     }
 
     /// `{"signedPayload": "<JWS>"}`, as Apple posts it.

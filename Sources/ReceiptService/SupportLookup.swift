@@ -3,7 +3,9 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import AppStoreServerAPI
 import HTTP1Server
+import JSONText
 import Ledger
 import ReceiptEngine
 
@@ -29,32 +31,58 @@ extension ReceiptRoutes {
             return failure(Self.storeProblem(error))
         }
         if let found { return html(status: .ok, LookupPage.page(id: id, found: found, now: now)) }
-        // Apple's transaction ids are digits; order ids (`MK5TTTVWJH`) are not.
-        guard !id.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) else {
-            return failure(RequestProblem(
-                status: .notFound, code: "not_found",
-                message: "the ledger has never seen transaction or original transaction \(id)"))
-        }
-        switch resolveOrder(id) {
-        case .found(let originalTransactionIDs):
+        // What the ledger never saw, Apple may know: Get Transaction Info for Apple's transaction ids (digits), Look
+        // Up Order ID for anything else (`MK5TTTVWJH`). What Apple answers is verified and enters the ledger first.
+        let isTransactionID = id.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+        let answer = isTransactionID ? lookUpTransaction(id) : lookUpOrder(id)
+        switch answer {
+        case .found(let transactions):
+            var originals: [String] = []
+            for transaction in transactions {
+                if case .string(let original)? = transaction["original_transaction_id"], !originals.contains(original) {
+                    originals.append(original)
+                }
+            }
             do {
                 let subscriptions = try ledger.withStore { (store) throws(LedgerError) in
                     var subscriptions: [LookupPage.Subscription] = []
-                    for original in originalTransactionIDs {
-                        if let found = try subscriptionWithClaims(originalTransactionID: original, store: store) {
-                            subscriptions.append(found)
-                        }
+                    for original in originals {
+                        subscriptions += [try subscriptionWithClaims(originalTransactionID: original, store: store)]
+                            .compactMap { $0 }
                     }
                     return subscriptions
                 }
+                let match: LookupPage.Found.Match =
+                    !isTransactionID ? .order : originals == [id] ? .originalTransaction : .transaction
                 return html(
                     status: .ok,
-                    LookupPage.page(id: id, found: LookupPage.Found(matchedAs: .order, subscriptions: subscriptions), now: now))
+                    LookupPage.page(id: id, found: LookupPage.Found(matchedAs: match, subscriptions: subscriptions), now: now))
             } catch {
                 return failure(Self.storeProblem(error))
             }
-        case .failed(let problem):
-            return failure(problem)
+        case .notFound:
+            return failure(
+                isTransactionID
+                    ? RequestProblem(
+                        status: .notFound, code: "not_found",
+                        message: "neither the ledger nor Apple knows transaction or original transaction \(id)")
+                    : RequestProblem(status: .notFound, code: "order_not_found", message: "Apple knows no order \(id)"))
+        case .notConfigured:
+            return failure(
+                isTransactionID
+                    ? RequestProblem(
+                        status: .notFound, code: "not_found",
+                        message: "the ledger has never seen transaction or original transaction \(id)")
+                    : RequestProblem(
+                        status: .serviceUnavailable, code: "server_api_not_configured",
+                        message: "the ledger knows no transaction \(id); if it is an order id (from the customer's "
+                            + "emailed receipt), order lookups need server_api configured (key_id, issuer_id, "
+                            + "private_key_file)"))
+        case .unavailable(let failures):
+            return failure(RequestProblem(
+                status: .serviceUnavailable, code: "server_api_unavailable",
+                message: "the ledger knows no \(isTransactionID ? "transaction" : "transaction or order") \(id), and "
+                    + "Apple could not be asked: " + failures.map(\.detail).joined(separator: "; ")))
         }
     }
 
@@ -86,20 +114,5 @@ extension ReceiptRoutes {
             }
         }
         return LookupPage.Subscription(facts: facts, claims: claims)
-    }
-
-    /// What an order id resolves to: the original transaction ids of its purchases, already in the ledger.
-    enum OrderResolution {
-        case found(originalTransactionIDs: [String])
-        case failed(RequestProblem)
-    }
-
-    /// Apple's Look Up Order ID is the only way from an order id to its transactions; this receiptd has no App Store
-    /// Server API client, so every order lookup says what it would need.
-    func resolveOrder(_ orderID: String) -> OrderResolution {
-        .failed(RequestProblem(
-            status: .serviceUnavailable, code: "server_api_not_configured",
-            message: "the ledger knows no transaction \(orderID); if it is an order id (from the customer's emailed "
-                + "receipt), order lookups need server_api configured (key_id, issuer_id, private_key_file)"))
     }
 }

@@ -24,6 +24,9 @@ let usage = """
                                     [--out FILE] [--post URL]
       receiptd store status|backup FILE|migrate [--config PATH]
       receiptd token new --name NAME --scopes SCOPE[,SCOPE...]
+      receiptd store sync [--since DATE] [--until DATE] [--app BUNDLE] [--environment Production|Sandbox]
+      receiptd lookup order ORDER_ID | lookup transaction TRANSACTION_ID [--config PATH]
+      receiptd notifications test --app BUNDLE [--environment Production|Sandbox] [--timeout SECONDS]
       receiptd version
       receiptd help [COMMAND]
 
@@ -43,12 +46,16 @@ func runReceiptd(_ arguments: [String]) -> Int32 {
     case "testing": return runTesting(rest)
     case "store": return runStore(rest)
     case "token": return runToken(rest)
+    case "lookup": return runLookup(rest)
+    case "notifications": return runNotifications(rest)
     case "version", "--version":
         print("receiptd \(ReceiptdVersion.current)")
         return ExitStatus.success
     case "help", "--help", "-h":
         // `help serve` is `serve --help`, as in git and swift.
-        if let topic = rest.first, ["serve", "verify", "testing", "store", "token"].contains(topic) {
+        if let topic = rest.first,
+            ["serve", "verify", "testing", "store", "token", "lookup", "notifications"].contains(topic)
+        {
             return runReceiptd([topic] + rest.dropFirst() + ["--help"])
         }
         print(usage)

@@ -56,11 +56,21 @@ func runServe(
     let log = ServiceLog(format: configuration.logFormat, sink: output)
     let metrics = ServiceMetrics()
     let readiness = ServiceReadiness(isReady: false)
-    let ledger = configuration.makeLedger()
+    // The lock before the ledger: its background task opens (and may migrate) the file as soon as it exists.
     let fileLock: SQLiteFileLock?
-    let storeFailure: String?
     do throws(LedgerError) {
-        (fileLock, storeFailure) = try openStore(configuration, ledger)
+        fileLock = try lockStoreFile(configuration)
+    } catch {
+        errors("receiptd: store \(configuration.storeDescription): \(error.message)")
+        return ExitStatus.failure
+    }
+    let ledger = configuration.makeLedger()
+    ledger.observeHealth(log.ledgerHealth)
+    do throws(LedgerError) {
+        // A SQLite file that cannot be opened, or is damaged, will not heal by waiting: refuse to start. PostgreSQL
+        // down at start is served (503 where the ledger is needed) while the background task keeps trying it, and
+        // the health observer has logged why.
+        if let failure = try ledger.openNow(), fileLock != nil { throw failure }
     } catch {
         errors("receiptd: store \(configuration.storeDescription): \(error.message)")
         return ExitStatus.failure
@@ -138,12 +148,12 @@ func runServe(
     log.event("listening", listening)
     for note in configuration.startupNotes { log.event("note", [("message", note)]) }
     if let warning = configuration.authorizationWarning { log.event("warning", [("message", warning)]) }
-    if let storeFailure {
-        log.event("store unavailable", [("store", configuration.storeDescription), ("cause", storeFailure)])
-    }
+    let sync = ServerAPISyncSchedule(routes: routes, log: log)
+    sync?.start()
     started?({ ShutdownSignals.shutDown(servers: servers, readiness: readiness, log: log, reason: "requested") })
 
     for server in servers { server.waitUntilStopped() }
+    sync?.stop()
     signals?.cancel()
     // The servers have stopped, so no request is still writing (one past the grace period fails `unavailable`).
     closeStore()
@@ -155,33 +165,13 @@ func runServe(
 /// exit) and must open and pass `quick_check`: nothing would repair it later, so any failure stops start-up. A
 /// PostgreSQL that cannot be reached is not fatal (receiptd serves, 503 where the ledger is needed, and reconnects):
 /// its cause is returned, passwords masked, for the log. A schema newer than this binary stops start-up on both.
-private func openStore(
-    _ configuration: ServiceConfiguration, _ ledger: PurchaseLedger
-) throws(LedgerError) -> (SQLiteFileLock?, unreachable: String?) {
-    switch configuration.store {
-    case nil:
-        return (nil, nil)
-    case .sqlite(let path)?:
-        // The folder is part of the default config (git-ignored): make it rather than fail the first run.
-        let folder = path.deletingLastPathComponent
-        if !folder.isEmpty { try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) }
-        let lock = try SQLiteFileLock(databasePath: path)
-        do {
-            try ledger.withStore { (store) throws(LedgerError) in try store.ping() }
-        } catch .unavailable(let error) {
-            throw error
-        } catch {}
-        return (lock, nil)
-    case .postgres(let connectionString)?:
-        do {
-            try ledger.withStore { (store) throws(LedgerError) in try store.ping() }
-        } catch .unavailable(let error) where error.code == .schemaTooNew {
-            throw error
-        } catch .unavailable(let error) {
-            return (nil, redactingSecrets(of: connectionString, in: error.message))
-        } catch {}
-        return (nil, nil)
-    }
+/// One server per SQLite file: the lock on `PATH.lock`, held for the server's life; nil for PostgreSQL or no store.
+private func lockStoreFile(_ configuration: ServiceConfiguration) throws(LedgerError) -> SQLiteFileLock? {
+    guard case .sqlite(let path)? = configuration.store else { return nil }
+    // The folder is part of the default config (git-ignored): make it rather than fail the first run.
+    let folder = path.deletingLastPathComponent
+    if !folder.isEmpty { try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) }
+    return try SQLiteFileLock(databasePath: path)
 }
 
 private func hostForURL(_ host: String) -> String {

@@ -13,6 +13,7 @@ let storeUsage = """
            receiptd store backup FILE [--config PATH]
            receiptd store migrate [--config PATH]
            receiptd store restore BACKUP [--config PATH]
+           receiptd store sync [--since DATE] [--until DATE] [--app BUNDLE] [--environment Production|Sandbox]
       The ledger named by the config's "store" key, or by RECEIPTD_STORE_POSTGRES, which wins over the file.
       `receiptd store COMMAND --help` for more. The connection string is never printed (it may hold a password).
       exit status: 0 done; 1 no store configured, the database cannot be reached or is damaged, its schema is newer
@@ -76,14 +77,16 @@ func runStore(_ arguments: [String]) -> Int32 {
     case "backup": return runStoreCommand("backup", rest, usage: storeBackupUsage, positional: 1, storeBackup)
     case "migrate": return runStoreCommand("migrate", rest, usage: storeMigrateUsage, positional: 0, storeMigrate)
     case "restore": return runStoreCommand("restore", rest, usage: storeRestoreUsage, positional: 1, storeRestore)
+    case "sync": return runStoreSync(rest)
     case "--help", "-h", "help":
         print(storeUsage)
         return ExitStatus.success
     case let other?:
-        printError("receiptd store: unknown command '\(other)'; expected status, backup, migrate or restore\n\n\(storeUsage)")
+        printError(
+            "receiptd store: unknown command '\(other)'; expected status, backup, migrate, restore or sync\n\n\(storeUsage)")
         return ExitStatus.usage
     case nil:
-        printError("receiptd store: expected status, backup, migrate or restore\n\n\(storeUsage)")
+        printError("receiptd store: expected status, backup, migrate, restore or sync\n\n\(storeUsage)")
         return ExitStatus.usage
     }
 }
@@ -213,6 +216,7 @@ private func storeStatus(_ reader: ArgumentReader, _ store: ConfiguredStore) thr
             ("counts", inspection?.counts.map(countsJSON) ?? .null),
             ("healthy", .bool(problems.isEmpty)),
             ("problems", .array(problems.map(JSONValue.string))),
+            ("server_api_sync", .array(try syncCursors(store, inspection).map(syncCursorJSON))),
         ]
         var text = JSONValue.object(members).serialized(pretty: true)
         if text.last != 0x0A { text.append(0x0A) }
@@ -239,8 +243,34 @@ private func storeStatus(_ reader: ArgumentReader, _ store: ConfiguredStore) thr
     if inspection != nil, store.sqlitePath != nil {
         lines.append(problems.isEmpty ? "integrity: ok (quick_check)" : "integrity: damaged (quick_check)")
     }
+    for cursor in try syncCursors(store, inspection) {
+        lines.append(
+            "server_api sync: \(cursor.bundleID) \(cursor.environment): notification history read up to "
+                + "\(syncDateText(cursor.syncedUntil)), last successful sync \(syncDateText(cursor.lastSuccessAt))")
+    }
     print(lines.joined(separator: "\n"))
     try failIfDamaged()
+}
+
+/// The sync cursors, read only from a ledger at this receiptd's schema version: opening an older one would migrate it,
+/// and status changes nothing.
+private func syncCursors(
+    _ store: ConfiguredStore, _ inspection: LedgerInspection?
+) throws(StoreCommandFailure) -> [ServerAPISyncCursor] {
+    guard let inspection, inspection.schemaVersion == LedgerInspection.supportedSchemaVersion else { return [] }
+    do {
+        return try openLedger(store.ledger).syncCursors()
+    } catch {
+        throw StoreCommandFailure(message: store.explain(error))
+    }
+}
+
+private func syncCursorJSON(_ cursor: ServerAPISyncCursor) -> JSONValue {
+    .object([
+        ("bundle_id", .string(cursor.bundleID)), ("environment", .string(cursor.environment)),
+        ("synced_until", .string(syncDateText(cursor.syncedUntil))),
+        ("last_success_at", .string(syncDateText(cursor.lastSuccessAt))),
+    ])
 }
 
 private func countRows(_ counts: LedgerCounts) -> [(String, Int64)] {
@@ -350,40 +380,4 @@ private func storeMigrate(_ reader: ArgumentReader, _ store: ConfiguredStore) th
     case 0: print("\(target)\nschema: created at version \(after)")
     default: print("\(target)\nschema: migrated from version \(before) to \(after)")
     }
-}
-
-// MARK: - secrets
-
-/// `message` with the password of a libpq connection string (`password=…` or a URI's `user:password@`) masked.
-func redactingSecrets(of connectionString: String, in message: String) -> String {
-    var secrets: [String] = []
-    if let scheme = connectionString.firstRange(of: "://") {
-        let afterScheme = connectionString[scheme.upperBound...]
-        if let at = afterScheme.firstIndex(of: "@") {
-            let userInfo = afterScheme[..<at]
-            if let colon = userInfo.firstIndex(of: ":") {
-                secrets.append(String(userInfo[userInfo.index(after: colon)...]))
-            }
-        }
-        for parameter in connectionString.split(whereSeparator: { $0 == "?" || $0 == "&" }) {
-            if parameter.hasPrefix("password=") { secrets.append(String(parameter.dropFirst("password=".count))) }
-        }
-    } else {
-        let words = connectionString.split(whereSeparator: \.isWhitespace)
-        for word in words where word.hasPrefix("password=") {
-            secrets.append(String(word.dropFirst("password=".count)).trimmed(of: "'"))
-        }
-    }
-    var redacted = replacingEvery(connectionString, with: "(connection string)", in: message)
-    for secret in secrets where !secret.isEmpty {
-        redacted = replacingEvery(secret, with: "***", in: redacted)
-    }
-    return redacted
-}
-
-/// `text` with every occurrence of `target` replaced, compared as UTF-8 bytes: a password that begins with a combining
-/// mark joins the `=` before it into one `Character`, where a search by `Character` would not find it.
-private func replacingEvery(_ target: String, with replacement: String, in text: String) -> String {
-    guard !target.isEmpty else { return text }
-    return String(decoding: Array(text.utf8).replacing(Array(target.utf8), with: Array(replacement.utf8)), as: UTF8.self)
 }

@@ -168,7 +168,7 @@ struct AuthorizationRouteTests {
         #expect(
             Set(waiting) == [
                 .validate, .notifications, .subscription, .transaction, .claim, .verifyReceipt, .sandboxVerifyReceipt,
-                .readiness, .lookup,
+                .order, .lookup,
             ])
     }
 

@@ -15,6 +15,7 @@ struct PurchaseLedgerCloseTests {
                 opens.increment()
                 return try SQLiteLedger(path: path)
             }, isExclusiveWriter: true)
+        try ledger.openNow()
         try ledger.withStore { (store) throws(LedgerError) in try store.ping() }
         #expect(FileManager.default.fileExists(atPath: path + "-wal"))
 

@@ -1,3 +1,4 @@
+import Ledger
 import Testing
 
 @testable import receiptd

@@ -111,6 +111,62 @@ struct SupportLookupTests {
         #expect(response.text.contains("server_api"))
     }
 
+    // MARK: - Through Apple (the fake App Store Server API)
+
+    /// The scene's routes with their ledger open, as `serve` opens it before it listens.
+    static func openRoutes(_ scene: StoreSyncTests.Scene) throws -> ReceiptRoutes {
+        let routes = try StoreSyncTests.routes(scene)
+        _ = try routes.ledger.openNow()
+        return routes
+    }
+
+    @Test func orderID_isLookedUpAtApple_andShownFromTheLedger() throws {
+        let orders: JSONValue = .object([("MQR7Z2JTKS", .array([.string(try OrderLookupRouteTests.transaction("8001"))]))])
+        let scene = try OrderLookupRouteTests.scene(orders: orders)
+        defer { withExtendedLifetime(scene) {} }
+        let routes = try Self.openRoutes(scene)
+        let response = routes.handle(get("/lookup?id=MQR7Z2JTKS"))
+        #expect(response.status == 200)
+        #expect(Self.verdict(response, "data-matched") == "order")
+        #expect(response.text.contains("data-original-transaction-id=\"8001\""))
+        #expect(Self.svg(response).contains("data-transaction-id=\"8001\""))
+        // Now in the ledger: the same id by its transaction id needs no Apple.
+        #expect(Self.verdict(routes.handle(get("/lookup?id=8001")), "data-matched") == "original_transaction")
+    }
+
+    @Test func transactionID_unknownToTheLedger_isAskedOfApple() throws {
+        let scene = try OrderLookupRouteTests.scene(orders: .object([]))
+        defer { withExtendedLifetime(scene) {} }
+        try scene.fake.update([
+            ("transactions", .object([("8101", .array([.string(try OrderLookupRouteTests.transaction("8101"))]))]))
+        ])
+        let routes = try Self.openRoutes(scene)
+        let response = routes.handle(get("/lookup?id=8101"))
+        #expect(response.status == 200)
+        #expect(Self.verdict(response, "data-matched") == "original_transaction")
+        let unknown = routes.handle(get("/lookup?id=8199"))
+        #expect(unknown.status == 404)
+        #expect(Self.verdict(unknown, "data-code") == "not_found")
+    }
+
+    @Test func unknownOrder_isOrderNotFoundPage() throws {
+        let scene = try OrderLookupRouteTests.scene(orders: .object([]))
+        defer { withExtendedLifetime(scene) {} }
+        let response = try Self.openRoutes(scene).handle(get("/lookup?id=NOSUCHORDER"))
+        #expect(response.status == 404)
+        #expect(Self.verdict(response, "data-code") == "order_not_found")
+    }
+
+    @Test func appleDown_isServerAPIUnavailablePage() throws {
+        let scene = try OrderLookupRouteTests.scene(orders: .object([]))
+        defer { withExtendedLifetime(scene) {} }
+        let fault: JSONValue = .object([("status", .integer(401))])
+        try scene.fake.update([("faults", .object([("/inApps/v1/lookup/A1", .array([fault, fault]))]))])
+        let response = try Self.openRoutes(scene).handle(get("/lookup?id=A1"))
+        #expect(response.status == 503)
+        #expect(Self.verdict(response, "data-code") == "server_api_unavailable")
+    }
+
     @Test(arguments: Backend.tested)
     func unknownTransactionID_isNotFoundPage(_ backend: Backend) throws {
         let routes = try Self.routes(backend, delivering: try Self.renewedStory())

@@ -78,6 +78,42 @@ public final class PostgresCluster: Sendable {
             """)
     }
 
+    /// Stops (SIGSTOP) the postmaster and every process it started: a server that hangs, its sockets open and its
+    /// kernel still accepting connections, unlike one that is shut down.
+    public func freeze() throws {
+        let postmaster = try postmasterID()
+        kill(postmaster, SIGSTOP)
+        for child in Self.children(of: postmaster) { kill(child, SIGSTOP) }
+    }
+
+    /// Resumes (SIGCONT) what `freeze` stopped.
+    public func thaw() throws {
+        let postmaster = try postmasterID()
+        for child in Self.children(of: postmaster) { kill(child, SIGCONT) }
+        kill(postmaster, SIGCONT)
+    }
+
+    private func postmasterID() throws -> pid_t {
+        guard let text = try? String(contentsOfFile: "\(dataDirectory)/postmaster.pid", encoding: .utf8),
+            let line = text.split(separator: "\n").first, let pid = pid_t(line)
+        else { throw FixtureError(description: "no postmaster.pid in \(dataDirectory): is the cluster running?") }
+        return pid
+    }
+
+    /// The processes whose parent is `parent`, from /proc/PID/stat ("pid (name) state ppid …"; the name may hold
+    /// spaces and parentheses, so fields are counted after the last ')').
+    private static func children(of parent: pid_t) -> [pid_t] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap { entry -> pid_t? in
+            guard let pid = pid_t(entry),
+                let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                let close = stat.lastIndex(of: ")")
+            else { return nil }
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            return fields.count > 1 && pid_t(fields[1]) == parent ? pid : nil
+        }
+    }
+
     /// Kills the cluster's postmaster, if running (SIGQUIT: immediate shutdown), and waits up to 2 s for it to go.
     public static func stopPostmaster(directory: String) {
         guard let text = try? String(contentsOfFile: "\(directory)/data/postmaster.pid", encoding: .utf8),

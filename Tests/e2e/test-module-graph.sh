@@ -18,12 +18,17 @@ try:
 except StopIteration:
     sys.exit("FAIL: README has no module graph block (a line 'target  uses' inside a code block)")
 documented = {}
+target = None
 for line in lines[start + 1:]:
     if line.startswith("```"):
         break
-    target, _, uses = line.strip().partition(" ")
-    uses = uses.strip()
-    documented[target] = set() if uses == "-" else {name.strip() for name in uses.split(",")}
+    # An indented line goes on with the line above's list.
+    if line[:1].isspace() and target:
+        uses = line.strip()
+    else:
+        target, _, uses = line.strip().partition(" ")
+        documented[target] = set()
+    documented[target] |= {name.strip() for name in uses.split(",") if name.strip() not in ("", "-")}
 
 package = {
     target["name"]: set(target.get("target_dependencies", []))

@@ -658,7 +658,7 @@ def check_storekit_and_ledger(store_url, stateless_url):
     request(store_url, "GET", "/readyz", label="readyz, store reachable", expect=200)
 
     # The ledger unreachable: another process holds the SQLite file's write lock, so every write waits out the busy
-    # timeout (5 s) and fails. Notifications and claims are 503 store_unavailable (Apple and clients retry); a verdict
+    # timeout (store_timeout, 2 s) and fails. Notifications and claims are 503 store_unavailable (Apple and clients retry); a verdict
     # with something new to record is the input's alone with "ledger": "unavailable", and /verifyReceipt of such a
     # receipt is Apple's retryable 21005 (what the server already recorded needs no write, and is answered). Once the
     # lock is gone the server takes writes again by itself.
@@ -679,6 +679,9 @@ def check_storekit_and_ledger(store_url, stateless_url):
         lock.execute("BEGIN EXCLUSIVE")
         request(store_url, "POST", n, later_delivery, as_json, label="notification, ledger locked", expect=503,
                 code="store_unavailable")
+        # The failed write turns readiness away, with the reason, until a write succeeds.
+        _, _, payload = request(store_url, "GET", "/readyz", label="readyz, ledger locked", expect=503)
+        expect_member(payload, ("reason",), "locked", "readyz, ledger locked")
         request(store_url, "POST", "/v1/transactions/870002/claim", account("user-3"), as_json,
                 label="claim, ledger locked", expect=503, as_operation=claim_op, code="store_unavailable")
         _, _, payload = request(store_url, "POST", v, unrecorded, text, label="validate, ledger locked", expect=200)
@@ -694,6 +697,7 @@ def check_storekit_and_ledger(store_url, stateless_url):
     _, _, payload = request(store_url, "POST", n, later_delivery, as_json, label="notification, ledger back",
                             expect=200)
     expect_member(payload, ("duplicate",), False, "notification, ledger back")
+    request(store_url, "GET", "/readyz", label="readyz, ledger back", expect=200)
 
 
 def check_crowded(base):

@@ -1,0 +1,81 @@
+import AppStoreServerAPI
+import Foundation
+import HTTP1Server
+import JSONText
+import Ledger
+import ReceiptForge
+import TestSupport
+import Testing
+
+@testable import ReceiptService
+@testable import receiptd
+
+/// `GET /v1/orders/{order_id}` and `receiptd lookup` against the fake App Store Server API.
+struct OrderLookupRouteTests {
+    static func transaction(_ id: String, by authority: JWSTestAuthority = JWSPKI.standard) throws -> String {
+        var blueprint = JWSPKI.transaction(environment: "Production")
+        blueprint.transactionID = id
+        blueprint.originalTransactionID = id
+        return try authority.sign(blueprint.payload)
+    }
+
+    static func scene(orders: JSONValue) throws -> StoreSyncTests.Scene {
+        let scene = try StoreSyncTests.scene(history: [])
+        try scene.fake.update([("orders", orders)])
+        return scene
+    }
+
+    @Test func order_isLookedUp_verified_andEntersTheLedger_whileAForgeryIsDropped() throws {
+        let orders: JSONValue = .object([
+            ("MQR7Z2JTKS", .array([.string(try Self.transaction("8001")), .string(try Self.transaction("8002", by: JWSPKI.rogue))]))
+        ])
+        let scene = try Self.scene(orders: orders)
+        let routes = try StoreSyncTests.routes(scene)
+        let response = routes.handle(get("/v1/orders/MQR7Z2JTKS"))
+        #expect(response.status.code == 200)
+        #expect(response.json?["order_id"] == .string("MQR7Z2JTKS"))
+        guard case .array(let transactions)? = response.json?["transactions"] else {
+            Issue.record("no transactions")
+            return
+        }
+        #expect(transactions.map { $0["transaction_id"] } == [.string("8001")])
+        let ledger = try openLedger(.sqlite(path: scene.ledgerPath))
+        #expect(try ledger.transaction(id: "8001")?.sources[.serverAPI] != nil)
+        #expect(try ledger.transaction(id: "8002") == nil)
+    }
+
+    @Test func unknownOrder_is404OrderNotFound() throws {
+        let scene = try Self.scene(orders: .object([]))
+        let response = try StoreSyncTests.routes(scene).handle(get("/v1/orders/NOSUCHORDER"))
+        #expect(response.status.code == 404)
+        #expect(response.errorCode == "order_not_found")
+    }
+
+    @Test func appleDown_is503ServerAPIUnavailable() throws {
+        let scene = try Self.scene(orders: .object([]))
+        let fault: JSONValue = .object([("status", .integer(401))])
+        try scene.fake.update([("faults", .object([("/inApps/v1/lookup/A1", .array([fault, fault]))]))])
+        let routes = try StoreSyncTests.routes(scene)
+        let response = routes.handle(get("/v1/orders/A1"))
+        #expect(response.status.code == 503)
+        #expect(response.errorCode == "server_api_unavailable")
+        #expect(routes.metrics.exposition().contains(#"receiptd_server_api_requests_total{endpoint="look_up_order_id",outcome="unauthorized"} 2"#))
+    }
+
+    @Test func withoutKeys_is503ServerAPINotConfigured() throws {
+        let response = LedgerService.routes().handle(get("/v1/orders/A1"))
+        #expect(response.status.code == 503)
+        #expect(response.errorCode == "server_api_not_configured")
+    }
+
+    @Test func lookupCommands_exitZeroWhenFound_andOneWhenNot() throws {
+        let orders: JSONValue = .object([("MQR7Z2JTKS", .array([.string(try Self.transaction("8101"))]))])
+        let scene = try Self.scene(orders: orders)
+        try scene.fake.update([("orders", orders), ("transactions", .object([("8101", .array([.string(try Self.transaction("8101"))]))]))])
+        #expect(runLookup(["order", "MQR7Z2JTKS", "--config", scene.configPath]) == ExitStatus.success)
+        #expect(runLookup(["transaction", "8101", "--config", scene.configPath]) == ExitStatus.success)
+        #expect(runLookup(["order", "NOSUCHORDER", "--config", scene.configPath]) == ExitStatus.failure)
+        #expect(runLookup(["transaction", "9999", "--config", scene.configPath]) == ExitStatus.failure)
+        #expect(runLookup(["refund", "1", "--config", scene.configPath]) == ExitStatus.usage)
+    }
+}
