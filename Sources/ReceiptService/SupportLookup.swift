@@ -47,8 +47,9 @@ extension ReceiptRoutes {
                 let subscriptions = try ledger.withStore { (store) throws(LedgerError) in
                     var subscriptions: [LookupPage.Subscription] = []
                     for original in originals {
-                        subscriptions += [try subscriptionWithClaims(originalTransactionID: original, store: store)]
-                            .compactMap { $0 }
+                        if let found = try subscriptionWithClaims(originalTransactionID: original, store: store) {
+                            subscriptions.append(found)
+                        }
                     }
                     return subscriptions
                 }
