@@ -40,7 +40,7 @@ let package = Package(
         .target(
             name: "ReceiptForge", dependencies: ["CryptoFloor", "ReceiptEngine", "JSONText"], swiftSettings: strictSettings),
         // Verify StoreKit 2 signed data and App Store Server Notifications V2 (pure Swift over the floor, with the
-        // engine's trust model and checks). Knows nothing of HTTP.
+        // engine's trust model and checks). Knows nothing of HTTP, nor of JSON answers: JSONText only parses payloads.
         .target(
             name: "StoreKitJWS", dependencies: ["CryptoFloor", "ReceiptEngine", "JSONText"], swiftSettings: strictSettings),
         // JSON values that keep member order, with a strict parser and a compact or pretty writer.
@@ -71,7 +71,8 @@ let package = Package(
         // libFuzzer targets (see scripts/fuzz-smoke); a plain build links them as programs that do nothing.
         .executableTarget(name: "FuzzReceipt", dependencies: ["ReceiptEngine", "ReceiptForge"], path: "Fuzz/FuzzReceipt", swiftSettings: strictSettings),
         .executableTarget(
-            name: "FuzzJWS", dependencies: ["StoreKitJWS", "ReceiptEngine", "ReceiptForge", "JSONText"], path: "Fuzz/FuzzJWS",
+            name: "FuzzJWS", dependencies: ["StoreKitJWS", "ReceiptEngine", "ReceiptForge", "JSONText", "ReceiptService"],
+            path: "Fuzz/FuzzJWS",
             swiftSettings: strictSettings),
         .executableTarget(name: "FuzzHTTPRequest", dependencies: ["HTTP1Server"], path: "Fuzz/FuzzHTTPRequest", swiftSettings: strictSettings),
         .systemLibrary(
@@ -108,7 +109,10 @@ let package = Package(
             swiftSettings: strictSettings),
         .testTarget(
             name: "StoreKitJWSTests",
-            dependencies: ["StoreKitJWS", "CryptoFloor", "ReceiptEngine", "ReceiptForge", "JSONText", "TestSupport"],
+            // ReceiptService for the JSON answer, whose writer lives there.
+            dependencies: [
+                "StoreKitJWS", "CryptoFloor", "ReceiptEngine", "ReceiptForge", "JSONText", "ReceiptService", "TestSupport",
+            ],
             swiftSettings: strictSettings
         ),
         .testTarget(name: "HTTP1ServerTests", dependencies: ["HTTP1Server", "TestSupport"], swiftSettings: strictSettings),

@@ -12,6 +12,12 @@
 #   Benchmarks/compare.sh token                   issue 17: POST /v1/validate through ReceiptRoutes without api_tokens
 #                                                 and with a Bearer token, in instructions per validation (callgrind
 #                                                 at 1,000 and 3,000 validations; the difference drops start-up)
+#   Benchmarks/compare.sh real-path               issue 18: instructions per request of the server's intake on a
+#                                                 realistic forged transaction JWS and on tpinapp_1, in process
+#                                                 (ReceiptRoutes.handle) against their floors, and of a live
+#                                                 `receiptd serve` answering them over one keep-alive connection
+#                                                 (callgrind at 100 and 400 requests); then system calls per
+#                                                 request (strace -c -f, 1,000 requests)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -47,6 +53,64 @@ token)
     with=$(per_validation profile-route-token)
     echo "instructions per POST /v1/validate: without api_tokens $without, with a Bearer token $with"
     awk -v a="$without" -v b="$with" 'BEGIN { printf "a token costs %+.2f%%\n", (b - a) * 100 / a }'
+    ;;
+real-path)
+    command -v valgrind >/dev/null && command -v strace >/dev/null || { echo "valgrind and strace are needed" >&2; exit 1; }
+    build_bench "$root"
+    build_server "$root"
+    bench=$root/Benchmarks/.build/release/receipt-bench
+    out=$(mktemp -d)
+    trap 'rm -rf "$out"' EXIT
+    collected() { awk '/Collected :/ {sum += $4} END {print sum}' "$1"; }
+    per_call() {  # per_call MODE LOW HIGH: instructions of one call of a receipt-bench profile mode
+        local count total=()
+        for count in "$2" "$3"; do
+            valgrind --tool=callgrind --callgrind-out-file="$out/$1-$count.cg" "$bench" "$1" --fixtures "$fixtures" \
+                --count "$count" >/dev/null 2>"$out/$1-$count.err"
+            total+=("$(collected "$out/$1-$count.err")")
+        done
+        echo $(((total[1] - total[0]) / ($3 - $2)))
+    }
+    "$bench" write-real-path --fixtures "$fixtures" --out "$out/pki" >/dev/null
+    free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+    served() {  # served WRAPPER COUNT BODY TYPE: runs receiptd under WRAPPER while COUNT requests are answered
+        local port server
+        port=$(free_port)
+        printf '{"host": "127.0.0.1", "port": %s, "trusted_roots": ["%s"]}\n' "$port" "$out/pki/jws-root.pem" >"$out/config.json"
+        $1 "$root/.build/release/receiptd" serve --config "$out/config.json" >/dev/null 2>>"$out/served.err" &
+        server=$!
+        python3 "$here/scripts/post_requests.py" --port "$port" --count "$2" --body "$3" --type "$4"
+        # valgrind runs receiptd in its own process; strace runs it as a child, which must be the one stopped.
+        kill -TERM "$(pgrep -P "$server" || echo "$server")"
+        wait "$server" || true
+    }
+    server_per_request() {  # server_per_request BODY TYPE: instructions of a live server per request
+        local count total=()
+        for count in 100 400; do
+            : >"$out/served.err"
+            served "valgrind --tool=callgrind --callgrind-out-file=$out/served-$count.cg" "$count" "$1" "$2"
+            total+=("$(collected "$out/served.err")")
+        done
+        echo $(((total[1] - total[0]) / 300))
+    }
+    jws_floor=$(per_call profile-floor-jws 100 400)
+    jws_route=$(per_call profile-real-path 100 400)
+    receipt_floor=$(per_call profile-floor 1000 3000)
+    receipt_route=$(per_call profile-route 1000 3000)
+    jws_served=$(server_per_request "$out/pki/transaction.jws" text/plain)
+    receipt_served=$(server_per_request "$fixtures/receipts/tpinapp_1.der" application/octet-stream)
+    report() {
+        awk -v name="$1" -v floor="$2" -v route="$3" -v served="$4" 'BEGIN {
+            printf "%-10s floor %9d   in process %9d (%.2fx floor)   served over HTTP %9d (%.2fx floor, +%d for HTTP)\n",
+                name, floor, route, route / floor, served, served / floor, served - route }'
+    }
+    echo "instructions per request (callgrind, start-up excluded):"
+    report "JWS" "$jws_floor" "$jws_route" "$jws_served"
+    report "tpinapp_1" "$receipt_floor" "$receipt_route" "$receipt_served"
+    served "strace -c -f -o $out/strace.txt" 1000 "$out/pki/transaction.jws" text/plain
+    echo "system calls of a live server answering 1,000 JWS requests on one keep-alive connection (start-up included):"
+    awk '$NF ~ /^(epoll_wait|read|sendto|write|epoll_ctl|futex|getrandom)$/ {print "  " $NF ": " $4 " calls"}' \
+        "$out/strace.txt"
     ;;
 split)
     rounds=${2:-3}

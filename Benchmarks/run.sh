@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds release and prints every figure in BENCHMARKS.md: in-process (floor, naive PKCS7_verify, full validation,
 # ratios, per-purchase times, distinct forged receipts, StoreKit 2 JWS against its floor and forgeries) and over HTTP on loopback (wrk at 1/64/512 connections, RSS, leak check, 1,000 idle
-# connections, cold start). Load goes to 127.0.0.1 only and every run is bounded in time.
+# connections, cold start), the server's intake on a realistic JWS in process and over HTTP against its floor, and
+# with APPLE_LIBRARY_PYTHON the end-to-end comparison with Apple's library. Load goes to 127.0.0.1 only and every run is bounded in time.
 #
 #   Benchmarks/run.sh                 everything (about 2 minutes)
 #   DURATION=3 Benchmarks/run.sh      shorter wrk runs (seconds each)
@@ -57,12 +58,17 @@ if [ -n "${APPLE_LIBRARY_PYTHON:-}" ]; then
 else
     echo "(app-store-server-library: set APPLE_LIBRARY_PYTHON to a venv's python that has it, see scripts/apple_library.py)"
 fi
+
+echo
+echo "== the server's intake in process (ReceiptRoutes.handle): a realistic forged transaction JWS and tpinapp_1"
+"$bench" real-path --fixtures "$fixtures" | tee "$work/real-path.txt"
+"$bench" write-real-path --fixtures "$fixtures" --out "$work/real-path" >/dev/null
 [ -n "${SKIP_HTTP:-}" ] && exit 0
 ulimit -n 8192
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 cat >"$work/config.json" <<JSON
-{"host": "127.0.0.1", "port": $port, "max_connections": 2048}
+{"host": "127.0.0.1", "port": $port, "max_connections": 2048, "trusted_roots": ["$work/real-path/jws-root.pem"]}
 JSON
 url=http://127.0.0.1:$port
 
@@ -134,6 +140,35 @@ print(f"  vs in-process {rate:.0f}/s x {used:.2f} cores in use = {rate * used:.0
       f" (goal >= 60%: {'met' if best >= 0.6 * rate * used else 'NOT met'})")
 print(f"  vs in-process {rate:.0f}/s x all {cores} cores = {rate * cores:.0f}/s: {best / (rate * cores) * 100:.0f}%")
 PY
+
+echo
+echo "== the realistic JWS and tpinapp_1 over HTTP against their floors' rate on these $cores cores (goal >= 0.5x), wrk -t1"
+for c in 1 64; do
+    BODY_FILE=$work/real-path/transaction.jws CONTENT_TYPE=text/plain load "$c" /v1/validate -s "$here/scripts/wrk_post_file.lua"
+    jws_rps=$last_rps
+    BODY_FILE=$receipt CONTENT_TYPE=application/octet-stream load "$c" /v1/validate -s "$here/scripts/wrk_post_file.lua"
+    receipt_rps=$last_rps
+    floors=$("$bench" real-path --fixtures "$fixtures" --seconds 0.2 | tail -1)
+    python3 - "$jws_rps" "$receipt_rps" "$cores" $floors <<'PY'
+import sys
+jws, receipt, cores = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+floors = dict(field.split("=") for field in sys.argv[4:])
+for name, rate, floor in (("JWS", jws, floors["jws_floor_rate_per_core"]),
+                          ("tpinapp_1", receipt, floors["receipt_floor_rate_per_core"])):
+    ratio = rate / (float(floor) * cores)
+    print(f"  {name}: {rate:.0f}/s against its floor's {float(floor):.0f}/s x {cores} cores: {ratio:.2f}x"
+          f" (goal >= 0.5: {'met' if ratio >= 0.5 else 'NOT met'})")
+PY
+done
+if [ -n "${APPLE_LIBRARY_PYTHON:-}" ]; then
+    echo
+    echo "== end to end, side by side: a Python caller asking receiptd over HTTP against Apple's library in process"
+    "$APPLE_LIBRARY_PYTHON" "$here/scripts/end_to_end.py" --url "$url" --jws "$work/real-path/transaction.jws" \
+        --root "$work/real-path/jws-root.pem" --server-pid "$server"
+    "$APPLE_LIBRARY_PYTHON" "$here/scripts/end_to_end.py" --url "$url" \
+        --jws "$(dirname "$fixtures")/apple-jws/transaction_5.jws" --root "$fixtures/certs/AppleRootCA-G3.cer" \
+        --server-pid "$server"
+fi
 
 echo
 echo "== forged receipts over HTTP: distinct forgeries (each once per 512) against the genuine receipt, wrk -t1 -c64, alternating"

@@ -15,6 +15,7 @@ import Foundation
 import JSONText
 import ReceiptEngine
 import ReceiptForge
+import ReceiptService
 import StoreKitJWS
 
 private let validationTime = Date(timeIntervalSince1970: 1_767_225_600)  // 2026-01-01T00:00:00Z

@@ -146,6 +146,8 @@ extension JSONValue {
         } while rest > 0
     }
 
+    private static let escapedBytes: [Bool] = (0...255).map { needsEscape(UInt8($0)) }
+
     private static func needsEscape(_ byte: UInt8) -> Bool {
         switch byte {
         case 0x00..<0x20, 0x7F, UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "<"), UInt8(ascii: ">"),
@@ -163,10 +165,14 @@ extension JSONValue {
         // far cheaper than walking the string's UTF-8 view; only a string that needs escapes is redone byte by byte.
         let start = out.count
         out.append(contentsOf: string.utf8)
-        let end = out.count
-        var index = start
-        while index < end, !needsEscape(out[index]) { index += 1 }
-        if index == end {
+        let needsNoEscape = out.withUnsafeBufferPointer { written in
+            escapedBytes.withUnsafeBufferPointer { escaped in
+                var found = false
+                for index in start..<written.count { found = found || escaped[Int(written[index])] }
+                return !found
+            }
+        }
+        if needsNoEscape {
             out.append(UInt8(ascii: "\""))
             return
         }
@@ -316,19 +322,35 @@ private struct JSONParser {
         }
     }
 
+    /// By byte value, inside a string: 0 plain ASCII, 1 the start of a multi-byte character, `endsPlainRun` for the
+    /// quote, the backslash and control characters.
+    private static let stringByteClass: [UInt8] = (0...255).map { value in
+        value == 0x22 || value == 0x5C || value < 0x20 ? endsPlainRun : value >= 0x80 ? 1 : 0
+    }
+    private static let endsPlainRun: UInt8 = 2
+
     mutating func parseString() throws(JSONParseError) -> String {
         index += 1
         // Most strings hold no escape: find the closing quote and make the string in one go (StoreKit 2 headers carry
         // kilobytes of base64 certificates, which byte-by-byte appends made the costliest part of a parse).
         let start = index
         var scan = start
-        while scan < bytes.count, bytes[scan] != UInt8(ascii: "\""), bytes[scan] != UInt8(ascii: "\\"),
-            bytes[scan] >= 0x20
-        {
-            scan += 1
+        var nonASCII: UInt8 = 0
+        bytes.withUnsafeBufferPointer { bytes in
+            Self.stringByteClass.withUnsafeBufferPointer { classes in
+                while scan < bytes.count {
+                    let byteClass = classes[Int(bytes[scan])]
+                    if byteClass == Self.endsPlainRun { break }
+                    nonASCII |= byteClass
+                    scan += 1
+                }
+            }
         }
+        let isASCII = nonASCII == 0
         if scan < bytes.count, bytes[scan] == UInt8(ascii: "\"") {
             index = scan + 1
+            // ASCII is valid UTF-8 as it stands; only other text needs the (generic, slower) validation.
+            if isASCII { return String(decoding: bytes[start..<scan], as: UTF8.self) }
             guard let string = String(validating: bytes[start..<scan], as: UTF8.self) else { throw error("invalid UTF-8") }
             return string
         }

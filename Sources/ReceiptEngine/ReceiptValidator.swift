@@ -20,10 +20,22 @@ public final class ReceiptValidator: Sendable {
     /// - Parameters:
     ///   - deviceIdentifier: checks the receipt's SHA-1 device hash when given.
     ///   - expectedBundleID: when given, the bundle id must equal it (instead of matching one of the policy's apps).
+    ///   - requiredKind: when another kind than `.receipt`, a receipt that is otherwise valid is `kind_mismatch`.
     ///   - validationTime: "now" for subscription activity. The chain is checked at the receipt's creation date.
     public func validate(
         _ bytes: [UInt8], deviceIdentifier: DeviceIdentifier? = nil, expectedBundleID: String? = nil,
-        at validationTime: Date = Date()
+        requiredKind: SignedDataKind? = nil, at validationTime: Date = Date()
+    ) -> ValidationResult {
+        var result = verdict(
+            on: bytes, deviceIdentifier: deviceIdentifier, expectedBundleID: expectedBundleID, at: validationTime)
+        if let requiredKind, requiredKind != .receipt, result.isValid {
+            result.error = .kindMismatch(required: requiredKind, found: .receipt)
+        }
+        return result
+    }
+
+    private func verdict(
+        on bytes: [UInt8], deviceIdentifier: DeviceIdentifier?, expectedBundleID: String?, at validationTime: Date
     ) -> ValidationResult {
         var result = ValidationResult()
         func fail(_ error: ValidationError) -> ValidationResult {
@@ -79,16 +91,14 @@ public final class ReceiptValidator: Sendable {
         }
         result.checks.signature = .passed
 
-        var findings = CheckFindings()
-        result.checks.environment = findings.record(
-            EnvironmentCheck(accepted: policy.environments).evaluate(receipt.environment))
-        let bundle = BundleIDCheck(apps: policy.apps, expectedBundleID: expectedBundleID).evaluate(receipt.bundleID)
-        result.checks.bundleID = findings.record(bundle.verdict)
-        result.checks.version = findings.record(VersionCheck(app: bundle.app).evaluate(receipt.applicationVersion))
-        result.checks.deviceHash = findings.record(
-            DeviceHashCheck(device: deviceIdentifier).evaluate(
-                receiptHash: payload.deviceHash, opaqueValue: payload.opaqueValue,
-                bundleIDEncoding: payload.bundleIDEncoding))
+        var findings = CheckFindings(kind: .receipt)
+        let claims = SignedClaims(
+            kind: .receipt, bundleID: receipt.bundleID, environment: receipt.environment,
+            environmentText: receipt.environment?.rawValue, applicationVersion: receipt.applicationVersion,
+            deviceBinding: .receiptHash(
+                payload.deviceHash, opaqueValue: payload.opaqueValue, bundleIDEncoding: payload.bundleIDEncoding))
+        SignedDataChecks(policy: policy, device: deviceIdentifier, expectedBundleID: expectedBundleID)
+            .evaluate(claims, into: &result.checks, findings: &findings)
         result.error = findings.firstError
         return result
     }

@@ -338,7 +338,7 @@ public struct ReceiptRoutes: Sendable {
         let wantsHTML = AcceptHeader(request.headers["Accept"]).prefersHTML
         let submission: ReceiptSubmission
         let deviceIdentifier: DeviceIdentifier?
-        let requiredKind: String?
+        let requiredKind: SignedDataKind?
         do {
             submission = try ReceiptSubmission(request: request)
             deviceIdentifier = try Self.deviceIdentifier(submission: submission, request: request)
@@ -356,13 +356,10 @@ public struct ReceiptRoutes: Sendable {
     }
 
     private func validateReceipt(
-        _ receipt: [UInt8], deviceIdentifier: DeviceIdentifier?, requiredKind: String?, wantsHTML: Bool
+        _ receipt: [UInt8], deviceIdentifier: DeviceIdentifier?, requiredKind: SignedDataKind?, wantsHTML: Bool
     ) -> HTTPResponse {
         let now = clock()
-        var result = validator.validate(receipt, deviceIdentifier: deviceIdentifier, at: now)
-        if let requiredKind, requiredKind != "receipt", result.isValid {
-            result.error = ValidationError(.kindMismatch, "expected a \(requiredKind), got a receipt")
-        }
+        let result = validator.validate(receipt, deviceIdentifier: deviceIdentifier, requiredKind: requiredKind, at: now)
         metrics.recordValidation(result)
         let status: HTTPStatus = result.isValid ? .ok : .unprocessableContent
         if wantsHTML { return html(status: status, ResultHTML.page(result)) }
@@ -384,10 +381,11 @@ public struct ReceiptRoutes: Sendable {
     }
 
     /// `?kind=`: the kind of signed data the caller requires (`receipt` or a StoreKit 2 kind).
-    static func requiredKind(_ request: HTTPRequest) throws(RequestProblem) -> String? {
-        guard let kind = request.queryValue("kind"), !kind.isEmpty else { return nil }
-        guard ServiceMetrics.verdictKinds.contains(kind) else {
-            throw .badRequest("kind must be one of \(ServiceMetrics.verdictKinds.joined(separator: ", ")), not \(kind)")
+    static func requiredKind(_ request: HTTPRequest) throws(RequestProblem) -> SignedDataKind? {
+        guard let text = request.queryValue("kind"), !text.isEmpty else { return nil }
+        guard let kind = SignedDataKind(rawValue: text) else {
+            let kinds = SignedDataKind.allCases.map(\.rawValue).joined(separator: ", ")
+            throw .badRequest("kind must be one of \(kinds), not \(text)")
         }
         return kind
     }

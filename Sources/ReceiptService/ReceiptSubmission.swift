@@ -75,8 +75,11 @@ struct ReceiptSubmission: Sendable, Hashable {
 
     /// Raw DER, or text sent with a binary type (a common client mistake that costs nothing to forgive).
     private init(rawOrBase64 bytes: ArraySlice<UInt8>, deviceID: String? = nil) throws(RequestProblem) {
-        if JWSVerifier.looksLikeJWS(bytes) || Base64Text.looksLikeBase64(bytes) {
-            try self.init(text: bytes, deviceID: deviceID)
+        // Each test once: a JWS body is scanned by one and copied once, never scanned again.
+        if JWSVerifier.looksLikeJWS(bytes) {
+            self.init(signedData: .jws(Array(bytes)), deviceID: deviceID)
+        } else if Base64Text.looksLikeBase64(bytes) {
+            self.init(signedData: .receipt(try Self.decodeBase64(bytes)), deviceID: deviceID)
         } else {
             guard bytes.contains(where: { !Base64Text.isWhitespace($0) }) else {
                 throw .badRequest("missing receipt: the body is empty")

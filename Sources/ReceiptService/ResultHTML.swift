@@ -70,7 +70,7 @@ public enum ResultHTML {
     /// A StoreKit 2 verdict: the same verdict and checks as a receipt's, then every normalized field of what was
     /// signed (a notification's nested transaction and renewal info too).
     public static func page(_ result: JWSValidationResult) -> String {
-        let kind = result.kind.map { String($0.rawValue.map { $0 == "_" ? " " : $0 }) } ?? "JWS"
+        let kind = result.kind?.subject ?? "JWS"
         var body = verdict(result.error, valid: "Valid \(kind)", environment: result.environment)
         body += "<h2>Checks</h2>\n"
         body += table(

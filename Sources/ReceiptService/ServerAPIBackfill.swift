@@ -78,7 +78,7 @@ extension ReceiptRoutes {
         var renewals: [RenewalFacts] = []
         for text in signedRenewals {
             let result = jwsVerifier.verify(text, requiredKind: .renewalInfo, at: clock())
-            metrics.recordVerdict(kind: result.kind?.rawValue, error: result.error)
+            metrics.recordVerdict(kind: result.kind, error: result.error)
             guard result.isValid, let payload = result.payload, let renewal = LedgerFacts.renewal(payload) else {
                 log?.event("server api renewal info refused", [("code", result.error?.code.rawValue ?? "malformed_jws")])
                 continue

@@ -113,7 +113,7 @@ extension ReceiptRoutes {
         var facts: [TransactionFacts] = []
         for text in signed {
             let result = jwsVerifier.verify(text, requiredKind: .transaction, at: clock())
-            metrics.recordVerdict(kind: result.kind?.rawValue, error: result.error)
+            metrics.recordVerdict(kind: result.kind, error: result.error)
             guard result.isValid, let payload = result.payload, let transaction = LedgerFacts.transaction(payload) else {
                 var fields = [("code", result.error?.code.rawValue ?? "malformed_jws")]
                 if let reason = result.error?.reason { fields.append(("reason", reason.rawValue)) }

@@ -23,9 +23,6 @@ public final class ServiceMetrics: Sendable {
         static func < (lhs: VerdictKey, rhs: VerdictKey) -> Bool { (lhs.kind, lhs.result) < (rhs.kind, rhs.result) }
     }
 
-    /// What `receiptd_verdicts_total` labels a verdict with: `receipt` or a StoreKit 2 kind.
-    public static let verdictKinds = ["receipt", "transaction", "renewal_info", "app_transaction", "notification"]
-
     private struct State {
         var requests: [RequestKey: Int] = [:]
         var validations: [String: Int] = [:]
@@ -46,7 +43,7 @@ public final class ServiceMetrics: Sendable {
         // Every verdict appears from the start, so that rate() and alerts work before the first failure.
         initial.validations["valid"] = 0
         for code in ValidationError.Code.all { initial.validations[code.rawValue] = 0 }
-        for kind in Self.verdictKinds {
+        for kind in SignedDataKind.allCases.map(\.rawValue) {
             initial.verdicts[VerdictKey(kind: kind, result: "valid")] = 0
             for code in ValidationError.Code.all { initial.verdicts[VerdictKey(kind: kind, result: code.rawValue)] = 0 }
         }
@@ -75,13 +72,13 @@ public final class ServiceMetrics: Sendable {
         let label = result.error?.code.rawValue ?? "valid"
         state.withLock { state in
             state.validations[label, default: 0] += 1
-            state.verdicts[VerdictKey(kind: "receipt", result: label), default: 0] += 1
+            state.verdicts[VerdictKey(kind: SignedDataKind.receipt.rawValue, result: label), default: 0] += 1
         }
     }
 
     /// One StoreKit 2 verdict; `kind` is nil when the JWS did not verify far enough to tell (counted as `unknown`).
-    public func recordVerdict(kind: String?, error: ValidationError?) {
-        let key = VerdictKey(kind: kind ?? "unknown", result: error?.code.rawValue ?? "valid")
+    public func recordVerdict(kind: SignedDataKind?, error: ValidationError?) {
+        let key = VerdictKey(kind: kind?.rawValue ?? "unknown", result: error?.code.rawValue ?? "valid")
         state.withLock { $0.verdicts[key, default: 0] += 1 }
     }
 

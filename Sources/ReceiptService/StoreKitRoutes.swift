@@ -19,16 +19,11 @@ public enum NotificationIntake: Sendable {
 /// StoreKit 2 on `/v1/validate` and Apple's delivery endpoint, `/v1/notifications`.
 extension ReceiptRoutes {
     func validateJWS(
-        _ text: [UInt8], deviceIdentifier: DeviceIdentifier?, requiredKind: String?, wantsHTML: Bool
+        _ text: [UInt8], deviceIdentifier: DeviceIdentifier?, requiredKind: SignedDataKind?, wantsHTML: Bool
     ) -> HTTPResponse {
         let now = clock()
-        var result = jwsVerifier.verify(
-            text, deviceIdentifier: deviceIdentifier, requiredKind: requiredKind.flatMap(JWSKind.init(rawValue:)),
-            at: now)
-        if requiredKind == "receipt", result.isValid {
-            result.error = ValidationError(.kindMismatch, "expected a receipt, got a \(result.kind?.rawValue ?? "JWS")")
-        }
-        metrics.recordVerdict(kind: result.kind?.rawValue, error: result.error)
+        let result = jwsVerifier.verify(text, deviceIdentifier: deviceIdentifier, requiredKind: requiredKind, at: now)
+        metrics.recordVerdict(kind: result.kind, error: result.error)
         let status: HTTPStatus = result.isValid ? .ok : .unprocessableContent
         if wantsHTML { return html(status: status, ResultHTML.page(result)) }
         guard ledger.isConfigured else { return json(status: status, JWSResultJSON.value(of: result)) }
@@ -121,7 +116,7 @@ extension ReceiptRoutes {
     /// history, so a notification counts the same however it arrived. The ledger must be configured.
     public func takeNotification(_ signedPayload: String) -> NotificationIntake {
         let result = jwsVerifier.verify(signedPayload, requiredKind: .notification, at: clock())
-        metrics.recordVerdict(kind: result.kind?.rawValue, error: result.error)
+        metrics.recordVerdict(kind: result.kind, error: result.error)
         guard result.isValid else {
             var fields = [("code", result.error?.code.rawValue ?? "invalid")]
             if let reason = result.error?.reason { fields.append(("reason", reason.rawValue)) }

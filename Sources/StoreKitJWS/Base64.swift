@@ -34,22 +34,36 @@ enum Base64 {
         }
         // One leftover character carries 6 bits, less than a byte: no encoder writes it.
         guard characters.count % 4 != 1 else { return nil }
-        var output: [UInt8] = []
-        output.reserveCapacity(characters.count * 3 / 4)
-        // Whole quanta four characters at a time (a JWS header is kilobytes of them), then the tail bit by bit.
+        // Whole quanta four characters at a time (a JWS header is kilobytes of them), then the tail bit by bit. Every
+        // request decodes its JWS's three segments here, so the loop reads and writes through buffers, unchecked
+        // beyond the bounds computed once.
         let whole = characters.count / 4 * 4
-        var index = 0
-        while index < whole {
-            let a = table[Int(characters[index])], b = table[Int(characters[index + 1])]
-            let c = table[Int(characters[index + 2])], d = table[Int(characters[index + 3])]
-            // `invalid` has the top bits set, which no 6-bit value has.
-            guard (a | b | c | d) & 0xC0 == 0 else { return nil }
-            let quantum = UInt32(a) << 18 | UInt32(b) << 12 | UInt32(c) << 6 | UInt32(d)
-            output.append(UInt8(truncatingIfNeeded: quantum >> 16))
-            output.append(UInt8(truncatingIfNeeded: quantum >> 8))
-            output.append(UInt8(truncatingIfNeeded: quantum))
-            index += 4
+        var isValid = true
+        var output = [UInt8](unsafeUninitializedCapacity: whole / 4 * 3 + 2) { buffer, initialized in
+            characters.withUnsafeBufferPointer { characters in
+                table.withUnsafeBufferPointer { table in
+                    var index = 0
+                    var written = 0
+                    while index < whole {
+                        let a = table[Int(characters[index])], b = table[Int(characters[index + 1])]
+                        let c = table[Int(characters[index + 2])], d = table[Int(characters[index + 3])]
+                        // `invalid` has the top bits set, which no 6-bit value has.
+                        guard (a | b | c | d) & 0xC0 == 0 else {
+                            isValid = false
+                            break
+                        }
+                        let quantum = UInt32(a) << 18 | UInt32(b) << 12 | UInt32(c) << 6 | UInt32(d)
+                        buffer[written] = UInt8(truncatingIfNeeded: quantum >> 16)
+                        buffer[written + 1] = UInt8(truncatingIfNeeded: quantum >> 8)
+                        buffer[written + 2] = UInt8(truncatingIfNeeded: quantum)
+                        written += 3
+                        index += 4
+                    }
+                    initialized = written
+                }
+            }
         }
+        guard isValid else { return nil }
         var accumulator: UInt32 = 0
         var bits = 0
         for character in characters[whole...] {

@@ -34,7 +34,9 @@ struct CompactJWS {
         guard start < end else { throw Self.malformed(.empty, "the JWS is empty") }
 
         var dots: [Int] = []
-        for index in start..<end where bytes[index] == UInt8(ascii: ".") { dots.append(index) }
+        bytes.withUnsafeBufferPointer { bytes in
+            for index in start..<end where bytes[index] == UInt8(ascii: ".") { dots.append(index) }
+        }
         guard dots.count == 2 else {
             throw Self.malformed(
                 .segmentCount,
@@ -90,7 +92,7 @@ struct CompactJWS {
             throw malformed(notJSON, "\(segment) is not JSON: \(error.description)")
         }
         guard case .object(let members) = value else { throw malformed(notJSON, "\(segment) is not a JSON object") }
-        var names = Set<String>()
+        var names = Set<String>(minimumCapacity: members.count)
         for member in members where !names.insert(member.key).inserted {
             throw malformed(.duplicateMember, "the \(name) repeats the member \(member.key)")
         }

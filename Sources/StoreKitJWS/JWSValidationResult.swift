@@ -1,37 +1,6 @@
 public import JSONText
 public import ReceiptEngine
 
-/// Each check's outcome for a JWS; a check that never ran (an earlier one failed, nothing to compare, or not
-/// applicable to the kind) reads `skipped`. For a notification, a failure in a nested JWS fails the matching check.
-public struct JWSChecks: Sendable, Hashable {
-    /// The chain (trust and time) and the ES256 signature.
-    public var signature: CheckOutcome = .skipped
-    public var bundleID: CheckOutcome = .skipped
-    public var environment: CheckOutcome = .skipped
-    public var appAppleID: CheckOutcome = .skipped
-    public var version: CheckOutcome = .skipped
-    public var deviceHash: CheckOutcome = .skipped
-
-    public init() {}
-
-    /// Folds a nested JWS's checks in: failed wins over passed, passed over skipped.
-    mutating func absorb(_ nested: JWSChecks) {
-        func fold(_ mine: inout CheckOutcome, _ theirs: CheckOutcome) {
-            if mine == .failed || theirs == .failed {
-                mine = .failed
-            } else if mine == .passed || theirs == .passed {
-                mine = .passed
-            }
-        }
-        fold(&signature, nested.signature)
-        fold(&bundleID, nested.bundleID)
-        fold(&environment, nested.environment)
-        fold(&appAppleID, nested.appAppleID)
-        fold(&version, nested.version)
-        fold(&deviceHash, nested.deviceHash)
-    }
-}
-
 /// A notification's nested JWS whose signature verified: which member carried it and what it signs.
 public struct NestedPayload: Sendable, Hashable {
     /// `signedTransactionInfo`, `signedRenewalInfo` or `signedAppTransactionInfo`.
@@ -46,9 +15,9 @@ public struct NestedPayload: Sendable, Hashable {
 public struct JWSValidationResult: Sendable, Hashable {
     /// nil when the JWS is valid; `reason` is set for `certificate_untrusted`.
     public var error: ValidationError?
-    public var kind: JWSKind?
+    public var kind: SignedDataKind?
     public var environment: ReceiptEnvironment?
-    public var checks = JWSChecks()
+    public var checks = ValidationChecks()
     /// `signedDate`, for an app transaction `receiptCreationDate`.
     public var signedDate: ReceiptDate?
     /// The verified payload exactly as signed (camelCase, millisecond numbers, unknown members kept).

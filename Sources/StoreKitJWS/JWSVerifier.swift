@@ -41,28 +41,42 @@ public final class JWSVerifier: Sendable {
     }
 
     private static func hasTheLookOfJWS(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        var start = 0
+        var end = bytes.count
+        while start < end, CompactJWS.ASCIIWhitespace.contains(bytes[start]) { start += 1 }
+        while end > start, CompactJWS.ASCIIWhitespace.contains(bytes[end - 1]) { end -= 1 }
+        // Every request body passes here: one table load per byte and no branch, the verdict taken every 64 bytes
+        // (a DER receipt or base64 with `+` stops within the first block).
         var dots = 0
-        var letters = 0
-        var trailingSpace = false
-        // The first three bytes of text, for the `eyJ` test.
-        var opening: UInt32 = 0
-        for byte in bytes {
-            switch byte {
-            case 0x20, 0x09, 0x0A, 0x0D:
-                if dots > 0 || letters > 0 { trailingSpace = true }
-            case UInt8(ascii: "."):
-                if trailingSpace { return false }
-                dots += 1
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"):
-                if trailingSpace { return false }
-                if dots == 0, letters < 3 { opening = opening << 8 | UInt32(byte) }
-                letters += 1
-            default: return false
+        var outside: UInt8 = 0
+        base64URLOrDot.withUnsafeBufferPointer { table in
+            var blockStart = start
+            while blockStart < end, outside & 2 == 0 {
+                let blockEnd = min(blockStart + 64, end)
+                for index in blockStart..<blockEnd {
+                    let entry = table[Int(bytes[index])]
+                    outside |= entry
+                    dots &+= Int(entry & 1)
+                }
+                blockStart = blockEnd
             }
         }
-        // "eyJ" as three bytes.
-        return letters > 0 && (dots > 0 || opening == 0x65_79_4A)
+        guard outside & 2 == 0, end - start > dots else { return false }
+        if dots > 0 { return true }
+        // "eyJ": `{"` in base64url, a header cut short before its first dot.
+        return end - start >= 3 && bytes[start] == UInt8(ascii: "e") && bytes[start + 1] == UInt8(ascii: "y")
+            && bytes[start + 2] == UInt8(ascii: "J")
+    }
+
+    /// By byte value: 0 for base64url's alphabet, 1 for the dot, 2 for anything else.
+    private static let base64URLOrDot: [UInt8] = (0...255).map { value in
+        switch UInt8(value) {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"):
+            0
+        case UInt8(ascii: "."): 1
+        default: 2
+        }
     }
 
     /// Verifies one compact JWS (surrounding whitespace is trimmed). Never throws: every failure is a verdict.
@@ -70,28 +84,36 @@ public final class JWSVerifier: Sendable {
     ///   - deviceIdentifier: checks `deviceVerification` when given and the JWS carries it.
     ///   - requiredKind: the payload is read as this kind (every member optional, as Apple's libraries read it);
     ///     `kind_mismatch` only when it carries another kind's own members and none of this one's. Without it, a
-    ///     payload that shows no kind is `unknown_kind`.
+    ///     payload that shows no kind is `unknown_kind`. `.receipt`: any JWS that is otherwise valid is
+    ///     `kind_mismatch`.
     ///   - validationTime: when the payload has no signing time, the chain is checked at it; subscriptions are
     ///     active relative to it.
     public func verify(
-        _ text: some Collection<UInt8>, deviceIdentifier: DeviceIdentifier? = nil, requiredKind: JWSKind? = nil,
+        _ text: some Collection<UInt8>, deviceIdentifier: DeviceIdentifier? = nil, requiredKind: SignedDataKind? = nil,
         at validationTime: Date = Date()
     ) -> JWSValidationResult {
-        verify(
-            text, deviceIdentifier: deviceIdentifier, requiredKind: requiredKind, now: ReceiptDate(validationTime),
+        let readAs = requiredKind == .receipt ? nil : requiredKind
+        // One conversion at the public edge (none for an array), so everything below runs specialized for [UInt8].
+        var result = verify(
+            Array(text), deviceIdentifier: deviceIdentifier, requiredKind: readAs, now: ReceiptDate(validationTime),
             nested: false)
+        if requiredKind == .receipt, result.isValid {
+            result.error = .kindMismatch(required: .receipt, found: result.kind)
+        }
+        return result
     }
 
     /// `verify` on a string.
     public func verify(
-        _ text: String, deviceIdentifier: DeviceIdentifier? = nil, requiredKind: JWSKind? = nil,
+        _ text: String, deviceIdentifier: DeviceIdentifier? = nil, requiredKind: SignedDataKind? = nil,
         at validationTime: Date = Date()
     ) -> JWSValidationResult {
         verify(Array(text.utf8), deviceIdentifier: deviceIdentifier, requiredKind: requiredKind, at: validationTime)
     }
 
+    /// - Parameter requiredKind: a JWS kind, never `.receipt`.
     private func verify(
-        _ text: some Collection<UInt8>, deviceIdentifier: DeviceIdentifier?, requiredKind: JWSKind?, now: ReceiptDate,
+        _ text: [UInt8], deviceIdentifier: DeviceIdentifier?, requiredKind: SignedDataKind?, now: ReceiptDate,
         nested: Bool
     ) -> JWSValidationResult {
         var result = JWSValidationResult()
@@ -112,8 +134,8 @@ public final class JWSVerifier: Sendable {
 
         // The signing time is read from the still-untrusted payload only to pick the instant the chain must have
         // been valid at (Apple's libraries do the same); nothing else is read before the signature verifies.
-        let shownKinds = JWSKind.kindsShown(by: jws.payload)
-        let shownKind = JWSKind(payload: jws.payload)
+        let shownKinds = SignedDataKind.kindsShown(by: jws.payload)
+        let shownKind = SignedDataKind(payload: jws.payload, shown: shownKinds)
         let timeMember = (requiredKind ?? shownKind ?? .transaction).signingTimeMember
         var signedDate: ReceiptDate?
         if let value = jws.payload[timeMember] {
@@ -152,13 +174,12 @@ public final class JWSVerifier: Sendable {
         result.payload = jws.payload
         result.signedDate = signedDate
 
-        var findings = CheckFindings()
-        let kind: JWSKind
+        let kind: SignedDataKind
+        var mismatch: ValidationError?
         if let requiredKind {
             if !shownKinds.isEmpty, !shownKinds.contains(requiredKind), let shownKind {
                 kind = shownKind
-                _ = findings.record(.failed(ValidationError(
-                    .kindMismatch, "the JWS is \(kind.rawValue), not \(requiredKind.rawValue)")))
+                mismatch = .kindMismatch(required: requiredKind, found: kind)
             } else {
                 kind = requiredKind
             }
@@ -173,139 +194,67 @@ public final class JWSVerifier: Sendable {
         result.kind = kind
         if nested, shownKinds.contains(.notification) {
             // A notification inside a notification is never what Apple sends; refusing it also bounds recursion.
-            return fail(ValidationError(.kindMismatch, "a notification's nested JWS is itself a notification"))
+            return fail(.kindMismatch(required: requiredKind ?? kind, found: .notification))
         }
+        var findings = CheckFindings(kind: kind)
+        if let mismatch { _ = findings.record(.failed(mismatch)) }
 
-        let claims = Claims(kind: kind, payload: jws.payload)
+        let claims = Self.claims(of: kind, payload: jws.payload, signedByXcode: signer.isXcode)
         result.environment = claims.environment
         switch kind {
         case .transaction: result.transaction = SignedTransaction(payload: jws.payload)
         case .renewalInfo: result.renewalInfo = SignedRenewalInfo(payload: jws.payload)
         case .appTransaction: result.appTransaction = SignedAppTransaction(payload: jws.payload)
         case .notification: result.notification = SignedNotification(payload: jws.payload)
+        case .receipt: break
         }
-        check(claims, signer: signer, device: deviceIdentifier, into: &result, findings: &findings)
+        SignedDataChecks(policy: policy, device: deviceIdentifier)
+            .evaluate(claims, into: &result.checks, findings: &findings)
 
         if kind == .notification {
             verifyNested(in: jws.payload, now: now, into: &result, findings: &findings)
         }
         if let status = result.transaction?.subscriptionStatus(at: now) { result.subscriptions = [status] }
-        result.error = findings.failures.min { Self.precedence($0.code) < Self.precedence($1.code) }
+        result.error = findings.firstError
         return result
     }
 
-    /// Which failure a verdict names when several checks fail. Apple's libraries judge the app before the
-    /// environment (INVALID_APP_IDENTIFIER before INVALID_ENVIRONMENT), so data failing both gets Apple's answer.
-    private static func precedence(_ code: ValidationError.Code) -> Int {
-        failureOrder.firstIndex(of: code) ?? failureOrder.count
-    }
-
-    private static let failureOrder: [ValidationError.Code] = [
-        .malformedJWS, .certificateUntrusted, .signatureInvalid, .unknownKind, .kindMismatch, .bundleIDMismatch,
-        .appAppleIDMismatch, .environmentNotAccepted, .versionNotAccepted, .deviceHashMismatch,
-    ]
-
     /// The claims rule 6 compares, from wherever the kind keeps them.
-    private struct Claims {
-        let kind: JWSKind
+    private static func claims(of kind: SignedDataKind, payload: JSONValue, signedByXcode: Bool) -> SignedClaims {
         let bundleID: String?
         let environmentText: String?
         let environment: ReceiptEnvironment?
-        let appAppleID: Int64?
-        let applicationVersion: String?
-        let deviceVerification: String?
-        let deviceVerificationNonce: String?
-
-        init(kind: JWSKind, payload: JSONValue) {
-            self.kind = kind
-            switch kind {
-            case .notification:
-                let section = SignedNotification.section(of: payload)
-                bundleID = section.flatMap { PayloadField.string($0.value, "bundleId") }
-                appAppleID = section.flatMap { PayloadField.integer($0.value, "appAppleId") }
-                environment = SignedNotification.environment(of: section)
-                environmentText = environment?.rawValue ?? section.flatMap { PayloadField.string($0.value, "environment") }
-            case .appTransaction:
-                bundleID = PayloadField.string(payload, "bundleId")
-                appAppleID = PayloadField.integer(payload, "appAppleId")
-                environmentText = PayloadField.string(payload, "receiptType")
-                environment = PayloadField.environment(environmentText)
-            case .transaction, .renewalInfo:
-                bundleID = PayloadField.string(payload, "bundleId")
-                appAppleID = nil
-                environmentText = PayloadField.string(payload, "environment")
-                environment = PayloadField.environment(environmentText)
-            }
-            applicationVersion = kind == .appTransaction ? PayloadField.string(payload, "applicationVersion") : nil
-            deviceVerification = PayloadField.string(payload, "deviceVerification")
-            deviceVerificationNonce = PayloadField.string(payload, "deviceVerificationNonce")
+        var appAppleID: Int64?
+        switch kind {
+        case .notification:
+            let section = SignedNotification.section(of: payload)
+            bundleID = section.flatMap { PayloadField.string($0.value, "bundleId") }
+            appAppleID = section.flatMap { PayloadField.integer($0.value, "appAppleId") }
+            environment = SignedNotification.environment(of: section)
+            environmentText = environment?.rawValue ?? section.flatMap { PayloadField.string($0.value, "environment") }
+        case .appTransaction:
+            bundleID = PayloadField.string(payload, "bundleId")
+            appAppleID = PayloadField.integer(payload, "appAppleId")
+            environmentText = PayloadField.string(payload, "receiptType")
+            environment = PayloadField.environment(environmentText)
+        case .transaction, .renewalInfo, .receipt:
+            bundleID = PayloadField.string(payload, "bundleId")
+            environmentText = PayloadField.string(payload, "environment")
+            environment = PayloadField.environment(environmentText)
         }
-
-        var subject: String { kind.rawValue.replacing("_", with: " ") }
-    }
-
-    private func check(
-        _ claims: Claims, signer: JWSSigner, device: DeviceIdentifier?, into result: inout JWSValidationResult,
-        findings: inout CheckFindings
-    ) {
-        result.checks.environment = findings.record(environmentVerdict(claims, signer: signer))
-
-        // Renewal info names no app. Anything else that names none is refused whatever the configuration, as Apple's
-        // libraries refuse it (INVALID_APP_IDENTIFIER): signed data for no app is no app's to grant.
-        var app: AppPolicy?
-        if claims.kind == .renewalInfo {
-            result.checks.bundleID = .skipped
-        } else if claims.bundleID == nil {
-            result.checks.bundleID = findings.record(.failed(ValidationError(
-                .bundleIDMismatch, "the \(claims.subject) names no app (no bundleId)", reason: .missing)))
-        } else {
-            let bundle = BundleIDCheck(apps: policy.apps).evaluate(claims.bundleID ?? "", subject: claims.subject)
-            app = bundle.app
-            result.checks.bundleID = findings.record(bundle.verdict)
-        }
-
-        var appAppleID = CheckVerdict.skipped
-        if claims.kind == .notification || claims.kind == .appTransaction, claims.environment == .production,
-            let expected = app?.appAppleID
+        var binding: DeviceBinding?
+        if let verification = PayloadField.string(payload, "deviceVerification"),
+            let nonce = PayloadField.string(payload, "deviceVerificationNonce")
         {
-            appAppleID = claims.appAppleID == expected
-                ? .passed
-                : .failed(ValidationError(
-                    .appAppleIDMismatch,
-                    "the \(claims.subject) is for app \(claims.appAppleID.map(String.init) ?? "(none)"), "
-                        + "not \(expected)"))
-        }
-        result.checks.appAppleID = findings.record(appAppleID)
-
-        if claims.kind == .appTransaction {
-            result.checks.version = findings.record(VersionCheck(app: app).evaluate(claims.applicationVersion ?? ""))
-        }
-
-        let deviceVerification = claims.deviceVerification.map {
             // Undecodable bytes cannot equal any hash: the check fails rather than being skipped.
-            Base64.decode($0.utf8, alphabet: .standard, padded: true) ?? []
+            let bytes = Base64.decode(verification.utf8, alphabet: .standard, padded: true) ?? []
+            binding = .verification(bytes, nonce: nonce)
         }
-        result.checks.deviceHash = findings.record(
-            DeviceHashCheck(device: device).evaluate(
-                deviceVerification: deviceVerification, nonce: claims.deviceVerificationNonce, subject: claims.subject))
-    }
-
-    private func environmentVerdict(_ claims: Claims, signer: JWSSigner) -> CheckVerdict {
-        if signer.isXcode, claims.environment != .xcode {
-            // Xcode's testing certificate is anyone's to make: it vouches for Xcode data only.
-            return .failed(ValidationError(
-                .environmentNotAccepted,
-                "Xcode's StoreKit testing certificate signed \(claims.environmentText ?? "unnamed") data"))
-        }
-        // Apple's libraries refuse signed data that names no environment (INVALID_ENVIRONMENT): it could be anyone's.
-        guard let text = claims.environmentText else {
-            return .failed(ValidationError(
-                .environmentNotAccepted, "the \(claims.subject) names no environment", reason: .missing))
-        }
-        guard let environment = claims.environment else {
-            return .failed(ValidationError(.environmentNotAccepted, "the environment \(text) is not known"))
-        }
-        return EnvironmentCheck(accepted: policy.environments).evaluate(environment, subject: "\(claims.subject)s")
+        return SignedClaims(
+            kind: kind, bundleID: bundleID, environment: environment, environmentText: environmentText,
+            appAppleID: appAppleID,
+            applicationVersion: kind == .appTransaction ? PayloadField.string(payload, "applicationVersion") : nil,
+            deviceBinding: binding, signedByXcode: signedByXcode)
     }
 
     /// Rule 7: every nested JWS is verified as its own, with its own chain and time; any failure fails the
@@ -313,7 +262,7 @@ public final class JWSVerifier: Sendable {
     private func verifyNested(
         in payload: JSONValue, now: ReceiptDate, into result: inout JWSValidationResult, findings: inout CheckFindings
     ) {
-        let slots: [(section: String, member: String, kind: JWSKind)] = [
+        let slots: [(section: String, member: String, kind: SignedDataKind)] = [
             ("data", "signedTransactionInfo", .transaction),
             ("data", "signedRenewalInfo", .renewalInfo),
             ("appData", "signedAppTransactionInfo", .appTransaction),

@@ -2,23 +2,18 @@ public import JSONText
 public import ReceiptEngine
 
 /// What a StoreKit 2 JWS signs, told by the payload's members (Apple's payloads carry no type field).
-public enum JWSKind: String, Sendable, Hashable, CaseIterable {
-    /// `Transaction.jwsRepresentation` or a notification's `signedTransactionInfo`.
-    case transaction
-    /// `signedRenewalInfo`.
-    case renewalInfo = "renewal_info"
-    /// `AppTransaction.jwsRepresentation`.
-    case appTransaction = "app_transaction"
-    /// App Store Server Notifications V2 (`signedPayload`).
-    case notification
-
+extension SignedDataKind {
     /// The kind a payload shows by its members, for a caller who names none; nil when it shows none. Apple's
     /// libraries decode by the kind the caller asks for, with every member optional; without that, the members only
     /// one kind has decide, and a top-level `bundleId` with no other sign is a transaction (Apple's own test
     /// transaction is `{"environment", "bundleId", "signedDate"}`: app transactions always have `receiptType`).
     public init?(payload: JSONValue) {
-        let shown = Self.kindsShown(by: payload)
-        if let first = Self.allCases.first(where: shown.contains) {
+        self.init(payload: payload, shown: Self.kindsShown(by: payload))
+    }
+
+    /// `init(payload:)` with `kindsShown(by: payload)` already at hand.
+    init?(payload: JSONValue, shown: Set<SignedDataKind>) {
+        if let first = Self.jwsKinds.first(where: shown.contains) {
             self = first
         } else if payload["bundleId"] != nil {
             self = .transaction
@@ -27,10 +22,10 @@ public enum JWSKind: String, Sendable, Hashable, CaseIterable {
         }
     }
 
-    /// The kinds whose own members (the discriminators below) the payload carries, in `allCases` order of priority.
-    public static func kindsShown(by payload: JSONValue) -> Set<JWSKind> {
+    /// The kinds whose own members (the discriminators below) the payload carries.
+    public static func kindsShown(by payload: JSONValue) -> Set<SignedDataKind> {
         guard case .object(let members) = payload else { return [] }
-        var kinds = Set<JWSKind>()
+        var kinds = Set<SignedDataKind>()
         for member in members {
             if let kind = discriminators[member.key] { kinds.insert(kind) }
         }
@@ -39,8 +34,8 @@ public enum JWSKind: String, Sendable, Hashable, CaseIterable {
 
     /// Members only one kind has, in Apple's documented schemas. Shared ones (`originalTransactionId`, `productId`,
     /// `appTransactionId`, `offerType`, `currency`, `environment`, `signedDate`…) tell nothing.
-    static let discriminators: [String: JWSKind] = {
-        var table: [String: JWSKind] = [:]
+    static let discriminators: [String: SignedDataKind] = {
+        var table: [String: SignedDataKind] = [:]
         for name in [
             "notificationType", "notificationUUID", "data", "summary", "appData", "externalPurchaseToken",
         ] { table[name] = .notification }
@@ -65,12 +60,13 @@ public enum JWSKind: String, Sendable, Hashable, CaseIterable {
     /// The payload member that holds the signing time: the instant the chain must have been valid at.
     var signingTimeMember: String { self == .appTransaction ? "receiptCreationDate" : "signedDate" }
 
-    /// The members the ledger needs to record this kind; nil for kinds `/v1/validate` never records.
+    /// The members the ledger needs to record this kind; nil for receipts (recorded
+    /// per purchase) and for kinds `/v1/validate` never records.
     public var ledgerMembers: [String]? {
         switch self {
         case .transaction: ["transactionId", "signedDate"]
         case .renewalInfo: ["originalTransactionId", "signedDate"]
-        case .appTransaction, .notification: nil
+        case .receipt, .appTransaction, .notification: nil
         }
     }
 }

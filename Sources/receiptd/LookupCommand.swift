@@ -5,6 +5,7 @@ import Foundation
 #endif
 import AppStoreServerAPI
 import JSONText
+import Ledger
 import ReceiptService
 
 let lookupUsage = """
@@ -48,6 +49,10 @@ func runLookup(_ arguments: [String]) -> Int32 {
     // A command exits when done: a backfill queued behind it would be cut off mid-request. serve backfills.
     configuration.serverAPI.backfill = false
     let ledger = configuration.makeLedger()
+    // Without a ledger the lookup still answers; one that cannot be opened only means nothing is stored.
+    if let failure = try? ledger.openNow() {
+        printError("receiptd lookup: store \(configuration.storeDescription): \(failure.message); nothing is stored")
+    }
     let routes = ReceiptRoutes(
         configuration: configuration, validator: configuration.makeValidator(),
         jwsVerifier: configuration.makeJWSVerifier(), ledger: ledger, metrics: ServiceMetrics(),

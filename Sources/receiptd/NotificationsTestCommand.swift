@@ -5,6 +5,7 @@ import Foundation
 #endif
 import AppStoreServerAPI
 import Ledger
+import ReceiptEngine
 import ReceiptService
 import StoreKitJWS
 
@@ -67,6 +68,12 @@ func runNotifications(_ arguments: [String]) -> Int32 {
     let ledger = configuration.makeLedger()
     guard ledger.isConfigured else {
         printError("receiptd notifications test: no store configured: the test notification could not be seen arriving")
+        return ExitStatus.failure
+    }
+    do throws(LedgerError) {
+        if let failure = try ledger.openNow() { throw failure }
+    } catch {
+        printError("receiptd notifications test: store \(configuration.storeDescription): \(error.message)")
         return ExitStatus.failure
     }
     let routes = ReceiptRoutes(

@@ -82,8 +82,8 @@ func runStoreSync(_ arguments: [String], now: Int64 = Int64(wallClockSeconds() *
         printError("receiptd store sync: no store configured: the notifications would have nowhere to go")
         return ExitStatus.failure
     }
-    do {
-        try ledger.openNow()
+    do throws(LedgerError) {
+        if let failure = try ledger.openNow() { throw failure }
     } catch {
         printError("receiptd store sync: store \(configuration.storeDescription): \(error.message)")
         return ExitStatus.failure

@@ -32,7 +32,7 @@ func runVerify(_ arguments: [String]) -> Int32 {
     let reader: ArgumentReader
     let configuration: ServiceConfiguration
     let device: DeviceIdentifier?
-    let requiredKind: JWSKind?
+    let requiredKind: SignedDataKind?
     do {
         reader = try ArgumentReader(
             arguments, options: ["--config", "--device-id", "--bundle-id", "--kind"], flags: ["--json"])
@@ -42,8 +42,10 @@ func runVerify(_ arguments: [String]) -> Int32 {
         }
         guard !reader.positional.isEmpty else { throw UsageError("verify needs at least one file") }
         device = try reader.value("--device-id", expecting: deviceIdentifierForm, DeviceIdentifier.init)
+        // A receipt file is told by its bytes, so only the StoreKit 2 kinds are worth requiring.
         requiredKind = try reader.value(
-            "--kind", expecting: JWSKind.allCases.map(\.rawValue).joined(separator: ", "), JWSKind.init(rawValue:))
+            "--kind", expecting: SignedDataKind.jwsKinds.map(\.rawValue).joined(separator: ", "),
+            { SignedDataKind(rawValue: $0).flatMap { SignedDataKind.jwsKinds.contains($0) ? $0 : nil } })
         configuration = try ServiceConfiguration.resolve(
             configPath: reader.value("--config"), environment: ProcessInfo.processInfo.environment,
             fileExists: { FileManager.default.fileExists(atPath: $0) })
@@ -85,11 +87,8 @@ func runVerify(_ arguments: [String]) -> Int32 {
         } else {
             // Files hold DER as Xcode and StoreKit write it, or base64 as it is copied from logs.
             let bytes = ReceiptText.decodeDEROrBase64(data)
-            var result = validator.validate(bytes, deviceIdentifier: device, expectedBundleID: expectedBundleID)
-            if let requiredKind {
-                result.error = ValidationError(
-                    .kindMismatch, "the file is an App Store receipt, not StoreKit 2 \(requiredKind.rawValue) data")
-            }
+            let result = validator.validate(
+                bytes, deviceIdentifier: device, expectedBundleID: expectedBundleID, requiredKind: requiredKind)
             tally[result.error?.code.rawValue ?? "valid", default: 0] += 1
             verdict = ResultJSON.value(of: result)
             report = json ? "" : VerdictReport.text(for: result, file: files.count > 1 ? file : nil)

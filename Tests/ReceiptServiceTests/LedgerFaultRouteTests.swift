@@ -316,15 +316,14 @@ struct LedgerFaultRouteTests {
     }
 
     @Test func unknownIDs_areRememberedWithinABound() throws {
+        // What the process's resident memory does is measured on a live server (Tests/e2e/test-ledger-faults.sh):
+        // here, every other suite allocates in the same process at the same time.
         let ledger = PurchaseLedger(store: try makeLedger(.sqlite))
         let routes = LedgerService.routes(ledger)
-        let residentBefore = Self.residentBytes()
         for number in 0..<50_000 {
             let id = String(repeating: "7", count: 56) + String(format: "%08d", number)
             #expect(routes.handle(get("/v1/subscriptions/\(id)")).status == 404)
         }
-        let grown = Self.residentBytes() - residentBefore
-        #expect(grown < 20 << 20, "resident memory grew by \(grown >> 20) MB")
         #expect(ledger.rememberedSubscriptions == 0)
     }
 
@@ -337,12 +336,5 @@ struct LedgerFaultRouteTests {
         for number in 0..<25 { few.remember(number, for: "\(number)") }
         #expect(few.count <= 10)
         #expect(few["24"] == 24)
-    }
-
-    /// Resident set size from /proc/self/statm (pages).
-    static func residentBytes() -> Int {
-        let text = (try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8)) ?? ""
-        let pages = text.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
-        return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
     }
 }

@@ -67,9 +67,11 @@ struct ServerAPIBackfillTests {
         let withBackfill = routes.handle(post("/v1/validate", contentType: "application/json", text: body))
         var quiet = try ServiceConfiguration.load(contentsOfFile: scene.configPath)
         quiet.serverAPI.backfill = false
+        let quietLedger = quiet.makeLedger()
+        if let failure = try quietLedger.openNow() { throw failure }
         let withoutBackfill = ReceiptRoutes(
             configuration: quiet, validator: quiet.makeValidator(), jwsVerifier: quiet.makeJWSVerifier(),
-            ledger: quiet.makeLedger(), metrics: ServiceMetrics()
+            ledger: quietLedger, metrics: ServiceMetrics()
         ).handle(post("/v1/validate", contentType: "application/json", text: body))
         #expect(withBackfill.status.code == 200)
         #expect(withBackfill.json?["valid"] == .bool(true))

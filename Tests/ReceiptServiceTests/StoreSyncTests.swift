@@ -50,9 +50,11 @@ struct StoreSyncTests {
 
     static func routes(_ scene: Scene) throws -> ReceiptRoutes {
         let configuration = try ServiceConfiguration.load(contentsOfFile: scene.configPath)
+        let ledger = configuration.makeLedger()
+        if let failure = try ledger.openNow() { throw failure }
         return ReceiptRoutes(
             configuration: configuration, validator: configuration.makeValidator(),
-            jwsVerifier: configuration.makeJWSVerifier(), ledger: configuration.makeLedger(), metrics: ServiceMetrics())
+            jwsVerifier: configuration.makeJWSVerifier(), ledger: ledger, metrics: ServiceMetrics())
     }
 
     @Test func syncAfterAnOutage_restoresExactlyTheMissingNotifications_andRefusesAForgery() throws {

@@ -33,7 +33,7 @@ enum JWSUpload: String, CaseIterable, CustomTestStringConvertible, Sendable {
 
 /// `/v1/validate` with StoreKit 2 JWS of every kind, through the router; no ledger here.
 struct ValidateJWSRouteTests {
-    static let kinds = JWSKind.allCases.map(\.rawValue)
+    static let kinds = SignedDataKind.jwsKinds.map(\.rawValue)
 
     /// Never trusted, valid around `fixedNow`, its root carrying both of Apple's markers.
     static let rogue: JWSTestAuthority = {
@@ -43,7 +43,7 @@ struct ValidateJWSRouteTests {
     }()
 
     static func payload(_ kind: String) -> JSONValue {
-        switch JWSKind(rawValue: kind)! {
+        switch SignedDataKind(rawValue: kind)! {
         case .transaction: return SignedEvents.firstMonth.payload
         case .renewalInfo: return SignedEvents.renewal(signed: -10).payload
         case .appTransaction:
@@ -55,6 +55,7 @@ struct ValidateJWSRouteTests {
                 type: "TEST", bundleID: LedgerService.bundleID, signedDate: SignedEvents.at(-1))
             blueprint.appAppleID = LedgerService.appAppleID
             return blueprint.payload
+        case .receipt: preconditionFailure("a receipt is not a JWS")
         }
     }
 

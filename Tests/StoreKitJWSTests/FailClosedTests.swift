@@ -2,6 +2,7 @@ import Foundation
 import JSONText
 import ReceiptEngine
 import ReceiptForge
+import ReceiptService
 import StoreKitJWS
 import TestSupport
 import Testing
@@ -15,8 +16,8 @@ struct FailClosedTests {
 
     func sign(_ payload: JSONValue) throws -> String { try JWSPKI.standard.sign(payload) }
 
-    @Test(arguments: JWSKind.allCases)
-    func noEnvironment_isEnvironmentNotAccepted(_ kind: JWSKind) throws {
+    @Test(arguments: SignedDataKind.jwsKinds)
+    func noEnvironment_isEnvironmentNotAccepted(_ kind: SignedDataKind) throws {
         let payload: JSONValue
         switch kind {
         case .transaction:
@@ -36,6 +37,7 @@ struct FailClosedTests {
             blueprint.signedTransactionInfo = nil
             blueprint.signedRenewalInfo = nil
             payload = removing("environment", inSection: "data", of: blueprint.payload)
+        case .receipt: preconditionFailure("a receipt is not a JWS")
         }
         for candidate in [verifier, permissive] {
             let result = candidate.verify(try sign(payload), requiredKind: kind)
@@ -77,8 +79,8 @@ struct FailClosedTests {
         #expect(result.checks.environment == .failed)
     }
 
-    @Test(arguments: [JWSKind.transaction, .appTransaction])
-    func transactionNamingNoApp_isBundleIDMismatchMissing(_ kind: JWSKind) throws {
+    @Test(arguments: [SignedDataKind.transaction, .appTransaction])
+    func transactionNamingNoApp_isBundleIDMismatchMissing(_ kind: SignedDataKind) throws {
         let payload: JSONValue
         if kind == .transaction {
             var blueprint = JWSPKI.transaction()

@@ -2,6 +2,7 @@ import Foundation
 import JSONText
 import ReceiptEngine
 import ReceiptForge
+import ReceiptService
 import StoreKitJWS
 import TestSupport
 import Testing
@@ -14,7 +15,7 @@ struct FieldCoverageTests {
     static var reference: String? { StoreKitReference.text }
 
     /// Fields Apple documents that the reference's lists leave out.
-    static let extensions: [JWSKind: [String]] = [
+    static let extensions: [SignedDataKind: [String]] = [
         .renewalInfo: ["advancedCommerceInfo", "commitmentInfo", "renewalBillingPlanType"],
         .notification: [
             "requestIdentifier", "succeededCount", "failedCount", "productId", "storefrontCountryCodes",
@@ -30,13 +31,14 @@ struct FieldCoverageTests {
     ]
 
     /// The backticked field names of one bullet of "## Payload fields".
-    static func referenceFields(_ kind: JWSKind) -> [String] {
+    static func referenceFields(_ kind: SignedDataKind) -> [String] {
         guard let reference, let section = reference.range(of: "## Payload fields") else { return [] }
         let title = switch kind {
         case .transaction: "- **Transaction**"
         case .renewalInfo: "- **Renewal info**"
         case .appTransaction: "- **AppTransaction**"
         case .notification: "- **Notification**"
+        case .receipt: preconditionFailure("a receipt is not a JWS")
         }
         let rest = reference[section.upperBound...]
         guard let start = rest.range(of: title) else { return [] }
@@ -50,9 +52,9 @@ struct FieldCoverageTests {
         return names.filter { seen.insert($0).inserted }
     }
 
-    static func fields(_ kind: JWSKind) -> [String] { referenceFields(kind) + (extensions[kind] ?? []) }
+    static func fields(_ kind: SignedDataKind) -> [String] { referenceFields(kind) + (extensions[kind] ?? []) }
 
-    static let cases: [(JWSKind, String)] = JWSKind.allCases.flatMap { kind in fields(kind).map { (kind, $0) } }
+    static let cases: [(SignedDataKind, String)] = SignedDataKind.jwsKinds.flatMap { kind in fields(kind).map { (kind, $0) } }
 
     @Test func referenceListsAreRead() {
         #expect(Self.fields(.transaction).count >= 35)
@@ -111,7 +113,7 @@ struct FieldCoverageTests {
         return out
     }
 
-    static func payload(_ kind: JWSKind, setting field: String, to value: JSONValue) -> JSONValue {
+    static func payload(_ kind: SignedDataKind, setting field: String, to value: JSONValue) -> JSONValue {
         func with(_ members: JSONValue, _ key: String, _ value: JSONValue) -> JSONValue {
             guard case .object(var list) = members else { return members }
             if let index = list.firstIndex(where: { $0.key == key }) { list[index].value = value } else { list.append((key, value)) }
@@ -135,20 +137,16 @@ struct FieldCoverageTests {
             if topLevel.contains(field) { return with(blueprint.payload, field, value) }
             let payload = blueprint.payload
             return with(payload, section.rawValue, with(payload[section.rawValue] ?? .object([]), field, value))
+        case .receipt: preconditionFailure("a receipt is not a JWS")
         }
     }
 
-    static func objectKey(_ kind: JWSKind) -> String {
-        switch kind {
-        case .transaction: "transaction"
-        case .renewalInfo: "renewal_info"
-        case .appTransaction: "app_transaction"
-        case .notification: "notification"
-        }
+    static func objectKey(_ kind: SignedDataKind) -> String {
+        kind.rawValue
     }
 
     @Test(arguments: cases)
-    func field_isForgedVerifiedAndShown(_ kind: JWSKind, _ field: String) throws {
+    func field_isForgedVerifiedAndShown(_ kind: SignedDataKind, _ field: String) throws {
         let verifier = JWSPKI.verifier(environments: [.production, .sandbox])
         let sample = Self.sample(field)
         let jws = try JWSPKI.standard.sign(Self.payload(kind, setting: field, to: sample.sent))

@@ -2,6 +2,7 @@ import Foundation
 import JSONText
 import ReceiptEngine
 import ReceiptForge
+import ReceiptService
 import StoreKitJWS
 import TestSupport
 import Testing
@@ -10,8 +11,8 @@ import Testing
 struct ForgedJWSTests {
     let verifier = JWSPKI.verifier()
 
-    @Test(arguments: JWSKind.allCases)
-    func forgedJWSOfEachKind_isValid(_ kind: JWSKind) throws {
+    @Test(arguments: SignedDataKind.jwsKinds)
+    func forgedJWSOfEachKind_isValid(_ kind: SignedDataKind) throws {
         let result = verifier.verify(try JWSPKI.forged(kind))
         #expect(result.error == nil, "\(result.error?.description ?? "")")
         #expect(result.kind == kind)
@@ -124,9 +125,9 @@ struct ForgedJWSTests {
         #expect(verifier.verify(try JWSPKI.standard.sign(blueprint.payload)).error?.code == .malformedJWS)
     }
 
-    @Test(arguments: JWSKind.allCases)
-    func requiredKindDiffers_isKindMismatch(_ kind: JWSKind) throws {
-        let other = JWSKind.allCases.first { $0 != kind }!
+    @Test(arguments: SignedDataKind.jwsKinds)
+    func requiredKindDiffers_isKindMismatch(_ kind: SignedDataKind) throws {
+        let other = SignedDataKind.jwsKinds.first { $0 != kind }!
         let result = verifier.verify(try JWSPKI.forged(kind), requiredKind: other)
         #expect(result.error?.code == .kindMismatch)
         #expect(result.kind == kind)
@@ -340,8 +341,8 @@ struct ForgedJWSTests {
         #expect(verifier.verify(try read.sign(JWSPKI.transaction().payload)).isValid)
     }
 
-    private func expectedChecks(bundleID: CheckOutcome, environment: CheckOutcome) -> JWSChecks {
-        var checks = JWSChecks()
+    private func expectedChecks(bundleID: CheckOutcome, environment: CheckOutcome) -> ValidationChecks {
+        var checks = ValidationChecks()
         checks.signature = .passed
         checks.bundleID = bundleID
         checks.environment = environment

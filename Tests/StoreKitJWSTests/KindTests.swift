@@ -2,6 +2,7 @@ import Foundation
 import JSONText
 import ReceiptEngine
 import ReceiptForge
+import ReceiptService
 import StoreKitJWS
 import TestSupport
 import Testing
@@ -30,7 +31,7 @@ struct KindTests {
 
     @Test func appleMockTransaction_isATransaction_withOrWithoutKind() throws {
         let jws = try sign(appleMockTransaction)
-        for required in [nil, JWSKind.transaction] {
+        for required in [nil, SignedDataKind.transaction] {
             let result = verifier.verify(jws, requiredKind: required)
             #expect(result.isValid, "\(result.error?.description ?? "")")
             #expect(result.kind == .transaction)
@@ -67,7 +68,7 @@ struct KindTests {
 
     /// Members as Apple's models carry them, each kind with only the members that kind alone has besides the shared
     /// ones.
-    static let shapes: [(JWSKind, [(key: String, value: JSONValue)])] = [
+    static let shapes: [(SignedDataKind, [(key: String, value: JSONValue)])] = [
         (.transaction, [("productId", .string("p")), ("purchaseDate", .integer(1)), ("environment", .string("Sandbox")),
                         ("bundleId", .string(JWSPKI.bundleID))]),
         (.renewalInfo, [("originalTransactionId", .string("1")), ("renewalDate", .integer(1)),
@@ -93,7 +94,7 @@ struct KindTests {
     func anotherKindsDiscriminator_isKindMismatch(_ index: Int) throws {
         let (kind, members) = Self.shapes[index]
         let jws = try sign(members + [("signedDate", signed)])
-        for other in JWSKind.allCases where other != kind {
+        for other in SignedDataKind.jwsKinds where other != kind {
             let result = verifier.verify(jws, requiredKind: other)
             #expect(result.error?.code == .kindMismatch, "\(kind) asked as \(other)")
             #expect(result.kind == kind)

@@ -85,12 +85,13 @@ public enum JWSPKI {
     }
 
     /// A valid JWS of each kind signed by the standard chain.
-    public static func forged(_ kind: JWSKind) throws -> String {
+    public static func forged(_ kind: SignedDataKind) throws -> String {
         switch kind {
         case .transaction: try standard.sign(transaction().payload)
         case .renewalInfo: try standard.sign(renewalInfo().payload)
         case .appTransaction: try standard.sign(appTransaction().payload)
         case .notification: try standard.sign(notification().payload)
+        case .receipt: preconditionFailure("a receipt is not a JWS")
         }
     }
 }

@@ -15,6 +15,12 @@ import StoreKitJWS
 // receipt-bench forged --fixtures DIR [--count N]        genuine receipts against N distinct forged ones (Apple's chain)
 // receipt-bench forge-receipts --fixtures DIR --out DIR [--count N]   write N distinct forged receipts, for wrk
 // receipt-bench jws --fixtures DIR [--jws FILE]          StoreKit 2: floor, cached verification, distinct forgeries
+// receipt-bench real-path [--seconds S]                  the server's intake (ReceiptRoutes.handle) on a realistic
+//                                                        forged transaction JWS against its ES256 floor, and on
+//                                                        tpinapp_1 against the RSA floor
+// receipt-bench profile-real-path [--count N]            N requests of that JWS through ReceiptRoutes.handle, for callgrind
+// receipt-bench profile-floor-jws [--count N]            N ES256 + SHA-256 floors of the same JWS, for callgrind
+// receipt-bench write-real-path --out DIR                that JWS, its test root and a serve config, for wrk and scripts
 // receipt-bench ledger --fixtures DIR [--count SENDERS] [--postgres CONNINFO]
 //                                                        the ledger beside a validation; notifications committed/s
 
@@ -140,6 +146,24 @@ case "ledger":
     ledgerCosts(
         receipt: typical, senders: arguments.countGiven ? arguments.count : 16,
         postgres: arguments.postgres.isEmpty ? nil : arguments.postgres)
+    exit(0)
+case "real-path":
+    realPath()
+    exit(0)
+case "profile-real-path", "profile-floor-jws":
+    // The same JWS in both; the random test chain changes between runs, the instruction counts do not.
+    let path = try RealPath(now: now)
+    var sink = 0
+    if arguments.mode == "profile-floor-jws" {
+        let floor = try ES256Floor(jws: path.jws)
+        for _ in 0..<arguments.count where floor.verify() { sink += 1 }
+    } else {
+        for _ in 0..<arguments.count { sink &+= path.handle() }
+    }
+    print("\(arguments.count) \(arguments.mode), sink \(sink)")
+    exit(sink > 0 ? 0 : 1)
+case "write-real-path":
+    writeRealPath(to: arguments.out)
     exit(0)
 case "inprocess":
     break

@@ -1,6 +1,8 @@
 /// The bundle id must be the one the caller expects or, when the caller names none, one of the configured apps.
-/// With neither, any bundle id passes unchecked (`skipped`).
-public struct BundleIDCheck: Sendable {
+/// With neither, any bundle id passes unchecked (`skipped`). Signed data that names no app is refused whatever the
+/// configuration, as Apple's libraries refuse it (INVALID_APP_IDENTIFIER): signed data for no app is no app's to
+/// grant. Renewal info names no app and is `skipped`.
+public struct BundleIDCheck: SignedDataCheck {
     public let apps: [AppPolicy]
     public let expectedBundleID: String?
 
@@ -9,25 +11,31 @@ public struct BundleIDCheck: Sendable {
         self.expectedBundleID = expectedBundleID
     }
 
-    /// The verdict, and the configured app the bundle id names (for the checks that depend on the app).
-    /// - Parameter subject: what was signed, for the message ("receipt", "transaction").
-    public func evaluate(_ bundleID: String, subject: String = "receipt") -> (verdict: CheckVerdict, app: AppPolicy?) {
-        if let expectedBundleID {
-            let matches = bundleID == expectedBundleID
-            return (
-                CheckVerdict(
-                    matches,
-                    else: ValidationError(.bundleIDMismatch, "the \(subject) is for \(bundleID), not \(expectedBundleID)")),
-                matches ? apps.first { $0.bundleID == expectedBundleID } : nil
-            )
+    public var name: CheckName { .bundleID }
+
+    public func evaluate(_ claims: SignedClaims, app: AppPolicy?) -> CheckVerdict {
+        if claims.kind == .renewalInfo { return .skipped }
+        let subject = claims.kind.subject
+        guard let bundleID = claims.bundleID else {
+            return .failed(
+                ValidationError(.bundleIDMismatch, "the \(subject) names no app (no bundleId)", reason: .missing))
         }
-        guard !apps.isEmpty else { return (.skipped, nil) }
-        let app = apps.first { $0.bundleID == bundleID }
-        return (
-            CheckVerdict(
-                app != nil,
-                else: ValidationError(.bundleIDMismatch, "the \(subject) is for \(bundleID), which is not a configured app")),
-            app
-        )
+        if let expectedBundleID {
+            return CheckVerdict(
+                bundleID == expectedBundleID,
+                else: ValidationError(.bundleIDMismatch, "the \(subject) is for \(bundleID), not \(expectedBundleID)"))
+        }
+        guard !apps.isEmpty else { return .skipped }
+        return CheckVerdict(
+            app != nil,
+            else: ValidationError(
+                .bundleIDMismatch, "the \(subject) is for \(bundleID), which is not a configured app"))
+    }
+
+    /// The configured app `bundleID` names, when the caller accepts that bundle id: what the checks that depend on
+    /// the app compare with.
+    func app(named bundleID: String?) -> AppPolicy? {
+        guard let bundleID, expectedBundleID == nil || bundleID == expectedBundleID else { return nil }
+        return apps.first { $0.bundleID == bundleID }
     }
 }

@@ -18,12 +18,15 @@ public enum CheckVerdict: Sendable, Hashable {
     }
 }
 
-/// Collects check verdicts; the verdict's error is the failure that ranks first in `ValidationError.Code.all`, so
-/// the answer does not depend on the order checks ran in.
+/// Collects check verdicts; the verdict's error is the failure that ranks first for the kind of signed data, so the
+/// answer does not depend on the order checks ran in.
 public struct CheckFindings: Sendable {
     public private(set) var failures: [ValidationError] = []
+    private let ranking: [ValidationError.Code]
 
-    public init() {}
+    public init(kind: SignedDataKind) {
+        ranking = kind == .receipt ? ValidationError.Code.all : Self.storeKitRanking
+    }
 
     /// Notes the verdict and returns its outcome, for `ValidationChecks`.
     public mutating func record(_ verdict: CheckVerdict) -> CheckOutcome {
@@ -31,11 +34,19 @@ public struct CheckFindings: Sendable {
         return verdict.outcome
     }
 
+    /// Of failures with the same code, the first recorded.
     public var firstError: ValidationError? {
-        failures.min { $0.code.precedence < $1.code.precedence }
+        failures.min { precedence($0.code) < precedence($1.code) }
     }
-}
 
-extension ValidationError.Code {
-    var precedence: Int { Self.all.firstIndex(of: self) ?? Self.all.count }
+    private func precedence(_ code: ValidationError.Code) -> Int {
+        ranking.firstIndex(of: code) ?? ranking.count
+    }
+
+    /// Apple's libraries judge the app before the environment (INVALID_APP_IDENTIFIER before INVALID_ENVIRONMENT),
+    /// so StoreKit 2 data failing both gets Apple's answer.
+    private static let storeKitRanking: [ValidationError.Code] = [
+        .malformedJWS, .certificateUntrusted, .signatureInvalid, .unknownKind, .kindMismatch, .bundleIDMismatch,
+        .appAppleIDMismatch, .environmentNotAccepted, .versionNotAccepted, .deviceHashMismatch,
+    ]
 }

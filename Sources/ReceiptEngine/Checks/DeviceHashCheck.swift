@@ -1,27 +1,28 @@
 internal import CryptoFloor
 
-/// Binds signed data to the device it was issued to; without a device id from the caller it is `skipped`.
-public struct DeviceHashCheck: Sendable {
+/// Binds signed data to the device it was issued to; without a device id from the caller, or when the data carries
+/// no binding, it is `skipped`.
+public struct DeviceHashCheck: SignedDataCheck {
     public let device: DeviceIdentifier?
 
     public init(device: DeviceIdentifier?) { self.device = device }
 
-    /// A receipt's attribute 5: SHA-1 of the device id's bytes, the opaque value (attribute 4) and the bundle id's
-    /// encoding (attribute 2) exactly as signed.
-    public func evaluate(receiptHash: [UInt8], opaqueValue: [UInt8], bundleIDEncoding: [UInt8]) -> CheckVerdict {
-        guard let device else { return .skipped }
-        return Self.verdict(Digest.sha1.hash(device.bytes + opaqueValue + bundleIDEncoding) == receiptHash, "receipt")
-    }
+    public var name: CheckName { .deviceHash }
 
-    /// StoreKit 2's `deviceVerification`: SHA-384 of the lowercase nonce UUID followed by the lowercase device id
-    /// UUID, as ASCII. Skipped when the signed data carries no device verification.
-    public func evaluate(deviceVerification: [UInt8]?, nonce: String?, subject: String) -> CheckVerdict {
-        guard let device, let deviceVerification, let nonce else { return .skipped }
-        let input = nonce.lowercased() + device.formatted.lowercased()
-        return Self.verdict(Digest.sha384.hash(Array(input.utf8)) == deviceVerification, subject)
-    }
-
-    private static func verdict(_ matches: Bool, _ subject: String) -> CheckVerdict {
-        CheckVerdict(matches, else: ValidationError(.deviceHashMismatch, "the \(subject) was not issued to this device"))
+    public func evaluate(_ claims: SignedClaims, app: AppPolicy?) -> CheckVerdict {
+        guard let device, let binding = claims.deviceBinding else { return .skipped }
+        let matches: Bool
+        switch binding {
+        case .receiptHash(let hash, let opaqueValue, let bundleIDEncoding):
+            // SHA-1 of the device id's bytes, the opaque value and the bundle id's encoding.
+            matches = Digest.sha1.hash(device.bytes + opaqueValue + bundleIDEncoding) == hash
+        case .verification(let verification, let nonce):
+            // SHA-384 of the lowercase nonce UUID followed by the lowercase device id UUID, as ASCII.
+            let input = nonce.lowercased() + device.formatted.lowercased()
+            matches = Digest.sha384.hash(Array(input.utf8)) == verification
+        }
+        return CheckVerdict(
+            matches,
+            else: ValidationError(.deviceHashMismatch, "the \(claims.kind.subject) was not issued to this device"))
     }
 }

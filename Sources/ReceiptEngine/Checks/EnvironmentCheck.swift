@@ -1,15 +1,42 @@
 /// The environment the App Store signed for (Production, Sandbox, Xcode) must be one the policy accepts.
-public struct EnvironmentCheck: Sendable {
+public struct EnvironmentCheck: SignedDataCheck {
     public let accepted: Set<ReceiptEnvironment>
 
     public init(accepted: Set<ReceiptEnvironment>) { self.accepted = accepted }
 
-    /// - Parameter subject: what was signed, plural, for the message ("receipts", "transactions").
-    public func evaluate(_ environment: ReceiptEnvironment?, subject: String = "receipts") -> CheckVerdict {
-        // Receipts from before 2013 carry no receipt type; refusing them for it would lock out old customers.
-        guard let environment else { return .skipped }
+    public var name: CheckName { .environment }
+
+    public func evaluate(_ claims: SignedClaims, app: AppPolicy?) -> CheckVerdict {
+        let subject = claims.kind.subject
+        guard let text = claims.environmentText else {
+            // Receipts from before 2013 carry no receipt type; refusing them for it would lock out old customers.
+            // Apple's libraries refuse StoreKit 2 data that names none (INVALID_ENVIRONMENT): it could be anyone's.
+            if claims.kind == .receipt { return .skipped }
+            return .failed(
+                ValidationError(.environmentNotAccepted, "the \(subject) names no environment", reason: .missing))
+        }
+        guard let environment = claims.environment else {
+            return .failed(ValidationError(.environmentNotAccepted, "the environment \(text) is not known"))
+        }
         return CheckVerdict(
             accepted.contains(environment),
-            else: ValidationError(.environmentNotAccepted, "\(environment.rawValue) \(subject) are not accepted"))
+            else: ValidationError(.environmentNotAccepted, "\(environment.rawValue) \(subject)s are not accepted"))
+    }
+}
+
+/// Xcode's StoreKit testing certificate is anyone's to make: it vouches for Xcode data only. Reported as the
+/// environment check, which still decides whether Xcode data is accepted.
+public struct XcodeSignerCheck: SignedDataCheck {
+    public init() {}
+
+    public var name: CheckName { .environment }
+
+    public func evaluate(_ claims: SignedClaims, app: AppPolicy?) -> CheckVerdict {
+        guard claims.signedByXcode else { return .skipped }
+        return CheckVerdict(
+            claims.environment == .xcode,
+            else: ValidationError(
+                .environmentNotAccepted,
+                "Xcode's StoreKit testing certificate signed \(claims.environmentText ?? "unnamed") data"))
     }
 }

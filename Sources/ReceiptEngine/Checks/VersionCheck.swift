@@ -1,11 +1,15 @@
-/// The application version must be one the app's policy lists; an app that lists none accepts any (`skipped`).
-public struct VersionCheck: Sendable {
-    public let app: AppPolicy?
+/// The application version (a receipt's attribute 3, an app transaction's `applicationVersion`) must be one the
+/// app's policy lists; an app that lists none accepts any (`skipped`). Other kinds carry no version.
+public struct VersionCheck: SignedDataCheck {
+    public init() {}
 
-    public init(app: AppPolicy?) { self.app = app }
+    public var name: CheckName { .version }
 
-    public func evaluate(_ version: String) -> CheckVerdict {
-        guard let app, !app.acceptedVersions.isEmpty else { return .skipped }
+    public func evaluate(_ claims: SignedClaims, app: AppPolicy?) -> CheckVerdict {
+        guard claims.kind == .receipt || claims.kind == .appTransaction, let app, !app.acceptedVersions.isEmpty else {
+            return .skipped
+        }
+        let version = claims.applicationVersion ?? ""
         return CheckVerdict(
             app.acceptedVersions.contains(version),
             else: ValidationError(.versionNotAccepted, "version \(version) of \(app.bundleID) is not accepted"))
