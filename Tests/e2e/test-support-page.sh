@@ -34,6 +34,8 @@ notify --type REFUND --transaction-id 5002 --purchased "$(day -85)" --expires "$
     --signed "$(day -70)"
 notify --type DID_FAIL_TO_RENEW --subtype GRACE_PERIOD --transaction-id 5003 --purchased "$(day -55)" \
     --expires "$(day -25)" --billing-retry --grace-period-expires "$(day -9)" --signed "$(day -25)"
+curl -fsS -o /dev/null -H 'Content-Type: application/json' -d '{"account": "customer-42"}' \
+    "$BASE_URL/v1/transactions/5000/claim"
 RECEIPTD_DEVICE_ID="$device" RECEIPTD_JWS="$work/transaction.jws" RECEIPTD_LOOKUP=5003 \
     "$E2E_ROOT/Tests/support-page/browser-test.sh" "$PORT" "$work/valid.der" "$work/invalid.der" \
     "${SCREENSHOT_DIR:-$work/screenshots}"

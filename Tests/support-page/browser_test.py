@@ -290,6 +290,8 @@ READ_LOOKUP = """(() => {
     now: document.querySelectorAll("svg.timeline g.now").length,
     events: Array.from(document.querySelectorAll("table.events tbody tr")).map((r) => r.dataset.event),
     scripts: document.querySelectorAll("script, iframe, img, link, [src]").length,
+    claims: Object.fromEntries(Array.from(document.querySelectorAll("table.transactions tbody tr[data-transaction-id]"))
+      .map((r) => [r.dataset.transactionId, r.querySelector("td.claim").textContent])),
   };
 })()"""
 
@@ -351,6 +353,12 @@ def run_lookup(browser, port, lookup_id, javascript, shots):
     expect(shown["now"] == 1, f"{name}: the timeline does not mark now")
     for event in ["purchase", "expiry", "now"] + (["refund"] if revoked else []):
         expect(event in shown["events"], f"{name}: the events table has no {event} row: {shown['events']}")
+    for transaction_id in ids:
+        _, record = api_json(port, f"/v1/transactions/{transaction_id}")
+        account = (record.get("claim") or {}).get("account")
+        shown_claim = shown["claims"].get(transaction_id, "")
+        expect(account in shown_claim if account else shown_claim == "not claimed",
+               f"{name}: transaction {transaction_id} shows claim '{shown_claim}', the API says {account}")
     expect(shown["scripts"] == 0, f"{name}: the lookup page has scripts or external assets ({shown['scripts']})")
     print(f"ok: {name}: subscription {original} {shown['status']}, {len(shown['bars'])} bar(s), "
           f"{len(shown['refunds'])} refund(s), {shown['grace']} grace, {shown['retry']} retry shading(s)")
