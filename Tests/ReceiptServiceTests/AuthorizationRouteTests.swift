@@ -17,6 +17,7 @@ struct AuthorizationRouteTests {
 
     static let guarded = [
         Guarded(method: .get, target: "/", scope: .support),
+        Guarded(method: .get, target: "/lookup?id=1000000001", scope: .support),
         Guarded(method: .post, target: "/v1/validate", scope: .validate),
         Guarded(method: .get, target: "/v1/subscriptions/1000000001", scope: .ledgerRead),
         Guarded(method: .get, target: "/v1/transactions/1000000001", scope: .ledgerRead),
@@ -167,7 +168,7 @@ struct AuthorizationRouteTests {
         #expect(
             Set(waiting) == [
                 .validate, .notifications, .subscription, .transaction, .claim, .verifyReceipt, .sandboxVerifyReceipt,
-                .order,
+                .order, .lookup,
             ])
     }
 

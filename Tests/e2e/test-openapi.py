@@ -407,7 +407,8 @@ def check_who_may_call(auth_url, token, metrics_token):
     guarded = [("GET", "/", "/"), ("POST", "/v1/validate", "/v1/validate"),
                ("GET", "/v1/subscriptions/1000000001", "/v1/subscriptions/{original_transaction_id}"),
                ("GET", "/v1/transactions/1000000001", "/v1/transactions/{transaction_id}"),
-               ("POST", "/v1/transactions/1000000001/claim", "/v1/transactions/{transaction_id}/claim")]
+               ("POST", "/v1/transactions/1000000001/claim", "/v1/transactions/{transaction_id}/claim"),
+               ("GET", "/lookup?id=1000000001", "/lookup")]
     for method, path, operation in guarded + [("GET", "/metrics", "/metrics")]:
         status, headers, _ = request(auth_url, method, path, body=b"{}" if method == "POST" else b"",
                                      label=f"{method} {path} without a token", expect=401, code="unauthorized",
@@ -596,6 +597,17 @@ def check_storekit_and_ledger(store_url, stateless_url):
     _, _, payload = request(store_url, "GET", "/v1/transactions/870001", label="transaction, claimed", expect=200,
                             as_operation=tx)
     expect_member(payload, ("claim", "account"), "user-1", "transaction, claimed")
+
+    # GET /lookup: the support page's lookup box, a page for every answer.
+    lookup = ("/lookup", "GET")
+    _, _, page = request(store_url, "GET", "/lookup?id=870001", label="lookup", expect=200, as_operation=lookup)
+    if b'<svg class="timeline"' not in page or b"user-1" not in page:
+        failures.append("lookup: the page has no timeline, or not the account that claimed")
+    request(store_url, "GET", "/lookup?id=870999", label="lookup unknown", expect=404, as_operation=lookup)
+    request(store_url, "GET", "/lookup?id=a%2Fb", label="lookup, not an id", expect=400, as_operation=lookup)
+    request(store_url, "GET", "/lookup", label="lookup without an id", expect=400, as_operation=lookup)
+    request(store_url, "GET", "/lookup?id=MK5TTTVWJH", label="lookup of an order", expect=503, as_operation=lookup)
+    request(stateless_url, "GET", "/lookup?id=870001", label="lookup without a store", expect=503, as_operation=lookup)
     request(store_url, "POST", "/v1/transactions/870999/claim", account("user-1"), as_json, label="claim unknown",
             expect=404, as_operation=claim_op, code="not_found")
     request(store_url, "POST", claim, b'{"account": ""}', as_json, label="claim, empty account", expect=400,

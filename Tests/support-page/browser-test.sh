@@ -7,6 +7,7 @@
 # server accepts; INVALID_RECEIPT: one it rejects. Screenshots go to SCREENSHOT_DIR (default
 # /tmp/receiptd-support-page). Set RECEIPTD_DEVICE_ID to send a device id with the valid receipt.
 # Set RECEIPTD_JWS to a StoreKit 2 transaction JWS file to check that a pasted JWS shows its verdict and fields.
+# Set RECEIPTD_LOOKUP to a transaction id the server's ledger knows to check the lookup box and its timeline.
 # --skip-no-js leaves out the form submission with JavaScript disabled.
 # Installs Debian's chromium (without recommended extras) when missing, saying so; websocket-client goes into a
 # throwaway virtualenv (E2E_VENV to reuse one, see Tests/e2e/python-env.sh), never the system's Python.
@@ -15,7 +16,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 
 if [ $# -lt 3 ]; then
-    sed -n '2,12p' "$0" >&2
+    sed -n '2,13p' "$0" >&2
     exit 2
 fi
 
@@ -39,4 +40,5 @@ fi
 extra=()
 [ -z "${RECEIPTD_DEVICE_ID:-}" ] || extra+=(--device-id "$RECEIPTD_DEVICE_ID")
 [ -z "${RECEIPTD_JWS:-}" ] || extra+=(--jws "$RECEIPTD_JWS")
+[ -z "${RECEIPTD_LOOKUP:-}" ] || extra+=(--lookup "$RECEIPTD_LOOKUP")
 "$E2E_PYTHON" "$here/browser_test.py" "$@" "${extra[@]}"

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Drives headless Chromium over the DevTools protocol against receiptd's support page (GET /).
 
-    browser_test.py PORT VALID_RECEIPT INVALID_RECEIPT [SCREENSHOT_DIR] [--skip-no-js] [--device-id ID]
+    browser_test.py PORT VALID_RECEIPT INVALID_RECEIPT [SCREENSHOT_DIR] [--skip-no-js] [--device-id ID] [--jws FILE]
+                    [--lookup TRANSACTION_ID]
 
 For each receipt it asks the API (POST /v1/validate) what the verdict is, then does what a person does on the
 page: loads it, chooses the file, clicks "Check receipt", and reads what the page shows. It asserts that the
@@ -9,6 +10,10 @@ page shows the API's verdict, the error as the sentence SupportPage.swift maps i
 every product id; that pasted base64 works like a file; that nothing from the response became markup; and,
 with JavaScript disabled, that the plain form submission gets an HTML answer. A screenshot of each case is
 written to SCREENSHOT_DIR (default /tmp/receiptd-support-page). Exits 1 on the first failed assertion.
+
+With --lookup, it also types that transaction id into the lookup box, with and without JavaScript, and checks the
+page against GET /v1/subscriptions/{original}: the status, one bar per transaction, a refund mark per revoked one,
+the grace and billing-retry shading, and the events table; then an unknown id and an order id get their error page.
 """
 
 import base64
@@ -22,6 +27,7 @@ import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 import websocket  # websocket-client
@@ -269,11 +275,113 @@ def run_without_javascript(browser, port, name, path, device_id, answer, sentenc
         browser.call("Emulation.setScriptExecutionDisabled", value=False)
 
 
+READ_LOOKUP = """(() => {
+  const section = document.querySelector("section.subscription");
+  const verdict = document.getElementById("lookup-verdict");
+  return {
+    state: verdict ? verdict.dataset.state || "" : "", code: verdict ? verdict.dataset.code || "" : "",
+    matched: verdict ? verdict.dataset.matched || "" : "",
+    original: section ? section.dataset.originalTransactionId : "",
+    status: section ? section.querySelector(".status").dataset.status : "",
+    bars: Array.from(document.querySelectorAll("svg.timeline rect.bar")).map((r) => r.dataset.transactionId),
+    refunds: Array.from(document.querySelectorAll("svg.timeline g.refund")).map((g) => g.dataset.transactionId),
+    grace: document.querySelectorAll("svg.timeline rect.grace").length,
+    retry: document.querySelectorAll("svg.timeline rect.billing-retry").length,
+    now: document.querySelectorAll("svg.timeline g.now").length,
+    events: Array.from(document.querySelectorAll("table.events tbody tr")).map((r) => r.dataset.event),
+    scripts: document.querySelectorAll("script, iframe, img, link, [src]").length,
+    claims: Object.fromEntries(Array.from(document.querySelectorAll("table.transactions tbody tr[data-transaction-id]"))
+      .map((r) => [r.dataset.transactionId, r.querySelector("td.claim").textContent])),
+  };
+})()"""
+
+
+def api_json(port, path):
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def submit_lookup(browser, port, lookup_id, javascript):
+    """Types the id into the support page's lookup box and presses its button, as a person does."""
+    browser.call("Emulation.setScriptExecutionDisabled", value=not javascript)
+    try:
+        browser.navigate(f"http://127.0.0.1:{port}/")
+        if javascript:
+            browser.evaluate(f"document.getElementById('lookup-id').value = {json.dumps(lookup_id)}")
+        else:
+            browser.call("DOM.setAttributeValue", nodeId=browser.node("#lookup-id"), name="value", value=lookup_id)
+        browser.events.clear()
+        browser.click("#lookup-submit")
+        browser.wait_for_event("Page.loadEventFired")
+        history = browser.call("Page.getNavigationHistory")
+        url = history["entries"][history["currentIndex"]]["url"]
+        expect(urllib.parse.urlparse(url).path == "/lookup", f"lookup {lookup_id}: the box went to {url}, not /lookup")
+        expect(urllib.parse.parse_qs(urllib.parse.urlparse(url).query).get("id") == [lookup_id],
+               f"lookup {lookup_id}: the box sent {url}")
+        # Read with scripts on again: the page under test has none of its own either way.
+        browser.call("Emulation.setScriptExecutionDisabled", value=False)
+        return browser.evaluate(READ_LOOKUP)
+    finally:
+        browser.call("Emulation.setScriptExecutionDisabled", value=False)
+
+
+def run_lookup(browser, port, lookup_id, javascript, shots):
+    name = "lookup-js" if javascript else "lookup-no-js"
+    status, transaction = api_json(port, f"/v1/transactions/{lookup_id}")
+    expect(status == 200, f"{name}: GET /v1/transactions/{lookup_id} answered {status}: {transaction}")
+    original = transaction["transaction"]["original_transaction_id"]
+    status, subscription = api_json(port, f"/v1/subscriptions/{original}")
+    expect(status == 200, f"{name}: GET /v1/subscriptions/{original} answered {status}: {subscription}")
+    shown = submit_lookup(browser, port, lookup_id, javascript)
+    browser.screenshot(os.path.join(shots, f"{name}.png"))
+    expect(shown["state"] == "found", f"{name}: the page says {shown['state']} ({shown['code']}), not found")
+    expect(shown["original"] == original, f"{name}: shows subscription {shown['original']}, not {original}")
+    expect(shown["status"] == subscription["status"],
+           f"{name}: status {shown['status']}, the API says {subscription['status']}")
+    ids = sorted(t["transaction_id"] for t in subscription["transactions"])
+    expect(sorted(shown["bars"]) == ids, f"{name}: bars for {sorted(shown['bars'])}, the API has {ids}")
+    revoked = sorted(t["transaction_id"] for t in subscription["transactions"] if t.get("revocation_date"))
+    expect(sorted(shown["refunds"]) == revoked, f"{name}: refund marks on {shown['refunds']}, revoked: {revoked}")
+    in_grace_or_retry = subscription["is_in_billing_retry_period"] is True
+    expect((shown["grace"] > 0) == (in_grace_or_retry and subscription["grace_period_expires_date"] is not None),
+           f"{name}: {shown['grace']} grace period shading(s) for {subscription['grace_period_expires_date']}")
+    if subscription["status"] == "in_billing_retry":
+        expect(shown["retry"] == 1, f"{name}: no billing-retry shading while the API says in_billing_retry")
+    expect(shown["now"] == 1, f"{name}: the timeline does not mark now")
+    for event in ["purchase", "expiry", "now"] + (["refund"] if revoked else []):
+        expect(event in shown["events"], f"{name}: the events table has no {event} row: {shown['events']}")
+    for transaction_id in ids:
+        _, record = api_json(port, f"/v1/transactions/{transaction_id}")
+        account = (record.get("claim") or {}).get("account")
+        shown_claim = shown["claims"].get(transaction_id, "")
+        expect(account in shown_claim if account else shown_claim == "not claimed",
+               f"{name}: transaction {transaction_id} shows claim '{shown_claim}', the API says {account}")
+    expect(shown["scripts"] == 0, f"{name}: the lookup page has scripts or external assets ({shown['scripts']})")
+    print(f"ok: {name}: subscription {original} {shown['status']}, {len(shown['bars'])} bar(s), "
+          f"{len(shown['refunds'])} refund(s), {shown['grace']} grace, {shown['retry']} retry shading(s)")
+
+
+def run_lookup_errors(browser, port, shots):
+    for lookup_id, expected, javascript in [("999999999999", "not_found", False), ("MK5TTTVWJH", "server_api", True)]:
+        shown = submit_lookup(browser, port, lookup_id, javascript)
+        expect(shown["state"] == "error" and shown["code"].startswith(expected),
+               f"lookup {lookup_id}: the page shows {shown['state']} {shown['code']}, expected {expected}…")
+        print(f"ok: lookup {lookup_id}: error page {shown['code']}")
+    browser.screenshot(os.path.join(shots, "lookup-error.png"))
+
+
 def main(argv):
     args = [a for a in argv if not a.startswith("--")]
     skip_no_js = "--skip-no-js" in argv
     device_id = ""
     jws_path = ""
+    lookup_id = ""
+    if "--lookup" in argv:
+        lookup_id = argv[argv.index("--lookup") + 1]
+        args.remove(lookup_id)
     if "--jws" in argv:
         jws_path = argv[argv.index("--jws") + 1]
         args.remove(jws_path)
@@ -307,6 +415,11 @@ def main(argv):
         if not skip_no_js:
             run_without_javascript(browser, port, "no-js-valid", valid_path, device_id, valid, sentences, shots)
             run_without_javascript(browser, port, "no-js-invalid", invalid_path, "", invalid, sentences, shots)
+        if lookup_id:
+            run_lookup(browser, port, lookup_id, True, shots)
+            if not skip_no_js:
+                run_lookup(browser, port, lookup_id, False, shots)
+            run_lookup_errors(browser, port, shots)
     except Failure as failure:
         print(f"FAIL: {failure}", file=sys.stderr)
         return 1

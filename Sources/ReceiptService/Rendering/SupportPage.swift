@@ -12,9 +12,12 @@ import JSONText
 /// device id as `X-Device-Id`) and renders the JSON result. Without JavaScript the same form submits
 /// `multipart/form-data` with a `receipt` file part and a `device_id` field; the server answers that with HTML.
 ///
+/// Its lookup box is a plain `GET /lookup?id=…` form, answered with a page by the server, with or without JavaScript.
+///
 /// Everything taken from a response is inserted with `textContent`, never parsed as HTML.
 /// Element ids the browser test relies on: `#verdict` (with `data-state` = `valid`, `invalid` or `error`),
-/// `#error`, `#checks`, `#receipt`, `#purchases`, `#subscriptions`, `#request-id`.
+/// `#error`, `#checks`, `#receipt`, `#purchases`, `#subscriptions`, `#request-id`, `#lookup-form`, `#lookup-id`,
+/// `#lookup-submit`.
 public enum SupportPage {
     /// A sentence for people, by error code, for every code `/v1/validate` can answer with.
     ///
@@ -210,6 +213,21 @@ pre { overflow: auto; background: #f5f5f7; padding: .75rem; border-radius: 6px; 
   </div>
 
   <details><summary>Raw response</summary><pre id="raw"></pre></details>
+</section>
+
+<section id="lookup">
+<h2>Look up a purchase</h2>
+<p class="lead">What the ledger knows of a customer's purchase: its status now and a timeline of purchases, renewals,
+  refunds, grace and billing-retry periods.</p>
+<form id="lookup-form" method="get" action="/lookup" role="search">
+  <div>
+    <label for="lookup-id">Order id, transaction id or original transaction id
+      <span class="hint">(the order id is on the customer's emailed Apple receipt)</span></label>
+    <input id="lookup-id" name="id" type="text" required autocomplete="off" spellcheck="false"
+      placeholder="MK5TTTVWJH or 2000000123456789">
+  </div>
+  <button id="lookup-submit" type="submit">Look up</button>
+</form>
 </section>
 
 <script>

@@ -12,7 +12,7 @@ public enum APIScope: String, Sendable, Hashable, CaseIterable {
     case claim
     /// `GET /metrics`.
     case metrics
-    /// The support page `GET /` and the validation it posts to `POST /v1/validate`.
+    /// The support page `GET /`, the validation it posts to `POST /v1/validate`, and its lookup box `GET /lookup`.
     case support
 }
 

@@ -19,11 +19,12 @@ internal import CryptoFloor
 /// - `GET /v1/subscriptions/{original_transaction_id}`, `GET /v1/transactions/{transaction_id}`,
 ///   `POST /v1/transactions/{transaction_id}/claim`: what the ledger knows.
 /// - `POST /verifyReceipt`, `POST /sandbox/verifyReceipt`: drop-in for Apple's deprecated endpoint.
-/// - `GET /healthz`, `GET /readyz`, `GET /metrics`, `GET /` (the support page).
+/// - `GET /healthz`, `GET /readyz`, `GET /metrics`, `GET /` (the support page), `GET /lookup?id=` (its lookup box).
 public struct ReceiptRoutes: Sendable {
     /// The routes receiptd knows, named by their path template; `unmatched` labels everything else in metrics.
     enum Route: String, Sendable, CaseIterable {
         case supportPage = "/"
+        case lookup = "/lookup"
         case validate = "/v1/validate"
         case notifications = "/v1/notifications"
         case subscription = "/v1/subscriptions/{original_transaction_id}"
@@ -59,6 +60,9 @@ public struct ReceiptRoutes: Sendable {
             switch self {
             case .supportPage:
                 Declaration(method: .get, access: .scope(.support), usesLedger: false, listeners: .main)
+            // The support page's lookup box: an HTML view of the ledger, for support staff.
+            case .lookup:
+                Declaration(method: .get, access: .scope(.support), usesLedger: true, listeners: .main)
             // The support page posts its form here, so `support` alone is enough to use it.
             case .validate:
                 Declaration(method: .post, access: .scope(.validate, orAlso: [.support]), usesLedger: true, listeners: .main)
@@ -298,6 +302,7 @@ public struct ReceiptRoutes: Sendable {
                 status: .ok, headers: HTTPHeaders([(.contentType, "text/plain; version=0.0.4; charset=utf-8")]),
                 body: Array(metrics.exposition().utf8))
         case .supportPage: return html(status: 200, SupportPage.html)
+        case .lookup: return supportLookup(request)
         case .verifyReceipt, .sandboxVerifyReceipt, .unmatched: preconditionFailure("answered above")
         }
     }

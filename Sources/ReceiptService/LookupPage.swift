@@ -1,0 +1,344 @@
+import HTTP1Server
+import Ledger
+import ReceiptEngine
+
+/// The answer of `GET /lookup`: the ledger's view of one or more subscriptions, for support staff.
+///
+/// One self-contained document with no script and no external asset: the status now, a drawn timeline (inline SVG,
+/// see ``SubscriptionTimeline``), a legend, and a table of the same events for screen readers and for copying. Every
+/// value from the ledger is escaped; what Apple signed is still attacker-chosen text once a test root is trusted.
+///
+/// Accounts that claimed a transaction are shown: answering "where is my purchase?" needs to know which account it
+/// was granted to, and the page is behind the `support` scope. Device ids are never stored, so never shown.
+///
+/// Hooks for tests: `#lookup-form`, `#lookup-id`, `#lookup-verdict` (`data-state` `found` or `error`, `data-code`
+/// on errors), one `section.subscription` per subscription with `data-original-transaction-id`, `.status`
+/// (`data-status`), `svg.timeline`, `table.events` (rows with `data-event`), `table.transactions`.
+enum LookupPage {
+    /// What was looked up, and what the ledger knows of it.
+    struct Found: Sendable {
+        /// How the id was recognised; the page's `data-matched`.
+        enum Match: String, Sendable {
+            case transaction
+            case originalTransaction = "original_transaction"
+            case order
+        }
+
+        var matchedAs: Match
+        var subscriptions: [Subscription]
+    }
+
+    struct Subscription: Sendable {
+        var facts: SubscriptionFacts
+        /// Claims by transaction id.
+        var claims: [String: Claim]
+    }
+
+    static func page(id: String, found: Found, now: Int64) -> String {
+        var body = form(id: id)
+        let what =
+            switch found.matchedAs {
+            case .order: "order \(id)"
+            case .originalTransaction: "original transaction \(id)"
+            case .transaction: "transaction \(id)"
+            }
+        let count = found.subscriptions.count
+        body += "<p id=\"lookup-verdict\" data-state=\"found\" data-matched=\"\(found.matchedAs.rawValue)\">"
+            + "Found \(escape(what))"
+            + (found.matchedAs == .order ? ": \(count) purchase\(count == 1 ? "" : "s")" : "")
+            + " <span class=\"muted\">as of \(escape(dateText(now)))</span></p>\n"
+        if found.subscriptions.isEmpty {
+            body += "<p class=\"muted\">Nothing to show: no transaction in Apple's answer verified.</p>\n"
+        }
+        for (index, subscription) in found.subscriptions.enumerated() {
+            body += section(subscription, index: index, now: now)
+        }
+        return document(title: "Lookup: \(what)", body: body)
+    }
+
+    /// A lookup that found nothing, or could not ask: the code and message, and the box to try again.
+    static func errorPage(id: String, problem: RequestProblem) -> String {
+        let sentence =
+            switch problem.code {
+            case "not_found": "The ledger has never seen this id."
+            case "order_not_found": "Apple knows no such order."
+            case "bad_request": "This is not an id that can be looked up."
+            case "server_api_not_configured": "Order lookups need the App Store Server API."
+            case "server_api_unavailable": "Apple could not be asked right now. Try again shortly."
+            case "store_not_configured": "This server keeps no ledger."
+            case "store_unavailable": "The ledger cannot be reached right now. Try again shortly."
+            default: "The lookup failed."
+            }
+        let body = form(id: id)
+            + "<p id=\"lookup-verdict\" data-state=\"error\" data-code=\"\(escape(problem.code))\">"
+            + "\(escape(sentence))</p>\n"
+            + "<p id=\"lookup-error\">\(escape(problem.message)) <code>\(escape(problem.code))</code> "
+            + "(HTTP \(problem.status.code))</p>\n"
+        return document(title: "Lookup: nothing shown", body: body)
+    }
+
+    /// The lookup box; the support page has the same one.
+    static func form(id: String) -> String {
+        """
+        <form id="lookup-form" method="get" action="/lookup" role="search">
+        <label for="lookup-id">Order id, transaction id or original transaction id</label>
+        <input id="lookup-id" name="id" type="text" value="\(escape(id))" required autocomplete="off" spellcheck="false">
+        <button type="submit">Look up</button>
+        </form>
+
+        """
+    }
+
+    private static func section(_ subscription: Subscription, index: Int, now: Int64) -> String {
+        let facts = subscription.facts
+        let latest = facts.latestTransaction
+        let renewal = facts.renewal
+        let product = latest?.productID ?? renewal?.productID ?? "unknown product"
+        let (status, statusText) = currentStatus(facts, now: now)
+        var html = "<section class=\"subscription\" data-original-transaction-id=\"\(escape(facts.originalTransactionID))\">\n"
+        html += "<h2>\(facts.isAutoRenewable ? "Subscription" : "Purchase") "
+            + "<span class=\"mono\">\(escape(facts.originalTransactionID))</span>: \(escape(product))</h2>\n"
+        html += "<p class=\"status\" data-status=\"\(escape(status))\"><strong>\(escape(headline(status)))</strong>"
+            + (statusText.isEmpty ? "" : ": \(escape(statusText))") + " <code>\(escape(status))</code></p>\n"
+
+        var details: [(String, String)] = [
+            ("Product", product), ("Environment", latest?.environment ?? renewal?.environment ?? "—"),
+        ]
+        if facts.isAutoRenewable {
+            details += [
+                ("Expires", latest?.expiresDate.map(dateText) ?? "—"),
+                ("Auto-renew", renewal?.autoRenewStatus.map { $0 ? "on" : "off" } ?? "—"),
+                ("Renews to", renewal?.autoRenewProductID ?? "—"),
+                ("Billing retry", renewal?.isInBillingRetryPeriod.map { $0 ? "yes" : "no" } ?? "—"),
+                ("Grace period ends", renewal?.gracePeriodExpiresDate.map(dateText) ?? "—"),
+                ("Expiration intent", renewal?.expirationIntent.map(expirationIntentText) ?? "—"),
+            ]
+        }
+        details += [
+            (
+                "Last notification",
+                facts.lastNotification.map {
+                    $0.type + ($0.subtype.map { " / \($0)" } ?? "") + ", " + dateText($0.signedDate)
+                } ?? "—"
+            ),
+            ("Ledger updated", dateText(facts.updatedAt)),
+        ]
+        html += "<dl class=\"details\">"
+            + details.map { "<dt>\(escape($0.0))</dt><dd>\(escape($0.1))</dd>" }.joined() + "</dl>\n"
+
+        let timeline = SubscriptionTimeline(facts, now: now)
+        html += "<h3>Timeline</h3>\n<figure>\n" + timeline.svg(index: index) + "\n"
+        html += "<figcaption>" + legend(timeline) + "</figcaption>\n</figure>\n"
+
+        html += "<h3>Events</h3>\n<table class=\"events\">\n<caption>The timeline's events, oldest first</caption>\n"
+        html += "<thead><tr><th scope=\"col\">Date (UTC)</th><th scope=\"col\">Event</th>"
+            + "<th scope=\"col\">Transaction</th><th scope=\"col\">Product</th><th scope=\"col\">Details</th></tr></thead>\n<tbody>\n"
+        for event in timeline.events {
+            html += "<tr data-event=\"\(escape(event.kind))\"><td>\(escape(dateText(event.date)))</td>"
+                + "<td>\(escape(event.title))</td><td class=\"mono\">\(escape(event.transactionID ?? "—"))</td>"
+                + "<td class=\"mono\">\(escape(event.productID ?? "—"))</td><td>\(escape(event.detail))</td></tr>\n"
+        }
+        html += "<tr data-event=\"now\"><td>\(escape(dateText(now)))</td><td>Now (this page)</td><td>—</td><td>—</td>"
+            + "<td>\(escape(headline(status)))</td></tr>\n"
+        html += "</tbody>\n</table>\n"
+
+        html += "<h3>Transactions</h3>\n<table class=\"transactions\">\n"
+        html += "<thead><tr><th scope=\"col\">Transaction</th><th scope=\"col\">Product</th><th scope=\"col\">Purchased</th>"
+            + "<th scope=\"col\">Expires</th><th scope=\"col\">Revoked</th><th scope=\"col\">Claimed by</th></tr></thead>\n<tbody>\n"
+        // Newest first, as the ledger's JSON lists them.
+        for transaction in facts.transactions {
+            let revoked = transaction.revocationDate.map {
+                dateText($0) + " (" + revocationReasonText(transaction.revocationReason) + ")"
+            } ?? (transaction.isUpgraded == true ? "upgraded" : "no")
+            let claim = subscription.claims[transaction.transactionID].map { "\($0.account), \(dateText($0.claimedAt))" }
+                ?? "not claimed"
+            html += "<tr data-transaction-id=\"\(escape(transaction.transactionID))\">"
+                + "<td class=\"mono\">\(escape(transaction.transactionID))</td><td class=\"mono\">\(escape(transaction.productID))</td>"
+                + "<td>\(escape(transaction.purchaseDate.map(dateText) ?? "—"))</td>"
+                + "<td>\(escape(transaction.expiresDate.map(dateText) ?? "—"))</td>"
+                + "<td>\(escape(revoked))</td><td class=\"claim\">\(escape(claim))</td></tr>\n"
+        }
+        if facts.transactions.isEmpty {
+            html += "<tr><td colspan=\"6\">Known only through renewal info: no transaction has reached the ledger.</td></tr>\n"
+        }
+        return html + "</tbody>\n</table>\n</section>\n"
+    }
+
+    /// The subscription's status now: the same `status` as `GET /v1/subscriptions/{id}`, and one-time purchases named
+    /// as such.
+    private static func currentStatus(_ facts: SubscriptionFacts, now: Int64) -> (status: String, text: String) {
+        let latest = facts.latestTransaction
+        guard facts.isAutoRenewable else {
+            if let revoked = latest?.revocationDate { return ("revoked", "refunded or revoked \(dateText(revoked))") }
+            return ("one_time_purchase", latest?.type.map { "\($0), owned" } ?? "owned")
+        }
+        let state = facts.status(at: now) ?? .expired
+        let expires = latest?.expiresDate.map(dateText) ?? "—"
+        let text: String
+        switch state {
+        case .active:
+            text = facts.renewal?.autoRenewStatus == false ? "until \(expires), will not renew" : "renews \(expires)"
+        case .inGracePeriod:
+            text = "payment failed; access kept until \(facts.renewal?.gracePeriodExpiresDate.map(dateText) ?? "—")"
+        case .inBillingRetry:
+            text = "payment failed \(expires); Apple is retrying, no access meanwhile"
+        case .expired:
+            text = "\(expires)" + (facts.renewal?.expirationIntent.map { ", " + expirationIntentText($0) } ?? "")
+        case .revoked:
+            text = "refunded or revoked \(latest?.revocationDate.map(dateText) ?? "—")"
+        case .upgraded:
+            text = "moved to a higher product of its group; that transaction has not reached the ledger yet"
+        }
+        return (state.rawValue, text)
+    }
+
+    private static func headline(_ status: String) -> String {
+        switch status {
+        case "active": "Active"
+        case "in_grace_period": "In billing grace period"
+        case "in_billing_retry": "In billing retry"
+        case "expired": "Expired"
+        case "revoked": "Refunded or revoked"
+        case "upgraded": "Upgraded"
+        case "one_time_purchase": "One-time purchase"
+        default: status
+        }
+    }
+
+    /// Only what this drawing shows, each swatch drawn with the same class as in the SVG.
+    private static func legend(_ timeline: SubscriptionTimeline) -> String {
+        var items = [("bar", "purchase or renewal (one bar per transaction)")]
+        if timeline.bars.count > 1 { items.append(("bar alternate", "the next renewal")) }
+        if timeline.bars.contains(where: \.isUpgraded) { items.append(("bar upgraded", "upgraded away")) }
+        if timeline.bars.contains(where: { $0.revokedAt != nil }) { items.append(("revoked-part", "refunded or revoked")) }
+        if timeline.periods.contains(where: { $0.kind == .grace }) {
+            items.append(("grace", "billing grace period (access kept)"))
+        }
+        if timeline.periods.contains(where: { $0.kind == .billingRetry }) {
+            items.append(("billing-retry", "billing retry (no access)"))
+        }
+        if timeline.expiry != nil { items.append(("expiry-line", "expiry")) }
+        items.append(("now-line", "now"))
+        return "<ul class=\"legend\">" + items.map { style, text in
+            "<li><svg width=\"18\" height=\"12\" aria-hidden=\"true\"><rect class=\"\(style)\" x=\"0\" y=\"0\" "
+                + "width=\"18\" height=\"12\" rx=\"2\"/></svg> \(escape(text))</li>"
+        }.joined() + "</ul>"
+    }
+
+    // MARK: - Words
+
+    static func dateText(_ milliseconds: Int64) -> String {
+        let text = ReceiptDate(millisecondsSince1970: milliseconds).rfc3339
+        return text.readableUTC()
+    }
+
+    static func dayText(_ milliseconds: Int64) -> String {
+        String(ReceiptDate(millisecondsSince1970: milliseconds).rfc3339.prefix(10))
+    }
+
+    /// Apple's `revocationReason`.
+    static func revocationReasonText(_ reason: Int?) -> String {
+        switch reason {
+        case 0: "refunded for another reason (0)"
+        case 1: "refunded for an issue in the app (1)"
+        case let reason?: "reason \(reason)"
+        case nil: "no reason given"
+        }
+    }
+
+    /// Apple's `expirationIntent`.
+    static func expirationIntentText(_ intent: Int) -> String {
+        switch intent {
+        case 1: "the customer cancelled (1)"
+        case 2: "billing error (2)"
+        case 3: "the customer did not agree to a price increase (3)"
+        case 4: "the product was not available (4)"
+        case 5: "other reason (5)"
+        default: "intent \(intent)"
+        }
+    }
+
+    private static func escape(_ text: String) -> String { ResultHTML.escape(text) }
+
+    private static func document(title: String, body: String) -> String {
+        """
+        <!DOCTYPE html>
+        <html lang="en">
+        <head>
+        <meta charset="utf-8">
+        <meta name="viewport" content="width=device-width, initial-scale=1">
+        <title>\(escape(title)) — receiptd</title>
+        <style>
+        :root { --fg: #1d1d1f; --muted: #6e6e73; --line: #d2d2d7; }
+        body { margin: 0 auto; max-width: 62rem; padding: 1.5rem; color: var(--fg);
+               font: 15px/1.45 -apple-system, BlinkMacSystemFont, "Segoe UI", Roboto, Helvetica, Arial, sans-serif; }
+        h1 { font-size: 1.4rem; margin: 0 0 1rem; }
+        h2 { font-size: 1.15rem; margin: 2rem 0 .4rem; }
+        h3 { font-size: 1rem; margin: 1.2rem 0 .4rem; }
+        form { display: flex; flex-wrap: wrap; gap: .5rem; align-items: center; }
+        form label { flex-basis: 100%; font-weight: 600; }
+        input[type=text] { flex: 1; min-width: 16rem; padding: .45rem; border: 1px solid var(--line); border-radius: 6px;
+               font: 14px ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
+        button { padding: .5rem 1.2rem; font-size: 1rem; border: 0; border-radius: 6px; background: #0066cc; color: #fff; }
+        #lookup-verdict { font-size: 1.15rem; font-weight: 600; margin: 1.2rem 0 .3rem; }
+        #lookup-verdict[data-state=error] { color: #8a5a00; }
+        .muted, code { color: var(--muted); font-weight: normal; }
+        .mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; overflow-wrap: break-word; }
+        .status { font-size: 1.05rem; }
+        .status[data-status=active] strong { color: #1a7f37; }
+        .status[data-status=expired] strong, .status[data-status=revoked] strong { color: #b3261e; }
+        .status[data-status=in_grace_period] strong, .status[data-status=in_billing_retry] strong { color: #8a5a00; }
+        dl.details { display: grid; grid-template-columns: max-content 1fr; gap: .15rem 1rem; margin: .5rem 0; }
+        dt { color: var(--muted); }
+        dd { margin: 0; }
+        figure { margin: .5rem 0; }
+        svg.timeline { display: block; max-width: 100%; height: auto; font-size: 13px; }
+        svg text { fill: var(--fg); }
+        .row-label { fill: var(--muted); font-weight: 600; }
+        .axis { stroke: var(--muted); }
+        .tick { stroke: #ececf0; }
+        .tick-label { fill: var(--muted); }
+        .bar { fill: #0066cc; }
+        .bar.alternate { fill: #4d94db; }
+        .bar.upgraded { fill: #a3adb8; }
+        .bar.one-time { fill: #5b3cc4; }
+        .bar-label, .period-label { fill: #fff; font-size: 11px; }
+        .revoked-part { fill: #b3261e; }
+        .refund line { stroke: #b3261e; stroke-width: 2; }
+        .refund text { fill: #b3261e; font-weight: 600; }
+        .grace { fill: #f2b233; }
+        .billing-retry { fill: #e8833a; }
+        .period-label { fill: #1d1d1f; }
+        .expiry line { stroke: #6e6e73; stroke-width: 1.5; stroke-dasharray: 4 3; }
+        .now line { stroke: #1a7f37; stroke-width: 2; }
+        .now text { fill: #1a7f37; font-weight: 600; }
+        .expiry-line { fill: #6e6e73; }
+        .now-line { fill: #1a7f37; }
+        ul.legend { list-style: none; display: flex; flex-wrap: wrap; gap: .3rem 1.2rem; padding: 0; margin: .4rem 0;
+               font-size: .85rem; color: var(--muted); }
+        ul.legend svg { vertical-align: -1px; }
+        table { border-collapse: collapse; width: 100%; font-size: .88rem; }
+        caption { text-align: left; color: var(--muted); font-size: .85rem; padding-bottom: .3rem; }
+        th, td { text-align: left; padding: .3rem .5rem; border-bottom: 1px solid var(--line); vertical-align: top; }
+        th { color: var(--muted); font-weight: 600; }
+        </style>
+        </head>
+        <body>
+        <h1>Look up a purchase</h1>
+        \(body)<p><a href="/">Back to the support page</a></p>
+        </body>
+        </html>
+
+        """
+    }
+}
+
+extension String {
+    /// `2026-11-24T20:44:46Z` as `2026-11-24 20:44:46 UTC`: easier to read aloud to a customer.
+    fileprivate func readableUTC() -> String {
+        var text = self
+        if let t = text.firstIndex(of: "T") { text.replaceSubrange(t...t, with: " ") }
+        if text.hasSuffix("Z") { text.removeLast(); text += " UTC" }
+        return text
+    }
+}

@@ -1,0 +1,408 @@
+import Ledger
+import ReceiptEngine
+
+/// A subscription's history as the ledger knows it, laid out in time: one bar per transaction (renewals follow each
+/// other), refunds, the current grace or billing-retry period, the expiry and "now". Dates are Unix milliseconds.
+///
+/// Only the newest renewal info is stored, so only the current grace or billing-retry period can be drawn; earlier
+/// ones show as gaps between bars.
+struct SubscriptionTimeline: Sendable, Hashable {
+    struct Bar: Sendable, Hashable {
+        var transactionID: String
+        var productID: String
+        var start: Int64
+        /// Nil for a purchase that does not expire (a one-time purchase).
+        var end: Int64?
+        var revokedAt: Int64?
+        var revocationReason: Int?
+        var isUpgraded: Bool
+        /// Which row it is drawn on: transactions that overlap (an upgrade's old and new periods) go on separate rows.
+        var lane: Int
+    }
+
+    enum PeriodKind: String, Sendable, Hashable {
+        case grace = "grace"
+        case billingRetry = "billing-retry"
+    }
+
+    struct Period: Sendable, Hashable {
+        var kind: PeriodKind
+        var start: Int64
+        var end: Int64
+        /// Still running at `now`; `end` is then `now`, not when it will end.
+        var isOngoing: Bool
+    }
+
+    /// One line of the events table, the drawing's text alternative.
+    struct Event: Sendable, Hashable {
+        /// A stable word for tests and styles: `purchase`, `renewal`, `product_change`, `refund`, `grace_period`,
+        /// `billing_retry`, `expiry`, `notification`.
+        var kind: String
+        var date: Int64
+        var title: String
+        var transactionID: String?
+        var productID: String?
+        var detail: String
+    }
+
+    var bars: [Bar]
+    var periods: [Period]
+    /// The deciding transaction's expiry, if it has one.
+    var expiry: Int64?
+    var now: Int64
+    var events: [Event]
+    /// The drawn span, `start` < `end`.
+    var start: Int64
+    var end: Int64
+    var laneCount: Int { (bars.map(\.lane).max() ?? 0) + 1 }
+
+    /// Rows beyond this share the last one: a drawing stays readable, and the table lists everything anyway.
+    static let maximumLanes = 4
+    /// Dates outside year 1 to 9999 are clamped for drawing; nothing Apple signs comes near them.
+    static let earliest: Int64 = -62_135_596_800_000
+    static let latest: Int64 = 253_402_300_799_999
+
+    init(_ facts: SubscriptionFacts, now: Int64) {
+        let clamp = { (date: Int64) in min(max(date, Self.earliest), Self.latest) }
+        let now = clamp(now)
+        // Oldest first; ties by id so that the drawing never depends on the store's order.
+        let transactions = facts.transactions.sorted {
+            (clamp($0.purchaseDate ?? $0.signedDate), $0.transactionID) < (clamp($1.purchaseDate ?? $1.signedDate), $1.transactionID)
+        }
+        var laneEnds: [Int64] = []
+        var bars: [Bar] = []
+        for facts in transactions {
+            let start = clamp(facts.purchaseDate ?? facts.signedDate)
+            let end = facts.expiresDate.map { max(clamp($0), start) }
+            let lane =
+                laneEnds.firstIndex { $0 <= start }
+                ?? (laneEnds.count < Self.maximumLanes ? laneEnds.count : Self.maximumLanes - 1)
+            if lane == laneEnds.count { laneEnds.append(.min) }
+            laneEnds[lane] = max(laneEnds[lane], end ?? start)
+            bars.append(
+                Bar(
+                    transactionID: facts.transactionID, productID: facts.productID, start: start, end: end,
+                    revokedAt: facts.revocationDate.map(clamp), revocationReason: facts.revocationReason,
+                    isUpgraded: facts.isUpgraded == true, lane: lane))
+        }
+
+        let latest = facts.latestTransaction
+        let expiry = latest?.expiresDate.map(clamp)
+        var periods: [Period] = []
+        if let expiry, latest?.revocationDate == nil, let renewal = facts.renewal,
+            renewal.isInBillingRetryPeriod == true
+        {
+            var retryStart = expiry
+            if let graceEnd = renewal.gracePeriodExpiresDate.map(clamp), graceEnd > expiry {
+                periods.append(Period(kind: .grace, start: expiry, end: graceEnd, isOngoing: now < graceEnd && now >= expiry))
+                retryStart = graceEnd
+            }
+            // Apple keeps retrying after the grace period; what is drawn is what has happened so far.
+            if now > retryStart {
+                periods.append(Period(kind: .billingRetry, start: retryStart, end: now, isOngoing: true))
+            }
+        }
+
+        self.bars = bars
+        self.periods = periods
+        self.expiry = expiry
+        self.now = now
+        self.events = Self.events(bars: bars, periods: periods, expiry: expiry, now: now, facts: facts)
+        let dates = bars.flatMap { [$0.start, $0.end, $0.revokedAt].compactMap { $0 } } + periods.map(\.end) + [now]
+        let (first, last) = (dates.min() ?? now, dates.max() ?? now)
+        // A margin either side, so that a marker at an edge stays visible; at least a day in all.
+        let margin = max((last - first) / 25, 43_200_000)
+        self.start = max(first - margin, Self.earliest)
+        self.end = min(last + margin, Self.latest)
+    }
+
+    private static func events(
+        bars: [Bar], periods: [Period], expiry: Int64?, now: Int64, facts: SubscriptionFacts
+    ) -> [Event] {
+        var events: [Event] = []
+        var previousProduct: String?
+        for (index, bar) in bars.enumerated() {
+            let kind: String
+            let title: String
+            if index == 0 {
+                (kind, title) = ("purchase", "Purchased")
+            } else if bar.productID != previousProduct {
+                (kind, title) = ("product_change", "Changed product")
+            } else {
+                (kind, title) = ("renewal", "Renewed")
+            }
+            previousProduct = bar.productID
+            var detail = bar.end.map { "until \(LookupPage.dateText($0))" } ?? "does not expire"
+            if bar.isUpgraded { detail += "; upgraded to a higher product of its group" }
+            events.append(
+                Event(
+                    kind: kind, date: bar.start, title: title, transactionID: bar.transactionID,
+                    productID: bar.productID, detail: detail))
+            if let revokedAt = bar.revokedAt {
+                events.append(
+                    Event(
+                        kind: "refund", date: revokedAt, title: "Refunded or revoked", transactionID: bar.transactionID,
+                        productID: bar.productID, detail: LookupPage.revocationReasonText(bar.revocationReason)))
+            }
+        }
+        // Before the grace period that starts at the same instant.
+        if let expiry, let latest = facts.latestTransaction {
+            events.append(
+                Event(
+                    kind: "expiry", date: expiry, title: expiry <= now ? "Expired" : "Expires",
+                    transactionID: latest.transactionID, productID: latest.productID,
+                    detail: facts.renewal?.autoRenewStatus == true && expiry > now ? "renews automatically" : ""))
+        }
+        for period in periods {
+            switch period.kind {
+            case .grace:
+                events.append(
+                    Event(
+                        kind: "grace_period", date: period.start, title: "Billing grace period",
+                        transactionID: nil, productID: nil,
+                        detail: "payment failed, access kept while Apple retries, until \(LookupPage.dateText(period.end))"))
+            case .billingRetry:
+                events.append(
+                    Event(
+                        kind: "billing_retry", date: period.start, title: "Billing retry",
+                        transactionID: nil, productID: nil,
+                        detail: "payment failed, no access while Apple retries (still retrying)"))
+            }
+        }
+        if let notification = facts.lastNotification {
+            events.append(
+                Event(
+                    kind: "notification", date: notification.signedDate, title: "Last notification from Apple",
+                    transactionID: nil, productID: nil,
+                    detail: notification.type + (notification.subtype.map { " / \($0)" } ?? "")))
+        }
+        // Stable: by date, then the order above (a purchase before its refund on the same millisecond).
+        return events.enumerated().sorted { ($0.element.date, $0.offset) < ($1.element.date, $1.offset) }.map(\.element)
+    }
+}
+
+// MARK: - Drawing
+
+extension SubscriptionTimeline {
+    static let width = 960.0
+    static let left = 110.0
+    static let right = 24.0
+    static let markerRow = 34.0
+    static let laneHeight = 30.0
+    static let barHeight = 22.0
+    static let billingRow = 30.0
+    static let axisRow = 36.0
+
+    /// Inline SVG: no script, no external reference, every text escaped. `index` keeps ids unique when a page draws
+    /// several subscriptions.
+    func svg(index: Int) -> String {
+        let plot = Self.width - Self.left - Self.right
+        let span = Double(end - start)
+        func x(_ date: Int64) -> Double { Self.left + plot * Double(date - start) / span }
+        let lanesBottom = Self.markerRow + Double(laneCount) * Self.laneHeight
+        let billingTop = lanesBottom
+        let axisY = lanesBottom + (periods.isEmpty ? 0 : Self.billingRow) + 6
+        let height = axisY + Self.axisRow
+        func escape(_ text: String) -> String { ResultHTML.escape(text) }
+        let titleID = "timeline-title-\(index)"
+        let descriptionID = "timeline-description-\(index)"
+
+        var svg = """
+            <svg class="timeline" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 \(Self.number(Self.width)) \
+            \(Self.number(height))" width="100%" role="img" aria-labelledby="\(titleID) \(descriptionID)">
+            <title id="\(titleID)">Timeline of the subscription</title>
+            <desc id="\(descriptionID)">\(bars.count) transaction(s) from \(escape(LookupPage.dateText(start))) to \
+            \(escape(LookupPage.dateText(end))); every event is listed in the table below the drawing.</desc>
+
+            """
+        // Row names.
+        for lane in 0..<laneCount {
+            let y = Self.markerRow + Double(lane) * Self.laneHeight + Self.barHeight / 2 + 4
+            let name = lane == 0 ? "Purchases" : ""
+            svg += "<text class=\"row-label\" x=\"\(Self.number(Self.left - 10))\" y=\"\(Self.number(y))\" "
+                + "text-anchor=\"end\">\(name)</text>\n"
+        }
+        if !periods.isEmpty {
+            svg += "<text class=\"row-label\" x=\"\(Self.number(Self.left - 10))\" "
+                + "y=\"\(Self.number(billingTop + Self.barHeight / 2 + 4))\" text-anchor=\"end\">Billing</text>\n"
+        }
+
+        // The axis and its ticks.
+        svg += "<line class=\"axis\" x1=\"\(Self.number(Self.left))\" y1=\"\(Self.number(axisY))\" "
+            + "x2=\"\(Self.number(Self.width - Self.right))\" y2=\"\(Self.number(axisY))\"/>\n"
+        for tick in Self.ticks(from: start, to: end) {
+            let tx = x(tick.date)
+            svg += "<line class=\"tick\" x1=\"\(Self.number(tx))\" y1=\"\(Self.number(Self.markerRow - 4))\" "
+                + "x2=\"\(Self.number(tx))\" y2=\"\(Self.number(axisY + 5))\"/>\n"
+            svg += "<text class=\"tick-label\" x=\"\(Self.number(tx))\" y=\"\(Self.number(axisY + 20))\" "
+                + "text-anchor=\"middle\">\(escape(tick.label))</text>\n"
+        }
+
+        // Transactions.
+        for (position, bar) in bars.enumerated() {
+            let y = Self.markerRow + Double(bar.lane) * Self.laneHeight
+            let x0 = x(bar.start)
+            // A purchase that does not expire is a short block where it was bought.
+            let x1 = bar.end.map { max(x($0), x0 + 3) } ?? x0 + 6
+            var classes = ["bar"]
+            if position % 2 == 1 { classes.append("alternate") }
+            if bar.isUpgraded { classes.append("upgraded") }
+            if bar.end == nil { classes.append("one-time") }
+            if bar.revokedAt != nil { classes.append("revoked") }
+            let period = bar.end.map { "\(LookupPage.dateText(bar.start)) to \(LookupPage.dateText($0))" }
+                ?? "bought \(LookupPage.dateText(bar.start))"
+            svg += "<rect class=\"\(classes.joined(separator: " "))\" data-transaction-id=\"\(escape(bar.transactionID))\" "
+                + "x=\"\(Self.number(x0))\" y=\"\(Self.number(y))\" width=\"\(Self.number(x1 - x0))\" "
+                + "height=\"\(Self.number(Self.barHeight))\" rx=\"3\">"
+                + "<title>Transaction \(escape(bar.transactionID)), \(escape(bar.productID)): \(escape(period))</title></rect>\n"
+            // Apple ids are digits; about 7 units a character at this size.
+            if x1 - x0 > Double(bar.transactionID.count) * 7 + 10 {
+                svg += "<text class=\"bar-label\" x=\"\(Self.number(x0 + 5))\" y=\"\(Self.number(y + Self.barHeight / 2 + 4))\">"
+                    + "\(escape(bar.transactionID))</text>\n"
+            }
+            if let revokedAt = bar.revokedAt {
+                let rx = x(revokedAt)
+                if let end = bar.end, revokedAt < end {
+                    svg += "<rect class=\"revoked-part\" x=\"\(Self.number(rx))\" y=\"\(Self.number(y))\" "
+                        + "width=\"\(Self.number(max(x(end) - rx, 2)))\" height=\"\(Self.number(Self.barHeight))\"/>\n"
+                }
+                svg += "<g class=\"refund\" data-transaction-id=\"\(escape(bar.transactionID))\">"
+                    + "<title>Refunded or revoked \(escape(LookupPage.dateText(revokedAt))): transaction "
+                    + "\(escape(bar.transactionID))</title>"
+                    + "<line x1=\"\(Self.number(rx))\" y1=\"\(Self.number(y - 4))\" x2=\"\(Self.number(rx))\" "
+                    + "y2=\"\(Self.number(y + Self.barHeight + 4))\"/>"
+                    + "<text x=\"\(Self.number(rx + 3))\" y=\"\(Self.number(y - 3))\">refund</text></g>\n"
+            }
+        }
+
+        // The current grace and billing-retry periods.
+        for period in periods {
+            let x0 = x(period.start)
+            let x1 = max(x(period.end), x0 + 3)
+            let name = period.kind == .grace ? "grace period" : "billing retry"
+            let until = period.isOngoing && period.kind == .billingRetry
+                ? "still retrying" : "until \(LookupPage.dateText(period.end))"
+            svg += "<rect class=\"\(period.kind.rawValue)\" x=\"\(Self.number(x0))\" y=\"\(Self.number(billingTop))\" "
+                + "width=\"\(Self.number(x1 - x0))\" height=\"\(Self.number(Self.barHeight))\" rx=\"3\">"
+                + "<title>\(name) from \(escape(LookupPage.dateText(period.start))), \(escape(until))</title></rect>\n"
+            if x1 - x0 > Double(name.count) * 7 + 10 {
+                svg += "<text class=\"period-label\" x=\"\(Self.number(x0 + 5))\" "
+                    + "y=\"\(Self.number(billingTop + Self.barHeight / 2 + 4))\">\(name)</text>\n"
+            }
+        }
+
+        // The expiry and now: vertical lines over every row, labels above, on the side away from each other.
+        let expiryFirst = (expiry ?? now) <= now
+        if let expiry {
+            svg += marker(
+                "expiry", at: x(expiry), label: (expiry <= now ? "expired " : "expires ") + LookupPage.dayText(expiry),
+                labelY: 14, toTheLeft: expiryFirst, bottom: axisY)
+        }
+        svg += marker(
+            "now", at: x(now), label: "now " + LookupPage.dayText(now), labelY: expiry == nil ? 14 : 28,
+            toTheLeft: expiry != nil && !expiryFirst, bottom: axisY)
+        return svg + "</svg>"
+    }
+
+    private func marker(_ kind: String, at x: Double, label: String, labelY: Double, toTheLeft: Bool, bottom: Double) -> String {
+        // Near an edge the label goes inwards whatever the other marker does.
+        let leftwards = x > Self.width - 160 ? true : (x < Self.left + 160 ? false : toTheLeft)
+        let textX = leftwards ? x - 4 : x + 4
+        return "<g class=\"\(kind)\"><line x1=\"\(Self.number(x))\" y1=\"\(Self.number(labelY - 10))\" "
+            + "x2=\"\(Self.number(x))\" y2=\"\(Self.number(bottom))\"/>"
+            + "<text x=\"\(Self.number(textX))\" y=\"\(Self.number(labelY))\" "
+            + "text-anchor=\"\(leftwards ? "end" : "start")\">\(ResultHTML.escape(label))</text></g>\n"
+    }
+
+    /// One decimal is plenty for a 960-unit drawing, and keeps the page byte-for-byte stable.
+    static func number(_ value: Double) -> String {
+        let tenths = (value * 10).rounded()
+        guard tenths.isFinite, abs(tenths) < 1e12 else { return "0" }
+        let whole = Int64(tenths)
+        let sign = whole < 0 ? "-" : ""
+        let magnitude = whole.magnitude
+        return magnitude % 10 == 0 ? "\(sign)\(magnitude / 10)" : "\(sign)\(magnitude / 10).\(magnitude % 10)"
+    }
+
+    // MARK: - Ticks
+
+    struct Tick: Sendable, Hashable {
+        var date: Int64
+        var label: String
+    }
+
+    /// Calendar-aligned ticks, at most about eight: days or weeks for a short span, then months, quarters, years.
+    static func ticks(from start: Int64, to end: Int64) -> [Tick] {
+        let day: Int64 = 86_400_000
+        let spanDays = (end - start) / day
+        let maximum: Int64 = 8
+        if spanDays <= 60 {
+            let step = [1, 2, 7, 14, 30].first { spanDays / $0 <= maximum } ?? 30
+            var date = floorDivision(start, day) * day
+            if date < start { date += day }
+            var ticks: [Tick] = []
+            while date <= end, ticks.count <= maximum + 1 {
+                ticks.append(Tick(date: date, label: LookupPage.dayText(date)))
+                date += step * day
+            }
+            return ticks
+        }
+        let spanMonths = spanDays / 30
+        let step = [1, 2, 3, 6, 12].first { spanMonths / $0 <= maximum } ?? 12 * max(1, (spanMonths / 12 + maximum - 1) / maximum)
+        let first = CivilDate(days: floorDivision(start, day))
+        // The first month boundary at or after `start` that is a multiple of `step` months into the year.
+        var monthIndex = first.year * 12 + (first.month - 1) + 1
+        while monthIndex % step != 0 { monthIndex += 1 }
+        var ticks: [Tick] = []
+        while ticks.count <= maximum + 1 {
+            let civil = CivilDate(year: floorDivision(monthIndex, 12), month: monthIndex - floorDivision(monthIndex, 12) * 12 + 1, day: 1)
+            let date = civil.daysSince1970 * day
+            guard date <= end else { break }
+            let label = step >= 12 ? "\(civil.year)" : civil.monthText
+            if date >= start { ticks.append(Tick(date: date, label: label)) }
+            monthIndex += step
+        }
+        return ticks
+    }
+
+    private static func floorDivision(_ value: Int64, _ divisor: Int64) -> Int64 {
+        let quotient = value / divisor
+        return value % divisor < 0 ? quotient - 1 : quotient
+    }
+}
+
+/// A proleptic Gregorian date, converted without Foundation's calendars (Howard Hinnant's `days_from_civil`).
+struct CivilDate: Sendable, Hashable {
+    var year: Int64
+    var month: Int64
+    var day: Int64
+
+    init(year: Int64, month: Int64, day: Int64) {
+        (self.year, self.month, self.day) = (year, month, day)
+    }
+
+    init(days: Int64) {
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1_460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let shiftedMonth = (5 * dayOfYear + 2) / 153
+        day = dayOfYear - (153 * shiftedMonth + 2) / 5 + 1
+        month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
+        year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+    }
+
+    var daysSince1970: Int64 {
+        let shiftedYear = month <= 2 ? year - 1 : year
+        let era = (shiftedYear >= 0 ? shiftedYear : shiftedYear - 399) / 400
+        let yearOfEra = shiftedYear - era * 400
+        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
+    }
+
+    private static let monthNames = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+
+    var monthText: String { "\(Self.monthNames[Int(month - 1)]) \(year)" }
+}

@@ -1,0 +1,119 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import AppStoreServerAPI
+import HTTP1Server
+import JSONText
+import Ledger
+import ReceiptEngine
+
+/// `GET /lookup?id=…`: the support page's lookup box. An id is a transaction id (shown with its whole subscription),
+/// an original transaction id, or an order id from the customer's emailed Apple receipt; the answer is always a page.
+extension ReceiptRoutes {
+    func supportLookup(_ request: HTTPRequest) -> HTTPResponse {
+        // People paste ids out of emails with the spaces around them.
+        let id = (request.queryValue("id") ?? "").trimmed(of: " \t\r\n")
+        func failure(_ problem: RequestProblem) -> HTTPResponse {
+            html(status: problem.status, LookupPage.errorPage(id: id, problem: problem))
+        }
+        guard PathID.isValid(Substring(id)) else {
+            return failure(.badRequest(
+                "?id= must be an order id, transaction id or original transaction id: 1 to \(PathID.maximumLength) "
+                    + "characters of 0-9 A-Z a-z . _ -"))
+        }
+        let now = Int64((clock().timeIntervalSince1970 * 1000).rounded(.down))
+        let found: LookupPage.Found?
+        do {
+            found = try ledger.withStore { (store) throws(LedgerError) in try lookUpInLedger(id, store: store) }
+        } catch {
+            return failure(Self.storeProblem(error))
+        }
+        if let found { return html(status: .ok, LookupPage.page(id: id, found: found, now: now)) }
+        // What the ledger never saw, Apple may know: Get Transaction Info for Apple's transaction ids (digits), Look
+        // Up Order ID for anything else (`MK5TTTVWJH`). What Apple answers is verified and enters the ledger first.
+        let isTransactionID = id.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+        let answer = isTransactionID ? lookUpTransaction(id) : lookUpOrder(id)
+        switch answer {
+        case .found(let transactions):
+            var originals: [String] = []
+            for transaction in transactions {
+                if case .string(let original)? = transaction["original_transaction_id"], !originals.contains(original) {
+                    originals.append(original)
+                }
+            }
+            do {
+                let subscriptions = try ledger.withStore { (store) throws(LedgerError) in
+                    var subscriptions: [LookupPage.Subscription] = []
+                    for original in originals {
+                        if let found = try subscriptionWithClaims(originalTransactionID: original, store: store) {
+                            subscriptions.append(found)
+                        }
+                    }
+                    return subscriptions
+                }
+                let match: LookupPage.Found.Match =
+                    !isTransactionID ? .order : originals == [id] ? .originalTransaction : .transaction
+                return html(
+                    status: .ok,
+                    LookupPage.page(id: id, found: LookupPage.Found(matchedAs: match, subscriptions: subscriptions), now: now))
+            } catch {
+                return failure(Self.storeProblem(error))
+            }
+        case .notFound:
+            return failure(
+                isTransactionID
+                    ? RequestProblem(
+                        status: .notFound, code: "not_found",
+                        message: "neither the ledger nor Apple knows transaction or original transaction \(id)")
+                    : RequestProblem(status: .notFound, code: "order_not_found", message: "Apple knows no order \(id)"))
+        case .notConfigured:
+            return failure(
+                isTransactionID
+                    ? RequestProblem(
+                        status: .notFound, code: "not_found",
+                        message: "the ledger has never seen transaction or original transaction \(id)")
+                    : RequestProblem(
+                        status: .serviceUnavailable, code: "server_api_not_configured",
+                        message: "the ledger knows no transaction \(id); if it is an order id (from the customer's "
+                            + "emailed receipt), order lookups need server_api configured (key_id, issuer_id, "
+                            + "private_key_file)"))
+        case .unavailable(let failures):
+            return failure(RequestProblem(
+                status: .serviceUnavailable, code: "server_api_unavailable",
+                message: "the ledger knows no \(isTransactionID ? "transaction" : "transaction or order") \(id), and "
+                    + "Apple could not be asked: " + failures.map(\.detail).joined(separator: "; ")))
+        }
+    }
+
+    /// A transaction id first (an original transaction id is also its first transaction's id), then an original
+    /// transaction id known only through renewal info.
+    private func lookUpInLedger(_ id: String, store: any LedgerStore) throws(LedgerError) -> LookupPage.Found? {
+        if let record = try store.transaction(id: id) {
+            let original = record.facts.originalTransactionID
+            guard let subscription = try subscriptionWithClaims(originalTransactionID: original, store: store) else {
+                return nil
+            }
+            return LookupPage.Found(
+                matchedAs: original == id ? .originalTransaction : .transaction, subscriptions: [subscription])
+        }
+        guard let subscription = try subscriptionWithClaims(originalTransactionID: id, store: store) else { return nil }
+        return LookupPage.Found(matchedAs: .originalTransaction, subscriptions: [subscription])
+    }
+
+    private func subscriptionWithClaims(
+        originalTransactionID: String, store: any LedgerStore
+    ) throws(LedgerError) -> LookupPage.Subscription? {
+        guard let facts = try ledger.subscription(originalTransactionID: originalTransactionID, in: store) else {
+            return nil
+        }
+        var claims: [String: Claim] = [:]
+        for transaction in facts.transactions {
+            if let claim = try store.transaction(id: transaction.transactionID)?.claim {
+                claims[transaction.transactionID] = claim
+            }
+        }
+        return LookupPage.Subscription(facts: facts, claims: claims)
+    }
+}
