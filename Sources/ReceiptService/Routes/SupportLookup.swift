@@ -4,6 +4,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import AppStoreServerAPI
+import CryptoFloor
 import HTTP1Server
 import JSONText
 import Ledger
@@ -20,10 +21,11 @@ extension ReceiptRoutes {
         }
         guard PathID.isValid(Substring(id)) else {
             return failure(.badRequest(
+                .invalidID,
                 "?id= must be an order id, transaction id or original transaction id: 1 to \(PathID.maximumLength) "
                     + "characters of 0-9 A-Z a-z . _ -"))
         }
-        let now = Int64((clock().timeIntervalSince1970 * 1000).rounded(.down))
+        let now = ReceiptDate(clock()).millisecondsSince1970
         let found: LookupPage.Found?
         do {
             found = try ledger.withStore { (store) throws(LedgerError) in try lookUpInLedger(id, store: store) }
@@ -65,23 +67,23 @@ extension ReceiptRoutes {
             return failure(
                 isTransactionID
                     ? RequestProblem(
-                        status: .notFound, code: "not_found",
+                        status: .notFound, code: .notFound,
                         message: "neither the ledger nor Apple knows transaction or original transaction \(id)")
-                    : RequestProblem(status: .notFound, code: "order_not_found", message: "Apple knows no order \(id)"))
+                    : RequestProblem(status: .notFound, code: .orderNotFound, message: "Apple knows no order \(id)"))
         case .notConfigured:
             return failure(
                 isTransactionID
                     ? RequestProblem(
-                        status: .notFound, code: "not_found",
+                        status: .notFound, code: .notFound,
                         message: "the ledger has never seen transaction or original transaction \(id)")
                     : RequestProblem(
-                        status: .serviceUnavailable, code: "server_api_not_configured",
+                        status: .serviceUnavailable, code: .serverAPINotConfigured,
                         message: "the ledger knows no transaction \(id); if it is an order id (from the customer's "
                             + "emailed receipt), order lookups need server_api configured (key_id, issuer_id, "
                             + "private_key_file)"))
         case .unavailable(let failures):
             return failure(RequestProblem(
-                status: .serviceUnavailable, code: "server_api_unavailable",
+                status: .serviceUnavailable, code: .serverAPIUnavailable,
                 message: "the ledger knows no \(isTransactionID ? "transaction" : "transaction or order") \(id), and "
                     + "Apple could not be asked: " + failures.map(\.detail).joined(separator: "; ")))
         }

@@ -60,19 +60,19 @@ enum LookupPage {
     static func errorPage(id: String, problem: RequestProblem) -> String {
         let sentence =
             switch problem.code {
-            case "not_found": "The ledger has never seen this id."
-            case "order_not_found": "Apple knows no such order."
-            case "bad_request": "This is not an id that can be looked up."
-            case "server_api_not_configured": "Order lookups need the App Store Server API."
-            case "server_api_unavailable": "Apple could not be asked right now. Try again shortly."
-            case "store_not_configured": "This server keeps no ledger."
-            case "store_unavailable": "The ledger cannot be reached right now. Try again shortly."
+            case .notFound: "The ledger has never seen this id."
+            case .orderNotFound: "Apple knows no such order."
+            case .badRequest: "This is not an id that can be looked up."
+            case .serverAPINotConfigured: "Order lookups need the App Store Server API."
+            case .serverAPIUnavailable: "Apple could not be asked right now. Try again shortly."
+            case .storeNotConfigured: "This server keeps no ledger."
+            case .storeUnavailable: "The ledger cannot be reached right now. Try again shortly."
             default: "The lookup failed."
             }
         let body = form(id: id)
-            + "<p id=\"lookup-verdict\" data-state=\"error\" data-code=\"\(escape(problem.code))\">"
+            + "<p id=\"lookup-verdict\" data-state=\"error\" data-code=\"\(escape(problem.code.rawValue))\">"
             + "\(escape(sentence))</p>\n"
-            + "<p id=\"lookup-error\">\(escape(problem.message)) <code>\(escape(problem.code))</code> "
+            + "<p id=\"lookup-error\">\(escape(problem.message)) <code>\(escape(problem.code.rawValue))</code> "
             + "(HTTP \(problem.status.code))</p>\n"
         return document(title: "Lookup: nothing shown", body: body)
     }
