@@ -33,7 +33,7 @@ import urllib.request
 import websocket  # websocket-client
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SUPPORT_PAGE_SWIFT = os.path.join(HERE, "..", "..", "Sources", "ReceiptService", "SupportPage.swift")
+SUPPORT_PAGE_SWIFT = os.path.join(HERE, "..", "..", "Sources", "ReceiptService", "Rendering", "SupportPage.swift")
 CHECK_KEYS = ["signature", "bundle_id", "version", "device_hash", "environment"]
 
 
