@@ -36,23 +36,12 @@ func runLookup(_ arguments: [String]) -> Int32 {
         printError("receiptd lookup: \(error)\n\n\(lookupUsage)")
         return ExitStatus.usage
     }
-    var configuration: ServiceConfiguration
-    do {
-        configuration = try ServiceConfiguration.resolve(
-            configPath: reader.value("--config"), environment: ProcessInfo.processInfo.environment,
-            fileExists: { FileManager.default.fileExists(atPath: $0) })
-    } catch {
-        printError("receiptd lookup: \(error)")
-        return ExitStatus.failure
-    }
-    let id = reader.positional[0]
-    // A command exits when done: a backfill queued behind it would be cut off mid-request. serve backfills.
-    configuration.serverAPI.backfill = false
-    let ledger = configuration.makeLedger()
     // Without a ledger the lookup still answers; one that cannot be opened only means nothing is stored.
-    if let failure = try? ledger.openNow() {
-        printError("receiptd lookup: store \(configuration.storeDescription): \(failure.message); nothing is stored")
-    }
+    guard
+        let configuration = serverAPICommandConfiguration("lookup", configPath: reader.value("--config")),
+        let ledger = serverAPICommandLedger("lookup", configuration, neededFor: nil)
+    else { return ExitStatus.failure }
+    let id = reader.positional[0]
     let routes = ReceiptRoutes(
         configuration: configuration, validator: configuration.makeValidator(),
         jwsVerifier: configuration.makeJWSVerifier(), ledger: ledger, metrics: ServiceMetrics(),

@@ -54,28 +54,11 @@ func runNotifications(_ arguments: [String]) -> Int32 {
         return ExitStatus.usage
     }
     let bundleID = reader.value("--app") ?? ""
-    var configuration: ServiceConfiguration
-    do {
-        configuration = try ServiceConfiguration.resolve(
-            configPath: reader.value("--config"), environment: ProcessInfo.processInfo.environment,
-            fileExists: { FileManager.default.fileExists(atPath: $0) })
-    } catch {
-        printError("receiptd notifications test: \(error)")
-        return ExitStatus.failure
-    }
-    // A command exits when done: a backfill queued behind it would be cut off mid-request. serve backfills.
-    configuration.serverAPI.backfill = false
-    let ledger = configuration.makeLedger()
-    guard ledger.isConfigured else {
-        printError("receiptd notifications test: no store configured: the test notification could not be seen arriving")
-        return ExitStatus.failure
-    }
-    do throws(LedgerError) {
-        if let failure = try ledger.openNow() { throw failure }
-    } catch {
-        printError("receiptd notifications test: store \(configuration.storeDescription): \(error.message)")
-        return ExitStatus.failure
-    }
+    guard
+        let configuration = serverAPICommandConfiguration("notifications test", configPath: reader.value("--config")),
+        let ledger = serverAPICommandLedger(
+            "notifications test", configuration, neededFor: "the test notification could not be seen arriving")
+    else { return ExitStatus.failure }
     let routes = ReceiptRoutes(
         configuration: configuration, validator: configuration.makeValidator(),
         jwsVerifier: configuration.makeJWSVerifier(), ledger: ledger, metrics: ServiceMetrics())

@@ -50,13 +50,7 @@ func runStoreSync(_ arguments: [String], now: Int64 = Int64(wallClockSeconds() *
         printError("receiptd store sync: \(error)\n\n\(storeSyncUsage)")
         return ExitStatus.usage
     }
-    var configuration: ServiceConfiguration
-    do {
-        configuration = try ServiceConfiguration.resolve(
-            configPath: reader.value("--config"), environment: ProcessInfo.processInfo.environment,
-            fileExists: { FileManager.default.fileExists(atPath: $0) })
-    } catch {
-        printError("receiptd store sync: \(error)")
+    guard let configuration = serverAPICommandConfiguration("store sync", configPath: reader.value("--config")) else {
         return ExitStatus.failure
     }
     var apps = configuration.serverAPIApps
@@ -75,19 +69,10 @@ func runStoreSync(_ arguments: [String], now: Int64 = Int64(wallClockSeconds() *
         printError("receiptd store sync: no app has a \"server_api\" key (key_id, issuer_id, private_key_file)")
         return ExitStatus.failure
     }
-    // A command exits when done: a backfill queued behind it would be cut off mid-request. serve backfills.
-    configuration.serverAPI.backfill = false
-    let ledger = configuration.makeLedger()
-    guard ledger.isConfigured else {
-        printError("receiptd store sync: no store configured: the notifications would have nowhere to go")
-        return ExitStatus.failure
-    }
-    do throws(LedgerError) {
-        if let failure = try ledger.openNow() { throw failure }
-    } catch {
-        printError("receiptd store sync: store \(configuration.storeDescription): \(error.message)")
-        return ExitStatus.failure
-    }
+    guard
+        let ledger = serverAPICommandLedger(
+            "store sync", configuration, neededFor: "the notifications would have nowhere to go")
+    else { return ExitStatus.failure }
     let log = ServiceLog(format: configuration.logFormat, sink: { printError($0) })
     let routes = ReceiptRoutes(
         configuration: configuration, validator: configuration.makeValidator(),
