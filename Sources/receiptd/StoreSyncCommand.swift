@@ -218,59 +218,13 @@ struct NotificationHistorySync {
     }
 }
 
-/// `2026-11-01` or `2026-11-01T12:00:00Z` (or with `.SSS`) as milliseconds since 1970, UTC.
+/// `--since`/`--until`: a day (`2026-11-01`, midnight UTC) or an RFC 3339 time, as milliseconds since 1970.
 func syncDate(_ text: String) throws(UsageError) -> Int64 {
-    let invalid = UsageError("\(text): expected a date like 2026-11-01 or 2026-11-01T12:00:00Z")
-    let bytes = Array(text.utf8)
-    func number(_ range: Range<Int>) -> Int64? {
-        guard range.upperBound <= bytes.count, range.allSatisfy({ (0x30...0x39).contains(bytes[$0]) }) else { return nil }
-        return range.reduce(0) { $0 * 10 + Int64(bytes[$1] - 0x30) }
+    guard let date = ReceiptDate(rfc3339: text.utf8.count == 10 ? text + "T00:00:00Z" : text) else {
+        throw UsageError("\(text): expected a date like 2026-11-01 or 2026-11-01T12:00:00Z")
     }
-    guard bytes.count >= 10, bytes[4] == 0x2D, bytes[7] == 0x2D, let year = number(0..<4), let month = number(5..<7),
-        let day = number(8..<10), (1...12).contains(month), (1...31).contains(day)
-    else { throw invalid }
-    var milliseconds = daysSince1970(year: year, month: month, day: day) * 86_400_000
-    if bytes.count > 10 {
-        guard bytes.count >= 20, bytes[10] == 0x54, bytes[13] == 0x3A, bytes[16] == 0x3A, bytes.last == 0x5A,
-            let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19), hour < 24,
-            minute < 60, second < 61
-        else { throw invalid }
-        var fraction: Int64 = 0
-        if bytes.count > 20 {
-            guard bytes[19] == 0x2E, bytes.count == 24, let parsed = number(20..<23) else { throw invalid }
-            fraction = parsed
-        } else if bytes.count != 20 {
-            throw invalid
-        }
-        milliseconds += ((hour * 60 + minute) * 60 + second) * 1000 + fraction
-    }
-    return milliseconds
-}
-
-/// Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's days_from_civil).
-private func daysSince1970(year: Int64, month: Int64, day: Int64) -> Int64 {
-    let y = month <= 2 ? year - 1 : year
-    let era = (y >= 0 ? y : y - 399) / 400
-    let yearOfEra = y - era * 400
-    let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
-    let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-    return era * 146_097 + dayOfEra - 719_468
+    return date.millisecondsSince1970
 }
 
 /// Milliseconds since 1970 as `2026-11-01T12:00:00Z`.
-func syncDateText(_ milliseconds: Int64) -> String {
-    let seconds = milliseconds / 1000
-    let days = seconds / 86_400
-    let rest = seconds % 86_400
-    let z = days + 719_468
-    let era = (z >= 0 ? z : z - 146_096) / 146_097
-    let dayOfEra = z - era * 146_097
-    let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-    let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-    let mp = (5 * dayOfYear + 2) / 153
-    let day = dayOfYear - (153 * mp + 2) / 5 + 1
-    let month = mp < 10 ? mp + 3 : mp - 9
-    let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
-    func two(_ value: Int64) -> String { value < 10 ? "0\(value)" : "\(value)" }
-    return "\(year)-\(two(month))-\(two(day))T\(two(rest / 3600)):\(two(rest % 3600 / 60)):\(two(rest % 60))Z"
-}
+func syncDateText(_ milliseconds: Int64) -> String { ReceiptDate(millisecondsSince1970: milliseconds).rfc3339 }
