@@ -18,15 +18,29 @@ struct CompactJWS {
     /// JSON nesting beyond this is refused: Apple's payloads nest three deep, and deep nesting only costs stack.
     static let maximumJSONDepth = 16
 
+    /// What the header told: decoded, or the signer of an identical header trusted before.
+    enum Header {
+        case decoded(JWSHeader)
+        /// The header segment is, byte for byte, one whose chain was already decided trusted: decoding it again
+        /// (kilobytes of base64 certificates inside base64url) could only give the same certificates.
+        case known(JWSSigner)
+    }
+
     /// The exact ASCII of `header.payload` as received: what the signature covers (RFC 7515 §5.2).
     let signingInput: [UInt8]
-    let header: JWSHeader
+    /// The header's base64url text, as received (a prefix of `signingInput`).
+    let headerSegment: ArraySlice<UInt8>
+    let header: Header
     let payload: JSONValue
     let signature: [UInt8]
 
     /// Splits and decodes `text` after trimming surrounding whitespace (a JWS pasted from a log). Every refusal is
     /// `malformed_jws` with a `detail` naming the part that failed, and a message that says what was seen.
-    init(parsing text: some Collection<UInt8>) throws(ValidationError) {
+    /// - Parameter knownSigner: the trusted signer of a header segment seen before byte for byte, if any; such a
+    ///   header is not decoded.
+    init(
+        parsing text: some Collection<UInt8>, knownSigner: (ArraySlice<UInt8>) -> JWSSigner? = { _ in nil }
+    ) throws(ValidationError) {
         let bytes = Array(text)
         var start = 0
         var end = bytes.count
@@ -48,10 +62,15 @@ struct CompactJWS {
         let payloadText = bytes[(dots[0] + 1)..<dots[1]]
         let signatureText = bytes[(dots[1] + 1)..<end]
 
-        guard let headerBytes = Base64.decode(headerText, alphabet: .url), !headerBytes.isEmpty else {
-            throw Self.malformed(.headerNotBase64URL, "segment 1 of 3, the header, is not base64url without padding")
+        if let signer = knownSigner(headerText) {
+            header = .known(signer)
+        } else {
+            guard let headerBytes = Base64.decode(headerText, alphabet: .url), !headerBytes.isEmpty else {
+                throw Self.malformed(
+                    .headerNotBase64URL, "segment 1 of 3, the header, is not base64url without padding")
+            }
+            header = .decoded(try Self.header(headerBytes))
         }
-        header = try Self.header(headerBytes)
 
         guard let signature = Base64.decode(signatureText, alphabet: .url) else {
             throw Self.malformed(
@@ -69,6 +88,7 @@ struct CompactJWS {
         }
         payload = try Self.object(payloadBytes, "payload")
         signingInput = Array(bytes[start..<dots[1]])
+        headerSegment = signingInput[..<(dots[0] - start)]
     }
 
     static func malformed(_ detail: ValidationError.Detail, _ message: String) -> ValidationError {

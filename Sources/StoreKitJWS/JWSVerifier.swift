@@ -127,7 +127,7 @@ public final class JWSVerifier: Sendable {
         }
         let jws: CompactJWS
         do {
-            jws = try CompactJWS(parsing: text)
+            jws = try CompactJWS(parsing: text, knownSigner: trust.knownSigner(header:))
         } catch {
             return fail(error)
         }
@@ -147,8 +147,13 @@ public final class JWSVerifier: Sendable {
         }
         let signingTime = signedDate ?? now
 
+        let decision: JWSTrustDecision
+        switch jws.header {
+        case .known(let signer): decision = .trusted(signer)
+        case .decoded(let header): decision = trust.evaluate(header, segment: jws.headerSegment)
+        }
         let signer: JWSSigner
-        switch trust.evaluate(jws.header) {
+        switch decision {
         case .malformed(let message):
             return fail(CompactJWS.malformed(.headerInvalid, message))
         case .untrusted(let failure):
