@@ -14,7 +14,9 @@ public enum JSONValue: Sendable, Hashable {
     /// The first member of that name when this is an object.
     public subscript(key: String) -> JSONValue? {
         guard case .object(let members) = self else { return nil }
-        return members.first { $0.key == key }?.value
+        // Lengths first: most members differ in length, and String's == compares no lengths before the bytes.
+        let length = key.utf8.count
+        return members.first { $0.key.utf8.count == length && $0.key == key }?.value
     }
 
     /// The element at that position when this is an array.
@@ -72,7 +74,7 @@ extension JSONValue {
         return out
     }
 
-    private func write(into out: inout [UInt8], pretty: Bool, depth: Int) {
+    func write(into out: inout [UInt8], pretty: Bool, depth: Int) {
         switch self {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let value): out.append(contentsOf: (value ? "true" : "false").utf8)
@@ -146,7 +148,8 @@ extension JSONValue {
         } while rest > 0
     }
 
-    private static let escapedBytes: [Bool] = (0...255).map { needsEscape(UInt8($0)) }
+    /// By byte value: 1 when it is written escaped.
+    private static let escapedBytes: [UInt8] = (0...255).map { needsEscape(UInt8($0)) ? 1 : 0 }
 
     private static func needsEscape(_ byte: UInt8) -> Bool {
         switch byte {
@@ -160,23 +163,23 @@ extension JSONValue {
     /// RFC 8259 §7: quote, backslash and control characters are escaped. `<`, `>` and `&` are escaped too, so that
     /// a receipt's strings can never close a `<script>` block if an answer is ever embedded in a page.
     package static func writeString(_ string: String, into out: inout [UInt8]) {
-        out.append(UInt8(ascii: "\""))
-        // Nearly every string in an answer needs no escape: copy it whole (a memcpy), then check the copy, which is
-        // far cheaper than walking the string's UTF-8 view; only a string that needs escapes is redone byte by byte.
-        let start = out.count
-        out.append(contentsOf: string.utf8)
-        let needsNoEscape = out.withUnsafeBufferPointer { written in
+        // Nearly every string in an answer needs no escape: its UTF-8 is checked in place and copied whole (a
+        // memcpy); only a string that needs escapes is written byte by byte.
+        var string = string
+        let needsNoEscape = string.withUTF8 { bytes in
             escapedBytes.withUnsafeBufferPointer { escaped in
-                var found = false
-                for index in start..<written.count { found = found || escaped[Int(written[index])] }
-                return !found
+                var found: UInt8 = 0
+                for byte in bytes { found |= escaped[Int(byte)] }
+                if found == 0 {
+                    out.append(UInt8(ascii: "\""))
+                    out.append(contentsOf: bytes)
+                    out.append(UInt8(ascii: "\""))
+                }
+                return found == 0
             }
         }
-        if needsNoEscape {
-            out.append(UInt8(ascii: "\""))
-            return
-        }
-        out.removeSubrange(start...)
+        if needsNoEscape { return }
+        out.append(UInt8(ascii: "\""))
         for byte in string.utf8 {
             switch byte {
             case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
