@@ -45,37 +45,47 @@ public final class JWSVerifier: Sendable {
         var end = bytes.count
         while start < end, bytes[start].isASCIIWhitespace { start += 1 }
         while end > start, bytes[end - 1].isASCIIWhitespace { end -= 1 }
-        // Every request body passes here: one table load per byte and no branch, the verdict taken every 64 bytes
-        // (a DER receipt or base64 with `+` stops within the first block).
-        var dots = 0
-        var outside: UInt8 = 0
+        // Every request body passes here: one table load and one OR per byte, no branch, the verdict taken every
+        // 64 bytes (a DER receipt or base64 with `+` stops within the first block).
+        var seen: UInt8 = 0
         base64URLOrDot.withUnsafeBufferPointer { table in
             var blockStart = start
-            while blockStart < end, outside & 2 == 0 {
+            while blockStart < end, seen & outsideAlphabet == 0 {
                 let blockEnd = min(blockStart + 64, end)
-                for index in blockStart..<blockEnd {
-                    let entry = table[Int(bytes[index])]
-                    outside |= entry
-                    dots &+= Int(entry & 1)
+                // Two accumulators, so that the ORs of neighbouring bytes do not wait on each other.
+                var even: UInt8 = 0
+                var odd: UInt8 = 0
+                var index = blockStart
+                while index + 1 < blockEnd {
+                    even |= table[Int(bytes[index])]
+                    odd |= table[Int(bytes[index + 1])]
+                    index += 2
                 }
+                if index < blockEnd { even |= table[Int(bytes[index])] }
+                seen |= even | odd
                 blockStart = blockEnd
             }
         }
-        guard outside & 2 == 0, end - start > dots else { return false }
-        if dots > 0 { return true }
+        // Dots alone are no JWS.
+        guard seen & outsideAlphabet == 0, seen & inAlphabet != 0 else { return false }
+        if seen & dot != 0 { return true }
         // "eyJ": `{"` in base64url, a header cut short before its first dot.
         return end - start >= 3 && bytes[start] == UInt8(ascii: "e") && bytes[start + 1] == UInt8(ascii: "y")
             && bytes[start + 2] == UInt8(ascii: "J")
     }
 
-    /// By byte value: 0 for base64url's alphabet, 1 for the dot, 2 for anything else.
+    private static let dot: UInt8 = 1
+    private static let outsideAlphabet: UInt8 = 2
+    private static let inAlphabet: UInt8 = 4
+
+    /// By byte value: `inAlphabet` for base64url's alphabet, `dot` for the dot, `outsideAlphabet` for anything else.
     private static let base64URLOrDot: [UInt8] = (0...255).map { value in
         switch UInt8(value) {
         case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
             UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"):
-            0
-        case UInt8(ascii: "."): 1
-        default: 2
+            inAlphabet
+        case UInt8(ascii: "."): dot
+        default: outsideAlphabet
         }
     }
 
@@ -134,7 +144,7 @@ public final class JWSVerifier: Sendable {
 
         // The signing time is read from the still-untrusted payload only to pick the instant the chain must have
         // been valid at (Apple's libraries do the same); nothing else is read before the signature verifies.
-        let shownKinds = SignedDataKind.kindsShown(by: jws.payload)
+        let shownKinds = SignedDataKind.kindsShownAsMask(by: jws.payload)
         let shownKind = SignedDataKind(payload: jws.payload, shown: shownKinds)
         let timeMember = (requiredKind ?? shownKind ?? .transaction).signingTimeMember
         var signedDate: ReceiptDate?

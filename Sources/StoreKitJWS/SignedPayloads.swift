@@ -8,11 +8,11 @@ extension SignedDataKind {
     /// one kind has decide, and a top-level `bundleId` with no other sign is a transaction (Apple's own test
     /// transaction is `{"environment", "bundleId", "signedDate"}`: app transactions always have `receiptType`).
     public init?(payload: JSONValue) {
-        self.init(payload: payload, shown: Self.kindsShown(by: payload))
+        self.init(payload: payload, shown: Self.kindsShownAsMask(by: payload))
     }
 
-    /// `init(payload:)` with `kindsShown(by: payload)` already at hand.
-    init?(payload: JSONValue, shown: Set<SignedDataKind>) {
+    /// `init(payload:)` with `kindsShownAsMask(by: payload)` already at hand.
+    init?(payload: JSONValue, shown: ShownKinds) {
         if let first = Self.jwsKinds.first(where: shown.contains) {
             self = first
         } else if payload["bundleId"] != nil {
@@ -24,13 +24,37 @@ extension SignedDataKind {
 
     /// The kinds whose own members (the discriminators below) the payload carries.
     public static func kindsShown(by payload: JSONValue) -> Set<SignedDataKind> {
-        guard case .object(let members) = payload else { return [] }
-        var kinds = Set<SignedDataKind>()
-        for member in members {
-            if let kind = discriminators[member.key] { kinds.insert(kind) }
-        }
-        return kinds
+        let shown = kindsShownAsMask(by: payload)
+        return Set(jwsKinds.filter(shown.contains))
     }
+
+    /// `kindsShown(by:)` without a `Set`: every verification asks, for each of the payload's members.
+    static func kindsShownAsMask(by payload: JSONValue) -> ShownKinds {
+        guard case .object(let members) = payload else { return ShownKinds() }
+        var shown = ShownKinds()
+        discriminatorBuckets.withUnsafeBufferPointer { buckets in
+            for member in members {
+                for candidate in buckets[Self.bucket(of: member.key)] where candidate.name == member.key {
+                    shown.insert(candidate.kind)
+                }
+            }
+        }
+        return shown
+    }
+
+    /// A bucket by length and first and last bytes: telling a member is no discriminator then costs no hashing of
+    /// its name, and most members land in an empty bucket.
+    private static func bucket(of name: String) -> Int {
+        let utf8 = name.utf8
+        guard let first = utf8.first, let last = utf8.last else { return 0 }
+        return (utf8.count &* 7 &+ Int(first) &+ Int(last) &* 3) & 63
+    }
+
+    private static let discriminatorBuckets: [[(name: String, kind: SignedDataKind)]] = {
+        var buckets = [[(name: String, kind: SignedDataKind)]](repeating: [], count: 64)
+        for (name, kind) in discriminators { buckets[bucket(of: name)].append((name, kind)) }
+        return buckets
+    }()
 
     /// Members only one kind has, in Apple's documented schemas. Shared ones (`originalTransactionId`, `productId`,
     /// `appTransactionId`, `offerType`, `currency`, `environment`, `signedDate`…) tell nothing.
@@ -69,6 +93,25 @@ extension SignedDataKind {
         case .receipt, .appTransaction, .notification: nil
         }
     }
+}
+
+/// A set of JWS kinds as bits.
+struct ShownKinds {
+    private var bits: UInt8 = 0
+
+    private static func bit(_ kind: SignedDataKind) -> UInt8 {
+        switch kind {
+        case .receipt: 1
+        case .transaction: 2
+        case .renewalInfo: 4
+        case .appTransaction: 8
+        case .notification: 16
+        }
+    }
+
+    var isEmpty: Bool { bits == 0 }
+    func contains(_ kind: SignedDataKind) -> Bool { bits & Self.bit(kind) != 0 }
+    mutating func insert(_ kind: SignedDataKind) { bits |= Self.bit(kind) }
 }
 
 /// Reads Apple's members leniently: Apple adds fields and values every year, and a member of an unexpected type
