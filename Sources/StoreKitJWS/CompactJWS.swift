@@ -49,8 +49,19 @@ struct CompactJWS {
         guard start < end else { throw Self.malformed(.empty, "the JWS is empty") }
 
         var dots: [Int] = []
-        bytes.withUnsafeBufferPointer { bytes in
-            for index in start..<end where bytes[index] == UInt8(ascii: ".") { dots.append(index) }
+        bytes.withUnsafeBytes { bytes in
+            // Eight bytes at a time: a word holds a dot when `word ^ "........"` has a zero byte (the classic
+            // has-zero-byte test), and only such words are looked at byte by byte.
+            let dotsWord: UInt64 = 0x2E2E_2E2E_2E2E_2E2E
+            var index = start
+            while index + 8 <= end {
+                let word = bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self) ^ dotsWord
+                if (word &- 0x0101_0101_0101_0101) & ~word & 0x8080_8080_8080_8080 != 0 {
+                    for offset in index..<(index + 8) where bytes[offset] == UInt8(ascii: ".") { dots.append(offset) }
+                }
+                index += 8
+            }
+            for offset in index..<end where bytes[offset] == UInt8(ascii: ".") { dots.append(offset) }
         }
         guard dots.count == 2 else {
             throw Self.malformed(
@@ -108,11 +119,30 @@ struct CompactJWS {
             throw malformed(notJSON, "\(segment) is not JSON: \(error.description)")
         }
         guard case .object(let members) = value else { throw malformed(notJSON, "\(segment) is not a JSON object") }
-        var names = Set<String>(minimumCapacity: members.count)
-        for member in members where !names.insert(member.key).inserted {
-            throw malformed(.duplicateMember, "the \(name) repeats the member \(member.key)")
+        if let repeated = repeatedName(in: members) {
+            throw malformed(.duplicateMember, "the \(name) repeats the member \(repeated)")
         }
         return value
+    }
+
+    /// The first name a member repeats. Up to 64 members (every StoreKit payload), names are compared only when
+    /// their lengths and first and last bytes agree, with no hashing; beyond, a set keeps the cost linear.
+    static func repeatedName(in members: [(key: String, value: JSONValue)]) -> String? {
+        guard members.count <= 64 else {
+            var names = Set<String>(minimumCapacity: members.count)
+            return members.first { !names.insert($0.key).inserted }?.key
+        }
+        return withUnsafeTemporaryAllocation(of: Int.self, capacity: members.count) { shapes in
+            for (index, member) in members.enumerated() {
+                let utf8 = member.key.utf8
+                let shape = utf8.count << 16 | Int(utf8.first ?? 0) << 8 | Int(utf8.last ?? 0)
+                for earlier in 0..<index where shapes[earlier] == shape && members[earlier].key == member.key {
+                    return member.key
+                }
+                shapes[index] = shape
+            }
+            return nil
+        }
     }
 
     private static func header(_ bytes: [UInt8]) throws(ValidationError) -> JWSHeader {
