@@ -9,6 +9,8 @@ package protocol JSONSink {
     /// The name of the object member whose value comes next.
     mutating func key(_ name: StaticString)
     mutating func key(_ name: String)
+    /// A name made as UTF-8 (a payload's member renamed): written without making a `String`.
+    mutating func key(utf8 name: [UInt8])
     mutating func null()
     mutating func bool(_ value: Bool)
     mutating func integer(_ value: Int64)
@@ -77,7 +79,15 @@ package struct JSONWriter: JSONSink {
         // Member names of answers are literals that need no escape.
         bytes.append(UInt8(ascii: "\""))
         name.withUTF8Buffer { bytes.append(contentsOf: $0) }
-        bytes.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(UInt8(ascii: ":"))
+        needsComma = false
+    }
+
+    package mutating func key(utf8 name: [UInt8]) {
+        separate()
+        name.withUnsafeBufferPointer { JSONValue.writeString(utf8: $0, into: &bytes) }
+        bytes.append(UInt8(ascii: ":"))
         needsComma = false
     }
 
@@ -169,6 +179,8 @@ package struct JSONTreeBuilder: JSONSink {
     }
 
     package mutating func key(_ name: StaticString) { key(name.description) }
+
+    package mutating func key(utf8 name: [UInt8]) { key(String(decoding: name, as: UTF8.self)) }
 
     package mutating func key(_ name: String) {
         guard !levels.isEmpty else { return }

@@ -163,24 +163,26 @@ extension JSONValue {
     /// RFC 8259 §7: quote, backslash and control characters are escaped. `<`, `>` and `&` are escaped too, so that
     /// a receipt's strings can never close a `<script>` block if an answer is ever embedded in a page.
     package static func writeString(_ string: String, into out: inout [UInt8]) {
-        // Nearly every string in an answer needs no escape: its UTF-8 is checked in place and copied whole (a
-        // memcpy); only a string that needs escapes is written byte by byte.
         var string = string
-        let needsNoEscape = string.withUTF8 { bytes in
-            escapedBytes.withUnsafeBufferPointer { escaped in
-                var found: UInt8 = 0
-                for byte in bytes { found |= escaped[Int(byte)] }
-                if found == 0 {
-                    out.append(UInt8(ascii: "\""))
-                    out.append(contentsOf: bytes)
-                    out.append(UInt8(ascii: "\""))
-                }
-                return found == 0
-            }
+        string.withUTF8 { writeString(utf8: $0, into: &out) }
+    }
+
+    /// `writeString` of text already in UTF-8.
+    package static func writeString(utf8 bytes: UnsafeBufferPointer<UInt8>, into out: inout [UInt8]) {
+        // Nearly every string in an answer needs no escape: it is checked in place and copied whole (a memcpy); only
+        // a string that needs escapes is written byte by byte.
+        let needsEscape = escapedBytes.withUnsafeBufferPointer { escaped in
+            var found: UInt8 = 0
+            for byte in bytes { found |= escaped[Int(byte)] }
+            return found != 0
         }
-        if needsNoEscape { return }
         out.append(UInt8(ascii: "\""))
-        for byte in string.utf8 {
+        guard needsEscape else {
+            out.append(contentsOf: bytes)
+            out.append(UInt8(ascii: "\""))
+            return
+        }
+        for byte in bytes {
             switch byte {
             case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
             case UInt8(ascii: "\\"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
@@ -274,6 +276,8 @@ private struct JSONParser {
     mutating func parseObject(depth: Int) throws(JSONParseError) -> JSONValue {
         index += 1
         var members: [(key: String, value: JSONValue)] = []
+        // StoreKit payloads have dozens of members: a few growths rather than one per doubling from one.
+        members.reserveCapacity(8)
         skipWhitespace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
             index += 1

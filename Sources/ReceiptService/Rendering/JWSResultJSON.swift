@@ -263,7 +263,7 @@ public enum JWSResultJSON {
         case .object(let members):
             sink.beginObject()
             for member in members {
-                sink.key(snakeCase(member.key))
+                sink.key(utf8: snakeCase(member.key))
                 writeNested(member.value, to: &sink)
             }
             sink.endObject()
@@ -276,10 +276,14 @@ public enum JWSResultJSON {
     }
 
     /// `commitmentExpiresDate` → `commitment_expires_date`, `SKU` → `sku`, `dependentSKUs` → `dependent_skus`.
-    static func snakeCase(_ name: String) -> String {
+    static func snakeCase(_ name: String) -> [UInt8] {
         // Byte by byte: only ASCII letters and digits take part in the rule, and no byte of a multi-byte character
         // is one, so this reads every name as its scalars would, at a fraction of the cost per answer.
-        let bytes = Array(name.utf8)
+        var name = name
+        return name.withUTF8 { bytes in snakeCase(utf8: bytes) }
+    }
+
+    private static func snakeCase(utf8 bytes: UnsafeBufferPointer<UInt8>) -> [UInt8] {
         func isUpper(_ byte: UInt8) -> Bool { byte &- UInt8(ascii: "A") < 26 }
         func isLower(_ byte: UInt8) -> Bool { byte &- UInt8(ascii: "a") < 26 }
         func isDigit(_ byte: UInt8) -> Bool { byte &- UInt8(ascii: "0") < 10 }
@@ -298,7 +302,7 @@ public enum JWSResultJSON {
             }
             out.append(upper ? byte + 32 : byte)
         }
-        return String(decoding: out, as: UTF8.self)
+        return out
     }
 }
 
