@@ -18,6 +18,8 @@ package protocol JSONSink {
     /// A string whose UTF-8, which needs no escape (a date), `write` appends.
     mutating func plainString(_ write: (inout [UInt8]) -> Void)
     mutating func value(_ value: JSONValue)
+    /// `value`, whose compact text `serialized()` would write is `text` (as received), when known.
+    mutating func value(_ value: JSONValue, serializedText text: [UInt8]?)
 }
 
 extension JSONSink {
@@ -135,6 +137,13 @@ package struct JSONWriter: JSONSink {
         value.write(into: &bytes, pretty: false, depth: 0)
         needsComma = true
     }
+
+    package mutating func value(_ value: JSONValue, serializedText text: [UInt8]?) {
+        guard let text else { return self.value(value) }
+        separate()
+        bytes.append(contentsOf: text)
+        needsComma = true
+    }
 }
 
 /// Builds the `JSONValue` a sink is told.
@@ -199,6 +208,7 @@ package struct JSONTreeBuilder: JSONSink {
     }
 
     package mutating func value(_ value: JSONValue) { add(value) }
+    package mutating func value(_ value: JSONValue, serializedText text: [UInt8]?) { add(value) }
 }
 
 extension JSONValue {

@@ -32,6 +32,8 @@ struct CompactJWS {
     let headerSegment: ArraySlice<UInt8>
     let header: Header
     let payload: JSONValue
+    /// The payload's JSON text, when it is exactly what `payload.serialized()` writes.
+    let payloadText: [UInt8]?
     let signature: [UInt8]
 
     /// Splits and decodes `text` after trimming surrounding whitespace (a JWS pasted from a log). Every refusal is
@@ -70,7 +72,7 @@ struct CompactJWS {
                     + "\(dots.count + 1)" + (dots.count < 2 ? " (cut short?)" : ""))
         }
         let headerText = bytes[start..<dots[0]]
-        let payloadText = bytes[(dots[0] + 1)..<dots[1]]
+        let payloadSegment = bytes[(dots[0] + 1)..<dots[1]]
         let signatureText = bytes[(dots[1] + 1)..<end]
 
         if let signer = knownSigner(headerText) {
@@ -94,10 +96,10 @@ struct CompactJWS {
         }
         self.signature = signature
 
-        guard let payloadBytes = Base64.decode(payloadText, alphabet: .url), !payloadBytes.isEmpty else {
+        guard let payloadBytes = Base64.decode(payloadSegment, alphabet: .url), !payloadBytes.isEmpty else {
             throw Self.malformed(.payloadNotBase64URL, "segment 2 of 3, the payload, is not base64url without padding")
         }
-        payload = try Self.object(payloadBytes, "payload")
+        (payload, self.payloadText) = try Self.object(payloadBytes, "payload")
         signingInput = Array(bytes[start..<dots[1]])
         headerSegment = signingInput[..<(dots[0] - start)]
     }
@@ -109,12 +111,16 @@ struct CompactJWS {
     /// A JSON object whose member names are unique: RFC 7515 §4 lets a parser either refuse duplicates or take the
     /// last one, and `JSONValue` lookups take the first, so duplicates are refused rather than read differently
     /// from other verifiers.
-    private static func object(_ bytes: [UInt8], _ name: String) throws(ValidationError) -> JSONValue {
+    /// - Returns: the object, and `bytes` when they are what its `serialized()` writes.
+    private static func object(
+        _ bytes: [UInt8], _ name: String
+    ) throws(ValidationError) -> (value: JSONValue, text: [UInt8]?) {
         let segment = name == "header" ? "segment 1 of 3, the header," : "segment 2 of 3, the payload,"
         let notJSON: ValidationError.Detail = name == "header" ? .headerNotJSON : .payloadNotJSON
         let value: JSONValue
+        let isSerialized: Bool
         do {
-            value = try JSONValue(parsing: bytes, maximumDepth: maximumJSONDepth)
+            (value, isSerialized) = try JSONValue.parsingText(bytes, maximumDepth: maximumJSONDepth)
         } catch {
             throw malformed(notJSON, "\(segment) is not JSON: \(error.description)")
         }
@@ -122,7 +128,7 @@ struct CompactJWS {
         if let repeated = repeatedName(in: members) {
             throw malformed(.duplicateMember, "the \(name) repeats the member \(repeated)")
         }
-        return value
+        return (value, isSerialized ? bytes : nil)
     }
 
     /// The first name a member repeats. Up to 64 members (every StoreKit payload), names are compared only when
@@ -146,7 +152,7 @@ struct CompactJWS {
     }
 
     private static func header(_ bytes: [UInt8]) throws(ValidationError) -> JWSHeader {
-        let header = try object(bytes, "header")
+        let header = try object(bytes, "header").value
         guard header["crit"] == nil else {
             throw malformed(.headerInvalid, "the header lists critical extensions (crit), which StoreKit 2 never uses")
         }

@@ -186,7 +186,7 @@ public final class JWSVerifier: Sendable {
             return fail(ValidationError(.signatureInvalid, "the ES256 signature does not verify with the leaf's key"))
         }
         result.checks.signature = .passed
-        result.payload = jws.payload
+        result.setPayload(jws.payload, text: jws.payloadText)
         result.signedDate = signedDate
 
         let kind: SignedDataKind

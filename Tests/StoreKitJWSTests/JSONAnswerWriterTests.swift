@@ -52,6 +52,13 @@ struct JSONAnswerWriterTests {
         }
     }
 
+    @Test func payloadChangedAfterVerification_isWrittenAsChanged() throws {
+        var result = Self.verifier.verify(try JWSPKI.forged(.transaction), at: JWSPKI.now)
+        result.payload = .object([("changed", .bool(true))])
+        #expect(JWSResultJSON.encode(result) == JWSResultJSON.value(of: result).serialized())
+        #expect(JWSResultJSON.value(of: result)["payload"] == .object([("changed", .bool(true))]))
+    }
+
     @Test func prettyText_isTheVerdictValueSerializedPretty() throws {
         let result = try Self.verdicts()[0]
         #expect(JWSResultJSON.encode(result, pretty: true) == JWSResultJSON.value(of: result).serialized(pretty: true))

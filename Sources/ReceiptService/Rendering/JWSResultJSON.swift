@@ -43,7 +43,7 @@ public enum JWSResultJSON {
         sink.member("signed_date", date: result.signedDate)
         if let payload = result.payload {
             sink.key("payload")
-            sink.value(payload)
+            sink.value(payload, serializedText: result.payloadText)
         }
         if let transaction = result.transaction {
             sink.key("transaction")
