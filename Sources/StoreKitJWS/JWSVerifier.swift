@@ -217,8 +217,12 @@ public final class JWSVerifier: Sendable {
         let claims = Self.claims(of: kind, payload: jws.payload, signedByXcode: signer.isXcode)
         result.environment = claims.environment
         switch kind {
-        case .transaction: result.transaction = SignedTransaction(payload: jws.payload)
-        case .renewalInfo: result.renewalInfo = SignedRenewalInfo(payload: jws.payload)
+        case .transaction:
+            var members = PayloadMembers(jws.payload, namesAreUnique: true)
+            result.transaction = SignedTransaction(members: &members)
+        case .renewalInfo:
+            var members = PayloadMembers(jws.payload, namesAreUnique: true)
+            result.renewalInfo = SignedRenewalInfo(members: &members)
         case .appTransaction: result.appTransaction = SignedAppTransaction(payload: jws.payload)
         case .notification: result.notification = SignedNotification(payload: jws.payload)
         case .receipt: break
