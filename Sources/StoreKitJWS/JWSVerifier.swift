@@ -10,8 +10,9 @@ internal import JSONText
 /// Verifies StoreKit 2 signed data (transactions, renewal info, app transactions, App Store Server Notifications V2)
 /// against one policy, with the receipt engine's trust model and checks.
 ///
-/// Safe to share across threads. Trusted chain decisions are cached by the exact `x5c` text; refusals are not
-/// cached but cost at most one signature verification before any certificate is decoded.
+/// Safe to share across threads. Trusted chain decisions are cached by the exact `x5c` text, and by the exact header
+/// text, which is then not decoded again; refusals are not cached but cost at most one signature verification before
+/// any certificate is decoded.
 public final class JWSVerifier: Sendable {
     public let policy: ValidationPolicy
     private let trust: JWSTrustEvaluator
