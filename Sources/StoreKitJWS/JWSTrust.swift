@@ -36,6 +36,9 @@ final class JWSTrustEvaluator: Sendable {
     static let cacheCapacity = 128
     /// Apple signs with a handful of leaves at a time, each always under the same header text.
     static let headerCapacity = 32
+    /// Apple's headers are 3 to 5 KB; a longer one (padded by whoever holds a trusted chain) is not remembered, so
+    /// the remembered headers stay within a few hundred kilobytes.
+    static let longestRememberedHeader = 16 * 1024
     /// Apple has a few WWDR intermediates in use at a time.
     static let intermediateCapacity = 16
 
@@ -106,6 +109,7 @@ final class JWSTrustEvaluator: Sendable {
     }
 
     private func remember(_ segment: ArraySlice<UInt8>, _ signer: JWSSigner) {
+        guard segment.count <= Self.longestRememberedHeader else { return }
         state.withLock { state in
             guard !state.headers.contains(where: { Self.bytesEqual($0.segment, segment) }) else { return }
             state.headers.append((Array(segment), signer))

@@ -29,6 +29,18 @@ struct HeaderCacheJWSTests {
         #expect(verifier.verify(critical).error?.detail == .headerInvalid)
     }
 
+    @Test func longPaddedHeader_isJudgedEachTime() throws {
+        let verifier = JWSPKI.verifier([JWSPKI.standard])
+        var options = JWSSigningOptions()
+        options.extraHeader = [("padding", .string(String(repeating: "x", count: 20_000)))]
+        let padded = try JWSPKI.standard.sign(JWSPKI.transaction().payload, options)
+        #expect(verifier.verify(padded).isValid)
+        #expect(verifier.verify(padded).isValid)
+        options.tamperPayload = true
+        let tampered = try JWSPKI.standard.sign(JWSPKI.transaction().payload, options)
+        #expect(verifier.verify(tampered).error?.code == .signatureInvalid)
+    }
+
     @Test func headerTrustedByOneVerifier_isNotTrustedByAnother() throws {
         let trusting = JWSPKI.verifier([JWSPKI.standard])
         let other = JWSPKI.verifier([JWSPKI.expired])
