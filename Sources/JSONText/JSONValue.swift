@@ -14,7 +14,9 @@ public enum JSONValue: Sendable, Hashable {
     /// The first member of that name when this is an object.
     public subscript(key: String) -> JSONValue? {
         guard case .object(let members) = self else { return nil }
-        return members.first { $0.key == key }?.value
+        // Lengths first: most members differ in length, and String's == compares no lengths before the bytes.
+        let length = key.utf8.count
+        return members.first { $0.key.utf8.count == length && $0.key == key }?.value
     }
 
     /// The element at that position when this is an array.
@@ -72,7 +74,7 @@ extension JSONValue {
         return out
     }
 
-    private func write(into out: inout [UInt8], pretty: Bool, depth: Int) {
+    func write(into out: inout [UInt8], pretty: Bool, depth: Int) {
         switch self {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let value): out.append(contentsOf: (value ? "true" : "false").utf8)
@@ -146,7 +148,8 @@ extension JSONValue {
         } while rest > 0
     }
 
-    private static let escapedBytes: [Bool] = (0...255).map { needsEscape(UInt8($0)) }
+    /// By byte value: 1 when it is written escaped.
+    private static let escapedBytes: [UInt8] = (0...255).map { needsEscape(UInt8($0)) ? 1 : 0 }
 
     private static func needsEscape(_ byte: UInt8) -> Bool {
         switch byte {
@@ -160,24 +163,26 @@ extension JSONValue {
     /// RFC 8259 §7: quote, backslash and control characters are escaped. `<`, `>` and `&` are escaped too, so that
     /// a receipt's strings can never close a `<script>` block if an answer is ever embedded in a page.
     package static func writeString(_ string: String, into out: inout [UInt8]) {
-        out.append(UInt8(ascii: "\""))
-        // Nearly every string in an answer needs no escape: copy it whole (a memcpy), then check the copy, which is
-        // far cheaper than walking the string's UTF-8 view; only a string that needs escapes is redone byte by byte.
-        let start = out.count
-        out.append(contentsOf: string.utf8)
-        let needsNoEscape = out.withUnsafeBufferPointer { written in
-            escapedBytes.withUnsafeBufferPointer { escaped in
-                var found = false
-                for index in start..<written.count { found = found || escaped[Int(written[index])] }
-                return !found
-            }
+        var string = string
+        string.withUTF8 { writeString(utf8: $0, into: &out) }
+    }
+
+    /// `writeString` of text already in UTF-8.
+    package static func writeString(utf8 bytes: UnsafeBufferPointer<UInt8>, into out: inout [UInt8]) {
+        // Nearly every string in an answer needs no escape: it is checked in place and copied whole (a memcpy); only
+        // a string that needs escapes is written byte by byte.
+        let needsEscape = escapedBytes.withUnsafeBufferPointer { escaped in
+            var found: UInt8 = 0
+            for byte in bytes { found |= escaped[Int(byte)] }
+            return found != 0
         }
-        if needsNoEscape {
+        out.append(UInt8(ascii: "\""))
+        guard needsEscape else {
+            out.append(contentsOf: bytes)
             out.append(UInt8(ascii: "\""))
             return
         }
-        out.removeSubrange(start...)
-        for byte in string.utf8 {
+        for byte in bytes {
             switch byte {
             case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
             case UInt8(ascii: "\\"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
@@ -208,14 +213,26 @@ extension JSONValue {
     /// Parses RFC 8259 JSON. Nesting is capped so that hostile bodies cannot exhaust the stack; duplicate keys are
     /// kept (lookups see the first).
     public init(parsing bytes: [UInt8], maximumDepth: Int = 64) throws(JSONParseError) {
+        self = try Self.parsingText(bytes, maximumDepth: maximumDepth).value
+    }
+
+    /// Parses like `init(parsing:)`, and tells whether `bytes` are exactly what `serialized()` writes for the value
+    /// (compact, no escape but those it writes, integers as it writes them): then the text can be sent as it is,
+    /// rather than written again from the value.
+    package static func parsingText(
+        _ bytes: [UInt8], maximumDepth: Int = 64
+    ) throws(JSONParseError) -> (value: JSONValue, isSerialized: Bool) {
         var parser = JSONParser(bytes: bytes, maximumDepth: maximumDepth)
         // A UTF-8 byte order mark is not JSON, but Windows tools write one into config files.
-        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { parser.index = 3 }
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) {
+            parser.index = 3
+            parser.isSerialized = false
+        }
         parser.skipWhitespace()
         let value = try parser.parseValue(depth: 0)
         parser.skipWhitespace()
         guard parser.index == bytes.count else { throw parser.error("unexpected data after the value") }
-        self = value
+        return (value, parser.isSerialized)
     }
 }
 
@@ -223,6 +240,8 @@ private struct JSONParser {
     let bytes: [UInt8]
     let maximumDepth: Int
     var index = 0
+    /// Nothing read so far is written otherwise by `JSONValue.serialized()`.
+    var isSerialized = true
 
     init(bytes: [UInt8], maximumDepth: Int) {
         self.bytes = bytes
@@ -234,7 +253,9 @@ private struct JSONParser {
     mutating func skipWhitespace() {
         while index < bytes.count {
             switch bytes[index] {
-            case 0x20, 0x09, 0x0A, 0x0D: index += 1
+            case 0x20, 0x09, 0x0A, 0x0D:
+                index += 1
+                isSerialized = false
             default: return
             }
         }
@@ -271,6 +292,8 @@ private struct JSONParser {
     mutating func parseObject(depth: Int) throws(JSONParseError) -> JSONValue {
         index += 1
         var members: [(key: String, value: JSONValue)] = []
+        // StoreKit payloads have dozens of members: a few growths rather than one per doubling from one.
+        members.reserveCapacity(8)
         skipWhitespace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
             index += 1
@@ -322,12 +345,19 @@ private struct JSONParser {
         }
     }
 
-    /// By byte value, inside a string: 0 plain ASCII, 1 the start of a multi-byte character, `endsPlainRun` for the
-    /// quote, the backslash and control characters.
+    /// By byte value, inside a string: 0 plain ASCII, `nonASCII` for bytes of multi-byte characters, `endsPlainRun`
+    /// for the quote, the backslash and control characters, `writtenEscaped` for the others `serialized()` escapes.
     private static let stringByteClass: [UInt8] = (0...255).map { value in
-        value == 0x22 || value == 0x5C || value < 0x20 ? endsPlainRun : value >= 0x80 ? 1 : 0
+        switch value {
+        case 0x22, 0x5C, 0..<0x20: endsPlainRun
+        case 0x80...: nonASCII
+        case 0x7F, 0x3C, 0x3E, 0x26: writtenEscaped
+        default: 0
+        }
     }
+    private static let nonASCII: UInt8 = 1
     private static let endsPlainRun: UInt8 = 2
+    private static let writtenEscaped: UInt8 = 4
 
     mutating func parseString() throws(JSONParseError) -> String {
         index += 1
@@ -335,18 +365,19 @@ private struct JSONParser {
         // kilobytes of base64 certificates, which byte-by-byte appends made the costliest part of a parse).
         let start = index
         var scan = start
-        var nonASCII: UInt8 = 0
+        var seen: UInt8 = 0
         bytes.withUnsafeBufferPointer { bytes in
             Self.stringByteClass.withUnsafeBufferPointer { classes in
                 while scan < bytes.count {
                     let byteClass = classes[Int(bytes[scan])]
                     if byteClass == Self.endsPlainRun { break }
-                    nonASCII |= byteClass
+                    seen |= byteClass
                     scan += 1
                 }
             }
         }
-        let isASCII = nonASCII == 0
+        let isASCII = seen & Self.nonASCII == 0
+        if seen & Self.writtenEscaped != 0 { isSerialized = false }
         if scan < bytes.count, bytes[scan] == UInt8(ascii: "\"") {
             index = scan + 1
             // ASCII is valid UTF-8 as it stands; only other text needs the (generic, slower) validation.
@@ -356,6 +387,8 @@ private struct JSONParser {
         }
         var out = Array(bytes[start..<scan])
         index = scan
+        // An escape or a control character (refused below) follows: written otherwise, or not at all.
+        isSerialized = false
         while index < bytes.count {
             let byte = bytes[index]
             switch byte {
@@ -447,7 +480,12 @@ private struct JSONParser {
             while index < bytes.count, (48...57).contains(bytes[index]) { index += 1 }
         }
         let text = String(decoding: bytes[start..<index], as: UTF8.self)
-        if isInteger, let integer = Int64(text) { return .integer(integer) }
+        if isInteger, let integer = Int64(text) {
+            // JSON forbids other leading zeros; -0 is written 0.
+            if integer == 0, bytes[start] == UInt8(ascii: "-") { isSerialized = false }
+            return .integer(integer)
+        }
+        isSerialized = false
         guard let double = Double(text) else { throw error("invalid number") }
         return .number(double)
     }

@@ -18,15 +18,31 @@ struct CompactJWS {
     /// JSON nesting beyond this is refused: Apple's payloads nest three deep, and deep nesting only costs stack.
     static let maximumJSONDepth = 16
 
+    /// What the header told: decoded, or the signer of an identical header trusted before.
+    enum Header {
+        case decoded(JWSHeader)
+        /// The header segment is, byte for byte, one whose chain was already decided trusted: decoding it again
+        /// (kilobytes of base64 certificates inside base64url) could only give the same certificates.
+        case known(JWSSigner)
+    }
+
     /// The exact ASCII of `header.payload` as received: what the signature covers (RFC 7515 §5.2).
     let signingInput: [UInt8]
-    let header: JWSHeader
+    /// The header's base64url text, as received (a prefix of `signingInput`).
+    let headerSegment: ArraySlice<UInt8>
+    let header: Header
     let payload: JSONValue
+    /// The payload's JSON text, when it is exactly what `payload.serialized()` writes.
+    let payloadText: [UInt8]?
     let signature: [UInt8]
 
     /// Splits and decodes `text` after trimming surrounding whitespace (a JWS pasted from a log). Every refusal is
     /// `malformed_jws` with a `detail` naming the part that failed, and a message that says what was seen.
-    init(parsing text: some Collection<UInt8>) throws(ValidationError) {
+    /// - Parameter knownSigner: the trusted signer of a header segment seen before byte for byte, if any; such a
+    ///   header is not decoded.
+    init(
+        parsing text: some Collection<UInt8>, knownSigner: (ArraySlice<UInt8>) -> JWSSigner? = { _ in nil }
+    ) throws(ValidationError) {
         let bytes = Array(text)
         var start = 0
         var end = bytes.count
@@ -35,8 +51,19 @@ struct CompactJWS {
         guard start < end else { throw Self.malformed(.empty, "the JWS is empty") }
 
         var dots: [Int] = []
-        bytes.withUnsafeBufferPointer { bytes in
-            for index in start..<end where bytes[index] == UInt8(ascii: ".") { dots.append(index) }
+        bytes.withUnsafeBytes { bytes in
+            // Eight bytes at a time: a word holds a dot when `word ^ "........"` has a zero byte (the classic
+            // has-zero-byte test), and only such words are looked at byte by byte.
+            let dotsWord: UInt64 = 0x2E2E_2E2E_2E2E_2E2E
+            var index = start
+            while index + 8 <= end {
+                let word = bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self) ^ dotsWord
+                if (word &- 0x0101_0101_0101_0101) & ~word & 0x8080_8080_8080_8080 != 0 {
+                    for offset in index..<(index + 8) where bytes[offset] == UInt8(ascii: ".") { dots.append(offset) }
+                }
+                index += 8
+            }
+            for offset in index..<end where bytes[offset] == UInt8(ascii: ".") { dots.append(offset) }
         }
         guard dots.count == 2 else {
             throw Self.malformed(
@@ -45,13 +72,18 @@ struct CompactJWS {
                     + "\(dots.count + 1)" + (dots.count < 2 ? " (cut short?)" : ""))
         }
         let headerText = bytes[start..<dots[0]]
-        let payloadText = bytes[(dots[0] + 1)..<dots[1]]
+        let payloadSegment = bytes[(dots[0] + 1)..<dots[1]]
         let signatureText = bytes[(dots[1] + 1)..<end]
 
-        guard let headerBytes = Base64.decode(headerText, alphabet: .url), !headerBytes.isEmpty else {
-            throw Self.malformed(.headerNotBase64URL, "segment 1 of 3, the header, is not base64url without padding")
+        if let signer = knownSigner(headerText) {
+            header = .known(signer)
+        } else {
+            guard let headerBytes = Base64.decode(headerText, alphabet: .url), !headerBytes.isEmpty else {
+                throw Self.malformed(
+                    .headerNotBase64URL, "segment 1 of 3, the header, is not base64url without padding")
+            }
+            header = .decoded(try Self.header(headerBytes))
         }
-        header = try Self.header(headerBytes)
 
         guard let signature = Base64.decode(signatureText, alphabet: .url) else {
             throw Self.malformed(
@@ -64,11 +96,12 @@ struct CompactJWS {
         }
         self.signature = signature
 
-        guard let payloadBytes = Base64.decode(payloadText, alphabet: .url), !payloadBytes.isEmpty else {
+        guard let payloadBytes = Base64.decode(payloadSegment, alphabet: .url), !payloadBytes.isEmpty else {
             throw Self.malformed(.payloadNotBase64URL, "segment 2 of 3, the payload, is not base64url without padding")
         }
-        payload = try Self.object(payloadBytes, "payload")
+        (payload, self.payloadText) = try Self.object(payloadBytes, "payload")
         signingInput = Array(bytes[start..<dots[1]])
+        headerSegment = signingInput[..<(dots[0] - start)]
     }
 
     static func malformed(_ detail: ValidationError.Detail, _ message: String) -> ValidationError {
@@ -78,25 +111,48 @@ struct CompactJWS {
     /// A JSON object whose member names are unique: RFC 7515 §4 lets a parser either refuse duplicates or take the
     /// last one, and `JSONValue` lookups take the first, so duplicates are refused rather than read differently
     /// from other verifiers.
-    private static func object(_ bytes: [UInt8], _ name: String) throws(ValidationError) -> JSONValue {
+    /// - Returns: the object, and `bytes` when they are what its `serialized()` writes.
+    private static func object(
+        _ bytes: [UInt8], _ name: String
+    ) throws(ValidationError) -> (value: JSONValue, text: [UInt8]?) {
         let segment = name == "header" ? "segment 1 of 3, the header," : "segment 2 of 3, the payload,"
         let notJSON: ValidationError.Detail = name == "header" ? .headerNotJSON : .payloadNotJSON
         let value: JSONValue
+        let isSerialized: Bool
         do {
-            value = try JSONValue(parsing: bytes, maximumDepth: maximumJSONDepth)
+            (value, isSerialized) = try JSONValue.parsingText(bytes, maximumDepth: maximumJSONDepth)
         } catch {
             throw malformed(notJSON, "\(segment) is not JSON: \(error.description)")
         }
         guard case .object(let members) = value else { throw malformed(notJSON, "\(segment) is not a JSON object") }
-        var names = Set<String>(minimumCapacity: members.count)
-        for member in members where !names.insert(member.key).inserted {
-            throw malformed(.duplicateMember, "the \(name) repeats the member \(member.key)")
+        if let repeated = repeatedName(in: members) {
+            throw malformed(.duplicateMember, "the \(name) repeats the member \(repeated)")
         }
-        return value
+        return (value, isSerialized ? bytes : nil)
+    }
+
+    /// The first name a member repeats. Up to 64 members (every StoreKit payload), names are compared only when
+    /// their lengths and first and last bytes agree, with no hashing; beyond, a set keeps the cost linear.
+    static func repeatedName(in members: [(key: String, value: JSONValue)]) -> String? {
+        guard members.count <= 64 else {
+            var names = Set<String>(minimumCapacity: members.count)
+            return members.first { !names.insert($0.key).inserted }?.key
+        }
+        return withUnsafeTemporaryAllocation(of: Int.self, capacity: members.count) { shapes in
+            for (index, member) in members.enumerated() {
+                let utf8 = member.key.utf8
+                let shape = utf8.count << 16 | Int(utf8.first ?? 0) << 8 | Int(utf8.last ?? 0)
+                for earlier in 0..<index where shapes[earlier] == shape && members[earlier].key == member.key {
+                    return member.key
+                }
+                shapes[index] = shape
+            }
+            return nil
+        }
     }
 
     private static func header(_ bytes: [UInt8]) throws(ValidationError) -> JWSHeader {
-        let header = try object(bytes, "header")
+        let header = try object(bytes, "header").value
         guard header["crit"] == nil else {
             throw malformed(.headerInvalid, "the header lists critical extensions (crit), which StoreKit 2 never uses")
         }

@@ -20,10 +20,12 @@ enum JWSTrustDecision: Sendable {
 /// Decides whether a JWS's `x5c` chains its leaf, through `x5c[1]`, to a trusted root with Apple's markers.
 ///
 /// Decisions depend only on the exact `x5c` text, never on time (the window is checked per JWS), so trusted ones are
-/// cached: Apple signs every transaction with a handful of chains. Refusals are never cached (a flood of distinct
-/// forgeries would evict the genuine chains, and could not hit anyway); instead they are made cheap: a leaf under
-/// an intermediate already trusted is checked with one signature verification over its TBSCertificate before any
-/// certificate is decoded, and an unknown intermediate likewise against the roots that could anchor it.
+/// cached, by the `x5c` text and by the whole header's base64url text (which spares decoding the header at all):
+/// Apple signs every transaction with a handful of chains, each always under the same header. Refusals are never
+/// cached (a flood of distinct forgeries would evict the genuine chains, and could not hit anyway); instead they are
+/// made cheap: a leaf under an intermediate already trusted is checked with one signature verification over its
+/// TBSCertificate before any certificate is decoded, and an unknown intermediate likewise against the roots that
+/// could anchor it.
 final class JWSTrustEvaluator: Sendable {
     /// SHA-256 of Apple Root CA - G3, which signs every StoreKit 2 chain. `x5c[2]` is used as the anchor only when
     /// it is exactly this certificate.
@@ -32,6 +34,11 @@ final class JWSTrustEvaluator: Sendable {
         0x7C, 0x4F, 0x5C, 0x75, 0x6F, 0x30, 0x17, 0xB3, 0xA8, 0xC4, 0x88, 0xC3, 0x65, 0x3E, 0x91, 0x79,
     ]
     static let cacheCapacity = 128
+    /// Apple signs with a handful of leaves at a time, each always under the same header text.
+    static let headerCapacity = 32
+    /// Apple's headers are 3 to 5 KB; a longer one (padded by whoever holds a trusted chain) is not remembered, so
+    /// the remembered headers stay within a few hundred kilobytes.
+    static let longestRememberedHeader = 16 * 1024
     /// Apple has a few WWDR intermediates in use at a time.
     static let intermediateCapacity = 16
 
@@ -52,6 +59,9 @@ final class JWSTrustEvaluator: Sendable {
         var intermediateOrder: [String] = []
         /// Apple Root CA - G3, decoded the first time a JWS carries it.
         var appleRoot: Anchor?
+        /// Header segments (base64url, as received) of trusted chains, oldest first: the same header text decodes to
+        /// the same certificates, so a JWS carrying one is neither decoded nor chained again.
+        var headers: [(segment: [UInt8], signer: JWSSigner)] = []
     }
 
     init(policy: ValidationPolicy) {
@@ -61,11 +71,23 @@ final class JWSTrustEvaluator: Sendable {
         acceptsXcode = policy.environments.contains(.xcode)
     }
 
-    func evaluate(_ header: JWSHeader) -> JWSTrustDecision {
+    /// The signer of a header segment already trusted, byte for byte; nil for any other.
+    func knownSigner(header segment: ArraySlice<UInt8>) -> JWSSigner? {
+        state.withLock { state in
+            state.headers.first { Self.bytesEqual($0.segment, segment) }?.signer
+        }
+    }
+
+    /// - Parameter segment: the header's base64url text, remembered with a trusted decision.
+    func evaluate(_ header: JWSHeader, segment: ArraySlice<UInt8>) -> JWSTrustDecision {
         let key = ChainKey(header.certificates)
-        if let signer = state.withLock({ $0.chains[key] }) { return .trusted(signer) }
+        if let signer = state.withLock({ $0.chains[key] }) {
+            remember(segment, signer)
+            return .trusted(signer)
+        }
         let decision = header.isXcode ? decideXcode(header.certificates[0]) : decide(header.certificates)
         if case .trusted(let signer) = decision {
+            remember(segment, signer)
             state.withLock { state in
                 guard state.chains[key] == nil else { return }
                 state.chains[key] = signer
@@ -84,6 +106,36 @@ final class JWSTrustEvaluator: Sendable {
             }
         }
         return decision
+    }
+
+    private func remember(_ segment: ArraySlice<UInt8>, _ signer: JWSSigner) {
+        guard segment.count <= Self.longestRememberedHeader else { return }
+        state.withLock { state in
+            guard !state.headers.contains(where: { Self.bytesEqual($0.segment, segment) }) else { return }
+            state.headers.append((Array(segment), signer))
+            if state.headers.count > Self.headerCapacity { state.headers.removeFirst() }
+        }
+    }
+
+    /// Eight bytes at a time: a header is kilobytes, and a lookup compares it with each remembered one.
+    private static func bytesEqual(_ remembered: [UInt8], _ segment: ArraySlice<UInt8>) -> Bool {
+        guard remembered.count == segment.count else { return false }
+        return remembered.withUnsafeBytes { a in
+            segment.withUnsafeBytes { b in
+                var index = 0
+                while index + 8 <= a.count {
+                    guard a.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+                        == b.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+                    else { return false }
+                    index += 8
+                }
+                while index < a.count {
+                    guard a[index] == b[index] else { return false }
+                    index += 1
+                }
+                return true
+            }
+        }
     }
 
     private static func untrusted(_ reason: ChainFailure.Reason, _ message: String) -> JWSTrustDecision {

@@ -21,7 +21,22 @@ public struct JWSValidationResult: Sendable, Hashable {
     /// `signedDate`, for an app transaction `receiptCreationDate`.
     public var signedDate: ReceiptDate?
     /// The verified payload exactly as signed (camelCase, millisecond numbers, unknown members kept).
-    public var payload: JSONValue?
+    public var payload: JSONValue? {
+        get { verifiedPayload }
+        set {
+            verifiedPayload = newValue
+            payloadText = nil
+        }
+    }
+    private var verifiedPayload: JSONValue?
+    /// The payload's text as signed, when it is byte for byte what `payload.serialized()` writes: answers copy it
+    /// rather than write the payload again. Any change to `payload` drops it.
+    package private(set) var payloadText: [UInt8]?
+
+    mutating func setPayload(_ payload: JSONValue, text: [UInt8]?) {
+        verifiedPayload = payload
+        payloadText = text
+    }
     /// The transaction, or a notification's verified `signedTransactionInfo`.
     public var transaction: SignedTransaction?
     /// The renewal info, or a notification's verified `signedRenewalInfo`.

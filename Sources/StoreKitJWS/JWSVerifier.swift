@@ -10,8 +10,9 @@ internal import JSONText
 /// Verifies StoreKit 2 signed data (transactions, renewal info, app transactions, App Store Server Notifications V2)
 /// against one policy, with the receipt engine's trust model and checks.
 ///
-/// Safe to share across threads. Trusted chain decisions are cached by the exact `x5c` text; refusals are not
-/// cached but cost at most one signature verification before any certificate is decoded.
+/// Safe to share across threads. Trusted chain decisions are cached by the exact `x5c` text, and by the exact header
+/// text, which is then not decoded again; refusals are not cached but cost at most one signature verification before
+/// any certificate is decoded.
 public final class JWSVerifier: Sendable {
     public let policy: ValidationPolicy
     private let trust: JWSTrustEvaluator
@@ -45,37 +46,47 @@ public final class JWSVerifier: Sendable {
         var end = bytes.count
         while start < end, bytes[start].isASCIIWhitespace { start += 1 }
         while end > start, bytes[end - 1].isASCIIWhitespace { end -= 1 }
-        // Every request body passes here: one table load per byte and no branch, the verdict taken every 64 bytes
-        // (a DER receipt or base64 with `+` stops within the first block).
-        var dots = 0
-        var outside: UInt8 = 0
+        // Every request body passes here: one table load and one OR per byte, no branch, the verdict taken every
+        // 64 bytes (a DER receipt or base64 with `+` stops within the first block).
+        var seen: UInt8 = 0
         base64URLOrDot.withUnsafeBufferPointer { table in
             var blockStart = start
-            while blockStart < end, outside & 2 == 0 {
+            while blockStart < end, seen & outsideAlphabet == 0 {
                 let blockEnd = min(blockStart + 64, end)
-                for index in blockStart..<blockEnd {
-                    let entry = table[Int(bytes[index])]
-                    outside |= entry
-                    dots &+= Int(entry & 1)
+                // Two accumulators, so that the ORs of neighbouring bytes do not wait on each other.
+                var even: UInt8 = 0
+                var odd: UInt8 = 0
+                var index = blockStart
+                while index + 1 < blockEnd {
+                    even |= table[Int(bytes[index])]
+                    odd |= table[Int(bytes[index + 1])]
+                    index += 2
                 }
+                if index < blockEnd { even |= table[Int(bytes[index])] }
+                seen |= even | odd
                 blockStart = blockEnd
             }
         }
-        guard outside & 2 == 0, end - start > dots else { return false }
-        if dots > 0 { return true }
+        // Dots alone are no JWS.
+        guard seen & outsideAlphabet == 0, seen & inAlphabet != 0 else { return false }
+        if seen & dot != 0 { return true }
         // "eyJ": `{"` in base64url, a header cut short before its first dot.
         return end - start >= 3 && bytes[start] == UInt8(ascii: "e") && bytes[start + 1] == UInt8(ascii: "y")
             && bytes[start + 2] == UInt8(ascii: "J")
     }
 
-    /// By byte value: 0 for base64url's alphabet, 1 for the dot, 2 for anything else.
+    private static let dot: UInt8 = 1
+    private static let outsideAlphabet: UInt8 = 2
+    private static let inAlphabet: UInt8 = 4
+
+    /// By byte value: `inAlphabet` for base64url's alphabet, `dot` for the dot, `outsideAlphabet` for anything else.
     private static let base64URLOrDot: [UInt8] = (0...255).map { value in
         switch UInt8(value) {
         case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
             UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"):
-            0
-        case UInt8(ascii: "."): 1
-        default: 2
+            inAlphabet
+        case UInt8(ascii: "."): dot
+        default: outsideAlphabet
         }
     }
 
@@ -127,14 +138,14 @@ public final class JWSVerifier: Sendable {
         }
         let jws: CompactJWS
         do {
-            jws = try CompactJWS(parsing: text)
+            jws = try CompactJWS(parsing: text, knownSigner: trust.knownSigner(header:))
         } catch {
             return fail(error)
         }
 
         // The signing time is read from the still-untrusted payload only to pick the instant the chain must have
         // been valid at (Apple's libraries do the same); nothing else is read before the signature verifies.
-        let shownKinds = SignedDataKind.kindsShown(by: jws.payload)
+        let shownKinds = SignedDataKind.kindsShownAsMask(by: jws.payload)
         let shownKind = SignedDataKind(payload: jws.payload, shown: shownKinds)
         let timeMember = (requiredKind ?? shownKind ?? .transaction).signingTimeMember
         var signedDate: ReceiptDate?
@@ -147,8 +158,13 @@ public final class JWSVerifier: Sendable {
         }
         let signingTime = signedDate ?? now
 
+        let decision: JWSTrustDecision
+        switch jws.header {
+        case .known(let signer): decision = .trusted(signer)
+        case .decoded(let header): decision = trust.evaluate(header, segment: jws.headerSegment)
+        }
         let signer: JWSSigner
-        switch trust.evaluate(jws.header) {
+        switch decision {
         case .malformed(let message):
             return fail(CompactJWS.malformed(.headerInvalid, message))
         case .untrusted(let failure):
@@ -171,7 +187,7 @@ public final class JWSVerifier: Sendable {
             return fail(ValidationError(.signatureInvalid, "the ES256 signature does not verify with the leaf's key"))
         }
         result.checks.signature = .passed
-        result.payload = jws.payload
+        result.setPayload(jws.payload, text: jws.payloadText)
         result.signedDate = signedDate
 
         let kind: SignedDataKind
@@ -202,8 +218,12 @@ public final class JWSVerifier: Sendable {
         let claims = Self.claims(of: kind, payload: jws.payload, signedByXcode: signer.isXcode)
         result.environment = claims.environment
         switch kind {
-        case .transaction: result.transaction = SignedTransaction(payload: jws.payload)
-        case .renewalInfo: result.renewalInfo = SignedRenewalInfo(payload: jws.payload)
+        case .transaction:
+            var members = PayloadMembers(jws.payload, namesAreUnique: true)
+            result.transaction = SignedTransaction(members: &members)
+        case .renewalInfo:
+            var members = PayloadMembers(jws.payload, namesAreUnique: true)
+            result.renewalInfo = SignedRenewalInfo(members: &members)
         case .appTransaction: result.appTransaction = SignedAppTransaction(payload: jws.payload)
         case .notification: result.notification = SignedNotification(payload: jws.payload)
         case .receipt: break

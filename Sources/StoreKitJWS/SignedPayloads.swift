@@ -8,11 +8,11 @@ extension SignedDataKind {
     /// one kind has decide, and a top-level `bundleId` with no other sign is a transaction (Apple's own test
     /// transaction is `{"environment", "bundleId", "signedDate"}`: app transactions always have `receiptType`).
     public init?(payload: JSONValue) {
-        self.init(payload: payload, shown: Self.kindsShown(by: payload))
+        self.init(payload: payload, shown: Self.kindsShownAsMask(by: payload))
     }
 
-    /// `init(payload:)` with `kindsShown(by: payload)` already at hand.
-    init?(payload: JSONValue, shown: Set<SignedDataKind>) {
+    /// `init(payload:)` with `kindsShownAsMask(by: payload)` already at hand.
+    init?(payload: JSONValue, shown: ShownKinds) {
         if let first = Self.jwsKinds.first(where: shown.contains) {
             self = first
         } else if payload["bundleId"] != nil {
@@ -24,13 +24,37 @@ extension SignedDataKind {
 
     /// The kinds whose own members (the discriminators below) the payload carries.
     public static func kindsShown(by payload: JSONValue) -> Set<SignedDataKind> {
-        guard case .object(let members) = payload else { return [] }
-        var kinds = Set<SignedDataKind>()
-        for member in members {
-            if let kind = discriminators[member.key] { kinds.insert(kind) }
-        }
-        return kinds
+        let shown = kindsShownAsMask(by: payload)
+        return Set(jwsKinds.filter(shown.contains))
     }
+
+    /// `kindsShown(by:)` without a `Set`: every verification asks, for each of the payload's members.
+    static func kindsShownAsMask(by payload: JSONValue) -> ShownKinds {
+        guard case .object(let members) = payload else { return ShownKinds() }
+        var shown = ShownKinds()
+        discriminatorBuckets.withUnsafeBufferPointer { buckets in
+            for member in members {
+                for candidate in buckets[Self.bucket(of: member.key)] where candidate.name == member.key {
+                    shown.insert(candidate.kind)
+                }
+            }
+        }
+        return shown
+    }
+
+    /// A bucket by length and first and last bytes: telling a member is no discriminator then costs no hashing of
+    /// its name, and most members land in an empty bucket.
+    private static func bucket(of name: String) -> Int {
+        let utf8 = name.utf8
+        guard let first = utf8.first, let last = utf8.last else { return 0 }
+        return (utf8.count &* 7 &+ Int(first) &+ Int(last) &* 3) & 63
+    }
+
+    private static let discriminatorBuckets: [[(name: String, kind: SignedDataKind)]] = {
+        var buckets = [[(name: String, kind: SignedDataKind)]](repeating: [], count: 64)
+        for (name, kind) in discriminators { buckets[bucket(of: name)].append((name, kind)) }
+        return buckets
+    }()
 
     /// Members only one kind has, in Apple's documented schemas. Shared ones (`originalTransactionId`, `productId`,
     /// `appTransactionId`, `offerType`, `currency`, `environment`, `signedDate`…) tell nothing.
@@ -71,11 +95,34 @@ extension SignedDataKind {
     }
 }
 
+/// A set of JWS kinds as bits.
+struct ShownKinds {
+    private var bits: UInt8 = 0
+
+    private static func bit(_ kind: SignedDataKind) -> UInt8 {
+        switch kind {
+        case .receipt: 1
+        case .transaction: 2
+        case .renewalInfo: 4
+        case .appTransaction: 8
+        case .notification: 16
+        }
+    }
+
+    var isEmpty: Bool { bits == 0 }
+    func contains(_ kind: SignedDataKind) -> Bool { bits & Self.bit(kind) != 0 }
+    mutating func insert(_ kind: SignedDataKind) { bits |= Self.bit(kind) }
+}
+
 /// Reads Apple's members leniently: Apple adds fields and values every year, and a member of an unexpected type
 /// reads as absent rather than failing a genuine, signed payload.
 enum PayloadField {
     static func string(_ payload: JSONValue, _ key: String) -> String? {
-        switch payload[key] {
+        string(payload[key])
+    }
+
+    static func string(_ value: JSONValue?) -> String? {
+        switch value {
         case .string(let value)?: value
         // Identifiers are strings in Apple's schema; a number where one is expected still names the same thing.
         case .integer(let value)?: String(value)
@@ -84,7 +131,11 @@ enum PayloadField {
     }
 
     static func integer(_ payload: JSONValue, _ key: String) -> Int64? {
-        switch payload[key] {
+        integer(payload[key])
+    }
+
+    static func integer(_ value: JSONValue?) -> Int64? {
+        switch value {
         case .integer(let value)?: value
         case .number(let value)?: value.isFinite && value.rounded(.towardZero) == value ? Int64(exactly: value) : nil
         default: nil
@@ -92,7 +143,11 @@ enum PayloadField {
     }
 
     static func bool(_ payload: JSONValue, _ key: String) -> Bool? {
-        switch payload[key] {
+        bool(payload[key])
+    }
+
+    static func bool(_ value: JSONValue?) -> Bool? {
+        switch value {
         case .bool(let value)?: value
         // autoRenewStatus is 0 or 1.
         case .integer(let value)?: value != 0
@@ -103,6 +158,10 @@ enum PayloadField {
     /// Unix milliseconds, possibly fractional (Xcode writes `1697679936056.485`); the fraction is dropped.
     static func date(_ payload: JSONValue, _ key: String) -> ReceiptDate? {
         payload[key].flatMap(date(_:))
+    }
+
+    static func date(_ value: JSONValue?) -> ReceiptDate? {
+        value.flatMap(date(_:))
     }
 
     static func date(_ value: JSONValue) -> ReceiptDate? {
@@ -118,13 +177,17 @@ enum PayloadField {
 
     /// An array of strings as sent (`eligibleWinBackOfferIds`, `storefrontCountryCodes`); other elements are dropped.
     static func strings(_ payload: JSONValue, _ key: String) -> [String]? {
-        guard case .array(let elements)? = payload[key] else { return nil }
+        strings(payload[key])
+    }
+
+    static func strings(_ value: JSONValue?) -> [String]? {
+        guard case .array(let elements)? = value else { return nil }
         return elements.compactMap { if case .string(let text) = $0 { text } else { nil } }
     }
 
     /// A nested object exactly as sent (`commitmentInfo`, `advancedCommerceInfo`).
-    static func object(_ payload: JSONValue, _ key: String) -> JSONValue? {
-        guard let value = payload[key], case .object = value else { return nil }
+    static func object(_ value: JSONValue?) -> JSONValue? {
+        guard let value, case .object = value else { return nil }
         return value
     }
 
@@ -141,6 +204,37 @@ enum PayloadField {
     /// The environment's normalized name when known, the signed text otherwise.
     static func environmentName(_ text: String?) -> String? {
         environment(text)?.rawValue ?? text
+    }
+}
+
+/// A payload's members read one after another. A payload whose names are known unique (`CompactJWS` refuses
+/// repeats) is searched from after the member found last, so reading it in Apple's order costs one comparison per
+/// member and any other order no more than a scan; otherwise every lookup scans from the first member, which it
+/// returns, like `JSONValue`'s subscript.
+struct PayloadMembers {
+    private let members: [(key: String, value: JSONValue)]
+    private let namesAreUnique: Bool
+    private var next = 0
+
+    init(_ payload: JSONValue, namesAreUnique: Bool) {
+        if case .object(let members) = payload { self.members = members } else { members = [] }
+        self.namesAreUnique = namesAreUnique
+    }
+
+    mutating func callAsFunction(_ name: String) -> JSONValue? {
+        let count = members.count
+        let length = name.utf8.count
+        var index = namesAreUnique ? next : 0
+        for _ in 0..<count {
+            if index == count { index = 0 }
+            let key = members[index].key
+            index += 1
+            if key.utf8.count == length && key == name {
+                next = index
+                return members[index - 1].value
+            }
+        }
+        return nil
     }
 }
 
@@ -189,42 +283,48 @@ public struct SignedTransaction: Sendable, Hashable {
     public var deviceVerificationNonce: String?
 
     public init(payload: JSONValue) {
+        var members = PayloadMembers(payload, namesAreUnique: false)
+        self.init(members: &members)
+    }
+
+    /// In the order Apple writes a transaction's members.
+    init(members read: inout PayloadMembers) {
         typealias F = PayloadField
-        price = F.integer(payload, "price")
-        currency = F.string(payload, "currency")
-        storefront = F.string(payload, "storefront")
-        storefrontID = F.string(payload, "storefrontId")
-        transactionReason = F.string(payload, "transactionReason")
-        isUpgraded = F.bool(payload, "isUpgraded")
-        subscriptionGroupIdentifier = F.string(payload, "subscriptionGroupIdentifier")
-        offerIdentifier = F.string(payload, "offerIdentifier")
-        offerDiscountType = F.string(payload, "offerDiscountType")
-        offerPeriod = F.string(payload, "offerPeriod")
-        appTransactionID = F.string(payload, "appTransactionId")
-        revocationType = F.string(payload, "revocationType")
-        revocationPercentage = F.integer(payload, "revocationPercentage")
-        billingPlanType = F.string(payload, "billingPlanType")
-        commitmentInfo = F.object(payload, "commitmentInfo")
-        advancedCommerceInfo = F.object(payload, "advancedCommerceInfo")
-        deviceVerification = F.string(payload, "deviceVerification")
-        deviceVerificationNonce = F.string(payload, "deviceVerificationNonce")
-        transactionID = F.string(payload, "transactionId")
-        originalTransactionID = F.string(payload, "originalTransactionId")
-        webOrderLineItemID = F.string(payload, "webOrderLineItemId")
-        productID = F.string(payload, "productId")
-        bundleID = F.string(payload, "bundleId")
-        type = F.string(payload, "type")
-        quantity = F.integer(payload, "quantity")
-        purchaseDate = F.date(payload, "purchaseDate")
-        originalPurchaseDate = F.date(payload, "originalPurchaseDate")
-        expiresDate = F.date(payload, "expiresDate")
-        revocationDate = F.date(payload, "revocationDate")
-        revocationReason = F.integer(payload, "revocationReason")
-        inAppOwnershipType = F.string(payload, "inAppOwnershipType")
-        appAccountToken = F.string(payload, "appAccountToken")
-        offerType = F.integer(payload, "offerType")
-        environment = F.environmentName(F.string(payload, "environment"))
-        signedDate = F.date(payload, "signedDate")
+        transactionID = F.string(read("transactionId"))
+        originalTransactionID = F.string(read("originalTransactionId"))
+        webOrderLineItemID = F.string(read("webOrderLineItemId"))
+        bundleID = F.string(read("bundleId"))
+        productID = F.string(read("productId"))
+        subscriptionGroupIdentifier = F.string(read("subscriptionGroupIdentifier"))
+        purchaseDate = F.date(read("purchaseDate"))
+        originalPurchaseDate = F.date(read("originalPurchaseDate"))
+        expiresDate = F.date(read("expiresDate"))
+        quantity = F.integer(read("quantity"))
+        type = F.string(read("type"))
+        appAccountToken = F.string(read("appAccountToken"))
+        inAppOwnershipType = F.string(read("inAppOwnershipType"))
+        signedDate = F.date(read("signedDate"))
+        revocationReason = F.integer(read("revocationReason"))
+        revocationDate = F.date(read("revocationDate"))
+        isUpgraded = F.bool(read("isUpgraded"))
+        offerType = F.integer(read("offerType"))
+        offerIdentifier = F.string(read("offerIdentifier"))
+        environment = F.environmentName(F.string(read("environment")))
+        transactionReason = F.string(read("transactionReason"))
+        storefront = F.string(read("storefront"))
+        storefrontID = F.string(read("storefrontId"))
+        price = F.integer(read("price"))
+        currency = F.string(read("currency"))
+        offerDiscountType = F.string(read("offerDiscountType"))
+        appTransactionID = F.string(read("appTransactionId"))
+        offerPeriod = F.string(read("offerPeriod"))
+        revocationType = F.string(read("revocationType"))
+        revocationPercentage = F.integer(read("revocationPercentage"))
+        billingPlanType = F.string(read("billingPlanType"))
+        commitmentInfo = F.object(read("commitmentInfo"))
+        advancedCommerceInfo = F.object(read("advancedCommerceInfo"))
+        deviceVerification = F.string(read("deviceVerification"))
+        deviceVerificationNonce = F.string(read("deviceVerificationNonce"))
     }
 
     /// Apple's name for the one product type that renews.
@@ -277,31 +377,37 @@ public struct SignedRenewalInfo: Sendable, Hashable {
     public var renewalBillingPlanType: String?
 
     public init(payload: JSONValue) {
+        var members = PayloadMembers(payload, namesAreUnique: false)
+        self.init(members: &members)
+    }
+
+    /// In the order Apple writes renewal info's members.
+    init(members read: inout PayloadMembers) {
         typealias F = PayloadField
-        priceIncreaseStatus = F.integer(payload, "priceIncreaseStatus")
-        offerType = F.integer(payload, "offerType")
-        offerIdentifier = F.string(payload, "offerIdentifier")
-        recentSubscriptionStartDate = F.date(payload, "recentSubscriptionStartDate")
-        renewalPrice = F.integer(payload, "renewalPrice")
-        currency = F.string(payload, "currency")
-        offerDiscountType = F.string(payload, "offerDiscountType")
-        eligibleWinBackOfferIDs = F.strings(payload, "eligibleWinBackOfferIds")
-        appAccountToken = F.string(payload, "appAccountToken")
-        appTransactionID = F.string(payload, "appTransactionId")
-        offerPeriod = F.string(payload, "offerPeriod")
-        advancedCommerceInfo = F.object(payload, "advancedCommerceInfo")
-        commitmentInfo = F.object(payload, "commitmentInfo")
-        renewalBillingPlanType = F.string(payload, "renewalBillingPlanType")
-        originalTransactionID = F.string(payload, "originalTransactionId")
-        productID = F.string(payload, "productId")
-        autoRenewProductID = F.string(payload, "autoRenewProductId")
-        autoRenewStatus = F.bool(payload, "autoRenewStatus")
-        expirationIntent = F.integer(payload, "expirationIntent")
-        isInBillingRetryPeriod = F.bool(payload, "isInBillingRetryPeriod")
-        gracePeriodExpiresDate = F.date(payload, "gracePeriodExpiresDate")
-        renewalDate = F.date(payload, "renewalDate")
-        environment = F.environmentName(F.string(payload, "environment"))
-        signedDate = F.date(payload, "signedDate")
+        originalTransactionID = F.string(read("originalTransactionId"))
+        autoRenewProductID = F.string(read("autoRenewProductId"))
+        productID = F.string(read("productId"))
+        autoRenewStatus = F.bool(read("autoRenewStatus"))
+        isInBillingRetryPeriod = F.bool(read("isInBillingRetryPeriod"))
+        priceIncreaseStatus = F.integer(read("priceIncreaseStatus"))
+        gracePeriodExpiresDate = F.date(read("gracePeriodExpiresDate"))
+        offerType = F.integer(read("offerType"))
+        offerIdentifier = F.string(read("offerIdentifier"))
+        signedDate = F.date(read("signedDate"))
+        environment = F.environmentName(F.string(read("environment")))
+        recentSubscriptionStartDate = F.date(read("recentSubscriptionStartDate"))
+        renewalDate = F.date(read("renewalDate"))
+        renewalPrice = F.integer(read("renewalPrice"))
+        currency = F.string(read("currency"))
+        offerDiscountType = F.string(read("offerDiscountType"))
+        eligibleWinBackOfferIDs = F.strings(read("eligibleWinBackOfferIds"))
+        appAccountToken = F.string(read("appAccountToken"))
+        appTransactionID = F.string(read("appTransactionId"))
+        offerPeriod = F.string(read("offerPeriod"))
+        expirationIntent = F.integer(read("expirationIntent"))
+        advancedCommerceInfo = F.object(read("advancedCommerceInfo"))
+        commitmentInfo = F.object(read("commitmentInfo"))
+        renewalBillingPlanType = F.string(read("renewalBillingPlanType"))
     }
 }
 

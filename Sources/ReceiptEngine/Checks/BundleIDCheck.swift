@@ -15,21 +15,21 @@ public struct BundleIDCheck: SignedDataCheck {
 
     public func evaluate(_ claims: SignedClaims, app: AppPolicy?) -> CheckVerdict {
         if claims.kind == .renewalInfo { return .skipped }
-        let subject = claims.kind.subject
         guard let bundleID = claims.bundleID else {
-            return .failed(
-                ValidationError(.bundleIDMismatch, "the \(subject) names no app (no bundleId)", reason: .missing))
+            return .failed(ValidationError(
+                .bundleIDMismatch, "the \(claims.kind.subject) names no app (no bundleId)", reason: .missing))
         }
         if let expectedBundleID {
             return CheckVerdict(
                 bundleID == expectedBundleID,
-                else: ValidationError(.bundleIDMismatch, "the \(subject) is for \(bundleID), not \(expectedBundleID)"))
+                else: ValidationError(
+                    .bundleIDMismatch, "the \(claims.kind.subject) is for \(bundleID), not \(expectedBundleID)"))
         }
         guard !apps.isEmpty else { return .skipped }
         return CheckVerdict(
             app != nil,
             else: ValidationError(
-                .bundleIDMismatch, "the \(subject) is for \(bundleID), which is not a configured app"))
+                .bundleIDMismatch, "the \(claims.kind.subject) is for \(bundleID), which is not a configured app"))
     }
 
     /// The configured app `bundleID` names, when the caller accepts that bundle id: what the checks that depend on

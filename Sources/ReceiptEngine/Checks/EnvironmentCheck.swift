@@ -7,20 +7,20 @@ public struct EnvironmentCheck: SignedDataCheck {
     public var name: CheckName { .environment }
 
     public func evaluate(_ claims: SignedClaims, app: AppPolicy?) -> CheckVerdict {
-        let subject = claims.kind.subject
         guard let text = claims.environmentText else {
             // Receipts from before 2013 carry no receipt type; refusing them for it would lock out old customers.
             // Apple's libraries refuse StoreKit 2 data that names none (INVALID_ENVIRONMENT): it could be anyone's.
             if claims.kind == .receipt { return .skipped }
-            return .failed(
-                ValidationError(.environmentNotAccepted, "the \(subject) names no environment", reason: .missing))
+            return .failed(ValidationError(
+                .environmentNotAccepted, "the \(claims.kind.subject) names no environment", reason: .missing))
         }
         guard let environment = claims.environment else {
             return .failed(ValidationError(.environmentNotAccepted, "the environment \(text) is not known"))
         }
         return CheckVerdict(
             accepted.contains(environment),
-            else: ValidationError(.environmentNotAccepted, "\(environment.rawValue) \(subject)s are not accepted"))
+            else: ValidationError(
+                .environmentNotAccepted, "\(environment.rawValue) \(claims.kind.subject)s are not accepted"))
     }
 }
 

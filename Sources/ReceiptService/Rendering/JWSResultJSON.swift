@@ -16,208 +16,274 @@ public import StoreKitJWS
 public enum JWSResultJSON {
     /// The verdict as a JSON value.
     public static func value(of result: JWSValidationResult) -> JSONValue {
-        var members: [(key: String, value: JSONValue)] = [
-            ("valid", .bool(result.isValid)),
-            ("kind", .string(result.kind?.rawValue)),
-        ]
-        if let error = result.error { members.append(("error", errorObject(error))) }
-        members.append(("environment", .string(result.environment?.rawValue)))
-        members.append(("checks", checks(result.checks)))
-        members.append(("signed_date", date(result.signedDate)))
-        if let payload = result.payload { members.append(("payload", payload)) }
-        if let transaction = result.transaction { members.append(("transaction", self.transaction(transaction))) }
-        if let renewalInfo = result.renewalInfo { members.append(("renewal_info", self.renewalInfo(renewalInfo))) }
-        if let appTransaction = result.appTransaction {
-            members.append(("app_transaction", self.appTransaction(appTransaction)))
-        }
-        if let notification = result.notification { members.append(("notification", self.notification(notification))) }
-        members.append(("subscriptions", .array(result.subscriptions.map(subscription))))
-        return .object(members)
+        .building { write(result, to: &$0) }
     }
 
-    /// `value(of:)` as UTF-8 JSON text.
+    /// `value(of:)` as UTF-8 JSON text. Compact text is written straight from the verdict, with no value made.
     public static func encode(_ result: JWSValidationResult, pretty: Bool = false) -> [UInt8] {
-        value(of: result).serialized(pretty: pretty)
+        guard !pretty else { return value(of: result).serialized(pretty: true) }
+        // An answer with its payload is a few kilobytes: room for it at once rather than by doublings.
+        var writer = JSONWriter(capacity: 4096)
+        write(result, to: &writer)
+        return writer.bytes
+    }
+
+    static func write(_ result: JWSValidationResult, to sink: inout some JSONSink) {
+        sink.beginObject()
+        sink.key("valid")
+        sink.bool(result.isValid)
+        sink.member("kind", result.kind?.rawValue)
+        if let error = result.error {
+            sink.key("error")
+            write(error, to: &sink)
+        }
+        sink.member("environment", result.environment?.rawValue)
+        sink.key("checks")
+        write(result.checks, to: &sink)
+        sink.member("signed_date", date: result.signedDate)
+        if let payload = result.payload {
+            sink.key("payload")
+            sink.value(payload, serializedText: result.payloadText)
+        }
+        if let transaction = result.transaction {
+            sink.key("transaction")
+            write(transaction, to: &sink)
+        }
+        if let renewalInfo = result.renewalInfo {
+            sink.key("renewal_info")
+            write(renewalInfo, to: &sink)
+        }
+        if let appTransaction = result.appTransaction {
+            sink.key("app_transaction")
+            write(appTransaction, to: &sink)
+        }
+        if let notification = result.notification {
+            sink.key("notification")
+            write(notification, to: &sink)
+        }
+        sink.key("subscriptions")
+        sink.beginArray()
+        for status in result.subscriptions { write(status, to: &sink) }
+        sink.endArray()
+        sink.endObject()
     }
 
     /// `{"code", "message"}`, plus `"reason"` (`certificate_untrusted`, and `missing` for data that names no app or
     /// environment) and `"detail"` (`malformed_jws`: the part that failed) when there is one.
     public static func errorObject(_ error: ValidationError) -> JSONValue {
-        var members: [(key: String, value: JSONValue)] = [
-            ("code", .string(error.code.rawValue)), ("message", .string(error.message)),
-        ]
-        if let reason = error.reason { members.append(("reason", .string(reason.rawValue))) }
-        if let detail = error.detail { members.append(("detail", .string(detail.rawValue))) }
-        return .object(members)
+        .building { write(error, to: &$0) }
     }
 
-    static func checks(_ checks: ValidationChecks) -> JSONValue {
-        .object([
-            ("signature", .string(checks.signature.rawValue)),
-            ("bundle_id", .string(checks.bundleID.rawValue)),
-            ("environment", .string(checks.environment.rawValue)),
-            ("app_apple_id", .string(checks.appAppleID.rawValue)),
-            ("version", .string(checks.version.rawValue)),
-            ("device_hash", .string(checks.deviceHash.rawValue)),
-        ])
+    static func write(_ error: ValidationError, to sink: inout some JSONSink) {
+        sink.beginObject()
+        sink.member("code", error.code.rawValue)
+        sink.member("message", error.message)
+        if let reason = error.reason { sink.member("reason", reason.rawValue) }
+        if let detail = error.detail { sink.member("detail", detail.rawValue) }
+        sink.endObject()
+    }
+
+    static func write(_ checks: ValidationChecks, to sink: inout some JSONSink) {
+        sink.beginObject()
+        sink.member("signature", checks.signature.rawValue)
+        sink.member("bundle_id", checks.bundleID.rawValue)
+        sink.member("environment", checks.environment.rawValue)
+        sink.member("app_apple_id", checks.appAppleID.rawValue)
+        sink.member("version", checks.version.rawValue)
+        sink.member("device_hash", checks.deviceHash.rawValue)
+        sink.endObject()
     }
 
     public static func transaction(_ transaction: SignedTransaction) -> JSONValue {
-        .object([
-            ("transaction_id", .string(transaction.transactionID)),
-            ("original_transaction_id", .string(transaction.originalTransactionID)),
-            ("web_order_line_item_id", .string(transaction.webOrderLineItemID)),
-            ("product_id", .string(transaction.productID)),
-            ("bundle_id", .string(transaction.bundleID)),
-            ("type", .string(transaction.type)),
-            ("quantity", .integer(transaction.quantity)),
-            ("purchase_date", date(transaction.purchaseDate)),
-            ("original_purchase_date", date(transaction.originalPurchaseDate)),
-            ("expires_date", date(transaction.expiresDate)),
-            ("revocation_date", date(transaction.revocationDate)),
-            ("revocation_reason", .integer(transaction.revocationReason)),
-            ("in_app_ownership_type", .string(transaction.inAppOwnershipType)),
-            ("app_account_token", .string(transaction.appAccountToken)),
-            ("offer_type", .integer(transaction.offerType)),
-            ("environment", .string(transaction.environment)),
-            ("signed_date", date(transaction.signedDate)),
-            ("price", .integer(transaction.price)),
-            ("currency", .string(transaction.currency)),
-            ("storefront", .string(transaction.storefront)),
-            ("storefront_id", .string(transaction.storefrontID)),
-            ("transaction_reason", .string(transaction.transactionReason)),
-            ("is_upgraded", bool(transaction.isUpgraded)),
-            ("subscription_group_identifier", .string(transaction.subscriptionGroupIdentifier)),
-            ("offer_identifier", .string(transaction.offerIdentifier)),
-            ("offer_discount_type", .string(transaction.offerDiscountType)),
-            ("offer_period", .string(transaction.offerPeriod)),
-            ("app_transaction_id", .string(transaction.appTransactionID)),
-            ("revocation_type", .string(transaction.revocationType)),
-            ("revocation_percentage", .integer(transaction.revocationPercentage)),
-            ("billing_plan_type", .string(transaction.billingPlanType)),
-            ("commitment_info", nested(transaction.commitmentInfo)),
-            ("advanced_commerce_info", nested(transaction.advancedCommerceInfo)),
-            ("device_verification", .string(transaction.deviceVerification)),
-            ("device_verification_nonce", .string(transaction.deviceVerificationNonce)),
-        ])
+        .building { write(transaction, to: &$0) }
+    }
+
+    static func write(_ transaction: SignedTransaction, to sink: inout some JSONSink) {
+        sink.beginObject()
+        sink.member("transaction_id", transaction.transactionID)
+        sink.member("original_transaction_id", transaction.originalTransactionID)
+        sink.member("web_order_line_item_id", transaction.webOrderLineItemID)
+        sink.member("product_id", transaction.productID)
+        sink.member("bundle_id", transaction.bundleID)
+        sink.member("type", transaction.type)
+        sink.member("quantity", transaction.quantity)
+        sink.member("purchase_date", date: transaction.purchaseDate)
+        sink.member("original_purchase_date", date: transaction.originalPurchaseDate)
+        sink.member("expires_date", date: transaction.expiresDate)
+        sink.member("revocation_date", date: transaction.revocationDate)
+        sink.member("revocation_reason", transaction.revocationReason)
+        sink.member("in_app_ownership_type", transaction.inAppOwnershipType)
+        sink.member("app_account_token", transaction.appAccountToken)
+        sink.member("offer_type", transaction.offerType)
+        sink.member("environment", transaction.environment)
+        sink.member("signed_date", date: transaction.signedDate)
+        sink.member("price", transaction.price)
+        sink.member("currency", transaction.currency)
+        sink.member("storefront", transaction.storefront)
+        sink.member("storefront_id", transaction.storefrontID)
+        sink.member("transaction_reason", transaction.transactionReason)
+        sink.member("is_upgraded", transaction.isUpgraded)
+        sink.member("subscription_group_identifier", transaction.subscriptionGroupIdentifier)
+        sink.member("offer_identifier", transaction.offerIdentifier)
+        sink.member("offer_discount_type", transaction.offerDiscountType)
+        sink.member("offer_period", transaction.offerPeriod)
+        sink.member("app_transaction_id", transaction.appTransactionID)
+        sink.member("revocation_type", transaction.revocationType)
+        sink.member("revocation_percentage", transaction.revocationPercentage)
+        sink.member("billing_plan_type", transaction.billingPlanType)
+        sink.member("commitment_info", nested: transaction.commitmentInfo)
+        sink.member("advanced_commerce_info", nested: transaction.advancedCommerceInfo)
+        sink.member("device_verification", transaction.deviceVerification)
+        sink.member("device_verification_nonce", transaction.deviceVerificationNonce)
+        sink.endObject()
     }
 
     public static func renewalInfo(_ info: SignedRenewalInfo) -> JSONValue {
-        .object([
-            ("original_transaction_id", .string(info.originalTransactionID)),
-            ("product_id", .string(info.productID)),
-            ("auto_renew_product_id", .string(info.autoRenewProductID)),
-            ("auto_renew_status", bool(info.autoRenewStatus)),
-            ("expiration_intent", .integer(info.expirationIntent)),
-            ("is_in_billing_retry_period", bool(info.isInBillingRetryPeriod)),
-            ("grace_period_expires_date", date(info.gracePeriodExpiresDate)),
-            ("renewal_date", date(info.renewalDate)),
-            ("environment", .string(info.environment)),
-            ("signed_date", date(info.signedDate)),
-            ("price_increase_status", .integer(info.priceIncreaseStatus)),
-            ("offer_type", .integer(info.offerType)),
-            ("offer_identifier", .string(info.offerIdentifier)),
-            ("recent_subscription_start_date", date(info.recentSubscriptionStartDate)),
-            ("renewal_price", .integer(info.renewalPrice)),
-            ("currency", .string(info.currency)),
-            ("offer_discount_type", .string(info.offerDiscountType)),
-            ("eligible_win_back_offer_ids", strings(info.eligibleWinBackOfferIDs)),
-            ("app_account_token", .string(info.appAccountToken)),
-            ("app_transaction_id", .string(info.appTransactionID)),
-            ("offer_period", .string(info.offerPeriod)),
-            ("advanced_commerce_info", nested(info.advancedCommerceInfo)),
-            ("commitment_info", nested(info.commitmentInfo)),
-            ("renewal_billing_plan_type", .string(info.renewalBillingPlanType)),
-        ])
+        .building { write(info, to: &$0) }
+    }
+
+    static func write(_ info: SignedRenewalInfo, to sink: inout some JSONSink) {
+        sink.beginObject()
+        sink.member("original_transaction_id", info.originalTransactionID)
+        sink.member("product_id", info.productID)
+        sink.member("auto_renew_product_id", info.autoRenewProductID)
+        sink.member("auto_renew_status", info.autoRenewStatus)
+        sink.member("expiration_intent", info.expirationIntent)
+        sink.member("is_in_billing_retry_period", info.isInBillingRetryPeriod)
+        sink.member("grace_period_expires_date", date: info.gracePeriodExpiresDate)
+        sink.member("renewal_date", date: info.renewalDate)
+        sink.member("environment", info.environment)
+        sink.member("signed_date", date: info.signedDate)
+        sink.member("price_increase_status", info.priceIncreaseStatus)
+        sink.member("offer_type", info.offerType)
+        sink.member("offer_identifier", info.offerIdentifier)
+        sink.member("recent_subscription_start_date", date: info.recentSubscriptionStartDate)
+        sink.member("renewal_price", info.renewalPrice)
+        sink.member("currency", info.currency)
+        sink.member("offer_discount_type", info.offerDiscountType)
+        sink.member("eligible_win_back_offer_ids", info.eligibleWinBackOfferIDs)
+        sink.member("app_account_token", info.appAccountToken)
+        sink.member("app_transaction_id", info.appTransactionID)
+        sink.member("offer_period", info.offerPeriod)
+        sink.member("advanced_commerce_info", nested: info.advancedCommerceInfo)
+        sink.member("commitment_info", nested: info.commitmentInfo)
+        sink.member("renewal_billing_plan_type", info.renewalBillingPlanType)
+        sink.endObject()
     }
 
     public static func appTransaction(_ transaction: SignedAppTransaction) -> JSONValue {
-        .object([
-            ("bundle_id", .string(transaction.bundleID)),
-            ("app_apple_id", .integer(transaction.appAppleID)),
-            ("application_version", .string(transaction.applicationVersion)),
-            ("original_application_version", .string(transaction.originalApplicationVersion)),
-            ("receipt_type", .string(transaction.receiptType)),
-            ("receipt_creation_date", date(transaction.receiptCreationDate)),
-            ("original_purchase_date", date(transaction.originalPurchaseDate)),
-            ("app_transaction_id", .string(transaction.appTransactionID)),
-            ("original_platform", .string(transaction.originalPlatform)),
-            ("version_external_identifier", .integer(transaction.versionExternalIdentifier)),
-            ("device_verification", .string(transaction.deviceVerification)),
-            ("device_verification_nonce", .string(transaction.deviceVerificationNonce)),
-            ("preorder_date", date(transaction.preorderDate)),
-        ])
+        .building { write(transaction, to: &$0) }
+    }
+
+    static func write(_ transaction: SignedAppTransaction, to sink: inout some JSONSink) {
+        sink.beginObject()
+        sink.member("bundle_id", transaction.bundleID)
+        sink.member("app_apple_id", transaction.appAppleID)
+        sink.member("application_version", transaction.applicationVersion)
+        sink.member("original_application_version", transaction.originalApplicationVersion)
+        sink.member("receipt_type", transaction.receiptType)
+        sink.member("receipt_creation_date", date: transaction.receiptCreationDate)
+        sink.member("original_purchase_date", date: transaction.originalPurchaseDate)
+        sink.member("app_transaction_id", transaction.appTransactionID)
+        sink.member("original_platform", transaction.originalPlatform)
+        sink.member("version_external_identifier", transaction.versionExternalIdentifier)
+        sink.member("device_verification", transaction.deviceVerification)
+        sink.member("device_verification_nonce", transaction.deviceVerificationNonce)
+        sink.member("preorder_date", date: transaction.preorderDate)
+        sink.endObject()
     }
 
     public static func notification(_ notification: SignedNotification) -> JSONValue {
-        .object([
-            ("notification_type", .string(notification.notificationType)),
-            ("subtype", .string(notification.subtype)),
-            ("notification_uuid", .string(notification.notificationUUID)),
-            ("version", .string(notification.version)),
-            ("signed_date", date(notification.signedDate)),
-            ("bundle_id", .string(notification.bundleID)),
-            ("app_apple_id", .integer(notification.appAppleID)),
-            ("environment", .string(notification.environment)),
-            ("status", .integer(notification.status)),
-            ("bundle_version", .string(notification.bundleVersion)),
-            ("consumption_request_reason", .string(notification.consumptionRequestReason)),
-            ("request_identifier", .string(notification.requestIdentifier)),
-            ("succeeded_count", .integer(notification.succeededCount)),
-            ("failed_count", .integer(notification.failedCount)),
-            ("product_id", .string(notification.productID)),
-            ("storefront_country_codes", strings(notification.storefrontCountryCodes)),
-            ("external_purchase_id", .string(notification.externalPurchaseID)),
-            ("token_creation_date", date(notification.tokenCreationDate)),
-        ])
+        .building { write(notification, to: &$0) }
+    }
+
+    static func write(_ notification: SignedNotification, to sink: inout some JSONSink) {
+        sink.beginObject()
+        sink.member("notification_type", notification.notificationType)
+        sink.member("subtype", notification.subtype)
+        sink.member("notification_uuid", notification.notificationUUID)
+        sink.member("version", notification.version)
+        sink.member("signed_date", date: notification.signedDate)
+        sink.member("bundle_id", notification.bundleID)
+        sink.member("app_apple_id", notification.appAppleID)
+        sink.member("environment", notification.environment)
+        sink.member("status", notification.status)
+        sink.member("bundle_version", notification.bundleVersion)
+        sink.member("consumption_request_reason", notification.consumptionRequestReason)
+        sink.member("request_identifier", notification.requestIdentifier)
+        sink.member("succeeded_count", notification.succeededCount)
+        sink.member("failed_count", notification.failedCount)
+        sink.member("product_id", notification.productID)
+        sink.member("storefront_country_codes", notification.storefrontCountryCodes)
+        sink.member("external_purchase_id", notification.externalPurchaseID)
+        sink.member("token_creation_date", date: notification.tokenCreationDate)
+        sink.endObject()
     }
 
     /// One `subscriptions` entry; `upgraded: true` only on an upgraded one (which is never active).
     public static func subscription(_ status: SubscriptionStatus) -> JSONValue {
-        var members: [(key: String, value: JSONValue)] = [
-            ("product_id", .string(status.productID)),
-            ("original_transaction_id", .string(status.originalTransactionID)),
-            ("latest_transaction_id", .string(status.latestTransactionID)),
-            ("expires_date", date(status.expiresDate)),
-            ("active", .bool(status.isActive)),
-            ("cancelled", .bool(status.isCancelled)),
-        ]
-        if status.isUpgraded { members.append(("upgraded", .bool(true))) }
-        return .object(members)
+        .building { write(status, to: &$0) }
+    }
+
+    static func write(_ status: SubscriptionStatus, to sink: inout some JSONSink) {
+        sink.beginObject()
+        sink.member("product_id", status.productID)
+        sink.member("original_transaction_id", status.originalTransactionID)
+        sink.member("latest_transaction_id", status.latestTransactionID)
+        sink.member("expires_date", date: status.expiresDate)
+        sink.member("active", status.isActive)
+        sink.member("cancelled", status.isCancelled)
+        if status.isUpgraded { sink.member("upgraded", true) }
+        sink.endObject()
     }
 
     /// RFC 3339 in UTC, with the milliseconds StoreKit 2 dates carry unless they are zero.
     public static func date(_ date: ReceiptDate?) -> JSONValue {
-        guard let date else { return .null }
-        var text = date.rfc3339
-        let (_, remainder) = date.millisecondsSince1970.quotientAndRemainder(dividingBy: 1000)
-        let milliseconds = remainder < 0 ? remainder + 1000 : remainder
-        guard milliseconds != 0, text.last == "Z" else { return .string(text) }
-        text.removeLast()
-        let digits = String(milliseconds)
-        return .string(text + "." + String(repeating: "0", count: 3 - digits.count) + digits + "Z")
+        .building { write(date, to: &$0) }
     }
 
-    private static func bool(_ value: Bool?) -> JSONValue { value.map(JSONValue.bool) ?? .null }
-    private static func strings(_ values: [String]?) -> JSONValue {
-        values.map { .array($0.map(JSONValue.string)) } ?? .null
+    static func write(_ date: ReceiptDate?, to sink: inout some JSONSink) {
+        guard let date else { return sink.null() }
+        sink.plainString { text in
+            date.appendRFC3339(to: &text)
+            let (_, remainder) = date.millisecondsSince1970.quotientAndRemainder(dividingBy: 1000)
+            let milliseconds = remainder < 0 ? remainder + 1000 : remainder
+            guard milliseconds != 0, text.last == UInt8(ascii: "Z") else { return }
+            text[text.count - 1] = UInt8(ascii: ".")
+            text.append(UInt8(ascii: "0") + UInt8(milliseconds / 100))
+            text.append(UInt8(ascii: "0") + UInt8(milliseconds / 10 % 10))
+            text.append(UInt8(ascii: "0") + UInt8(milliseconds % 10))
+            text.append(UInt8(ascii: "Z"))
+        }
     }
 
     /// A nested object with Apple's values and snake_case member names, all the way down.
-    private static func nested(_ value: JSONValue?) -> JSONValue {
-        guard let value else { return .null }
+    static func writeNested(_ value: JSONValue, to sink: inout some JSONSink) {
         switch value {
-        case .object(let members): return .object(members.map { (snakeCase($0.key), nested($0.value)) })
-        case .array(let elements): return .array(elements.map(nested))
-        default: return value
+        case .object(let members):
+            sink.beginObject()
+            for member in members {
+                sink.key(utf8: snakeCase(member.key))
+                writeNested(member.value, to: &sink)
+            }
+            sink.endObject()
+        case .array(let elements):
+            sink.beginArray()
+            for element in elements { writeNested(element, to: &sink) }
+            sink.endArray()
+        default: sink.value(value)
         }
     }
 
     /// `commitmentExpiresDate` → `commitment_expires_date`, `SKU` → `sku`, `dependentSKUs` → `dependent_skus`.
-    static func snakeCase(_ name: String) -> String {
+    static func snakeCase(_ name: String) -> [UInt8] {
         // Byte by byte: only ASCII letters and digits take part in the rule, and no byte of a multi-byte character
         // is one, so this reads every name as its scalars would, at a fraction of the cost per answer.
-        let bytes = Array(name.utf8)
+        var name = name
+        return name.withUTF8 { bytes in snakeCase(utf8: bytes) }
+    }
+
+    private static func snakeCase(utf8 bytes: UnsafeBufferPointer<UInt8>) -> [UInt8] {
         func isUpper(_ byte: UInt8) -> Bool { byte &- UInt8(ascii: "A") < 26 }
         func isLower(_ byte: UInt8) -> Bool { byte &- UInt8(ascii: "a") < 26 }
         func isDigit(_ byte: UInt8) -> Bool { byte &- UInt8(ascii: "0") < 10 }
@@ -236,6 +302,42 @@ public enum JWSResultJSON {
             }
             out.append(upper ? byte + 32 : byte)
         }
-        return String(decoding: out, as: UTF8.self)
+        return out
+    }
+}
+
+extension JSONSink {
+    fileprivate mutating func member(_ name: StaticString, _ value: String?) {
+        key(name)
+        string(value)
+    }
+
+    fileprivate mutating func member(_ name: StaticString, _ value: Int64?) {
+        key(name)
+        integer(value)
+    }
+
+    fileprivate mutating func member(_ name: StaticString, _ value: Bool?) {
+        key(name)
+        bool(value)
+    }
+
+    fileprivate mutating func member(_ name: StaticString, _ values: [String]?) {
+        key(name)
+        guard let values else { return null() }
+        beginArray()
+        for value in values { string(value) }
+        endArray()
+    }
+
+    fileprivate mutating func member(_ name: StaticString, date: ReceiptDate?) {
+        key(name)
+        JWSResultJSON.write(date, to: &self)
+    }
+
+    fileprivate mutating func member(_ name: StaticString, nested: JSONValue?) {
+        key(name)
+        guard let nested else { return null() }
+        JWSResultJSON.writeNested(nested, to: &self)
     }
 }

@@ -1,0 +1,221 @@
+/// Takes a JSON value piece by piece, in document order. One description of an answer, written against a sink, either
+/// builds a `JSONValue` (`JSONTreeBuilder`: an answer edited before it is sent) or writes its compact text straight
+/// away (`JSONWriter`: the hot path, with no tree to make and free), and both say the same by construction.
+package protocol JSONSink {
+    mutating func beginObject()
+    mutating func endObject()
+    mutating func beginArray()
+    mutating func endArray()
+    /// The name of the object member whose value comes next.
+    mutating func key(_ name: StaticString)
+    mutating func key(_ name: String)
+    /// A name made as UTF-8 (a payload's member renamed): written without making a `String`.
+    mutating func key(utf8 name: [UInt8])
+    mutating func null()
+    mutating func bool(_ value: Bool)
+    mutating func integer(_ value: Int64)
+    mutating func string(_ value: String)
+    /// A string whose UTF-8, which needs no escape (a date), `write` appends.
+    mutating func plainString(_ write: (inout [UInt8]) -> Void)
+    mutating func value(_ value: JSONValue)
+    /// `value`, whose compact text `serialized()` would write is `text` (as received), when known.
+    mutating func value(_ value: JSONValue, serializedText text: [UInt8]?)
+}
+
+extension JSONSink {
+    package mutating func string(_ value: String?) {
+        if let value { string(value) } else { null() }
+    }
+
+    package mutating func integer(_ value: Int64?) {
+        if let value { integer(value) } else { null() }
+    }
+
+    package mutating func bool(_ value: Bool?) {
+        if let value { bool(value) } else { null() }
+    }
+
+    package mutating func value(_ value: JSONValue?) {
+        if let value { self.value(value) } else { null() }
+    }
+}
+
+/// Compact JSON text, byte for byte what `JSONValue.serialized()` writes for the same value.
+package struct JSONWriter: JSONSink {
+    package private(set) var bytes: [UInt8] = []
+    /// A value was written at this level: the next one is preceded by a comma.
+    private var needsComma = false
+
+    package init(capacity: Int = 1024) {
+        bytes.reserveCapacity(capacity)
+    }
+
+    private mutating func separate() {
+        if needsComma { bytes.append(UInt8(ascii: ",")) }
+    }
+
+    package mutating func beginObject() {
+        separate()
+        bytes.append(UInt8(ascii: "{"))
+        needsComma = false
+    }
+
+    package mutating func endObject() {
+        bytes.append(UInt8(ascii: "}"))
+        needsComma = true
+    }
+
+    package mutating func beginArray() {
+        separate()
+        bytes.append(UInt8(ascii: "["))
+        needsComma = false
+    }
+
+    package mutating func endArray() {
+        bytes.append(UInt8(ascii: "]"))
+        needsComma = true
+    }
+
+    package mutating func key(_ name: StaticString) {
+        separate()
+        // Member names of answers are literals that need no escape.
+        bytes.append(UInt8(ascii: "\""))
+        name.withUTF8Buffer { bytes.append(contentsOf: $0) }
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(UInt8(ascii: ":"))
+        needsComma = false
+    }
+
+    package mutating func key(utf8 name: [UInt8]) {
+        separate()
+        name.withUnsafeBufferPointer { JSONValue.writeString(utf8: $0, into: &bytes) }
+        bytes.append(UInt8(ascii: ":"))
+        needsComma = false
+    }
+
+    package mutating func key(_ name: String) {
+        separate()
+        JSONValue.writeString(name, into: &bytes)
+        bytes.append(UInt8(ascii: ":"))
+        needsComma = false
+    }
+
+    package mutating func null() {
+        separate()
+        bytes.append(contentsOf: "null".utf8)
+        needsComma = true
+    }
+
+    package mutating func bool(_ value: Bool) {
+        separate()
+        bytes.append(contentsOf: (value ? "true" : "false").utf8)
+        needsComma = true
+    }
+
+    package mutating func integer(_ value: Int64) {
+        separate()
+        JSONValue.writeInteger(value, into: &bytes)
+        needsComma = true
+    }
+
+    package mutating func string(_ value: String) {
+        separate()
+        JSONValue.writeString(value, into: &bytes)
+        needsComma = true
+    }
+
+    package mutating func plainString(_ write: (inout [UInt8]) -> Void) {
+        separate()
+        bytes.append(UInt8(ascii: "\""))
+        write(&bytes)
+        bytes.append(UInt8(ascii: "\""))
+        needsComma = true
+    }
+
+    package mutating func value(_ value: JSONValue) {
+        separate()
+        value.write(into: &bytes, pretty: false, depth: 0)
+        needsComma = true
+    }
+
+    package mutating func value(_ value: JSONValue, serializedText text: [UInt8]?) {
+        guard let text else { return self.value(value) }
+        separate()
+        bytes.append(contentsOf: text)
+        needsComma = true
+    }
+}
+
+/// Builds the `JSONValue` a sink is told.
+package struct JSONTreeBuilder: JSONSink {
+    private struct Level {
+        var isObject: Bool
+        var members: [(key: String, value: JSONValue)] = []
+        var elements: [JSONValue] = []
+        var key = ""
+    }
+
+    private var levels: [Level] = []
+    /// The value once every container begun has ended.
+    package private(set) var value: JSONValue = .null
+
+    package init() {}
+
+    private mutating func add(_ value: JSONValue) {
+        guard !levels.isEmpty else {
+            self.value = value
+            return
+        }
+        let last = levels.count - 1
+        if levels[last].isObject {
+            levels[last].members.append((levels[last].key, value))
+        } else {
+            levels[last].elements.append(value)
+        }
+    }
+
+    package mutating func beginObject() { levels.append(Level(isObject: true)) }
+    package mutating func beginArray() { levels.append(Level(isObject: false)) }
+
+    package mutating func endObject() {
+        guard let level = levels.popLast() else { return }
+        add(.object(level.members))
+    }
+
+    package mutating func endArray() {
+        guard let level = levels.popLast() else { return }
+        add(.array(level.elements))
+    }
+
+    package mutating func key(_ name: StaticString) { key(name.description) }
+
+    package mutating func key(utf8 name: [UInt8]) { key(String(decoding: name, as: UTF8.self)) }
+
+    package mutating func key(_ name: String) {
+        guard !levels.isEmpty else { return }
+        levels[levels.count - 1].key = name
+    }
+
+    package mutating func null() { add(.null) }
+    package mutating func bool(_ value: Bool) { add(.bool(value)) }
+    package mutating func integer(_ value: Int64) { add(.integer(value)) }
+    package mutating func string(_ value: String) { add(.string(value)) }
+
+    package mutating func plainString(_ write: (inout [UInt8]) -> Void) {
+        var bytes: [UInt8] = []
+        write(&bytes)
+        add(.string(String(decoding: bytes, as: UTF8.self)))
+    }
+
+    package mutating func value(_ value: JSONValue) { add(value) }
+    package mutating func value(_ value: JSONValue, serializedText text: [UInt8]?) { add(value) }
+}
+
+extension JSONValue {
+    /// What `sink` is told by `describe`, as a value.
+    package static func building(_ describe: (inout JSONTreeBuilder) -> Void) -> JSONValue {
+        var builder = JSONTreeBuilder()
+        describe(&builder)
+        return builder.value
+    }
+}
