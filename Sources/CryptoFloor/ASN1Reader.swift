@@ -67,91 +67,29 @@ package struct ASN1Reader {
         guard depth <= Self.maximumDepth, offset >= 0, offset < limit, limit <= bytes.count else {
             throw Self.positionError(offset: offset, depth: depth)
         }
-        // offset < limit <= bytes.count, so the array is not empty and has a base address.
-        let header = bytes.withUnsafeBufferPointer { buffer in
-            Self.header(UnsafeBufferPointer(rebasing: buffer[offset..<limit]))
+        var length = 0
+        var tag: Int32 = 0
+        var tagClass: Int32 = 0
+        // offset < limit <= bytes.count, so the array is not empty and has a base address; ASN1_get_object only
+        // ever moves the cursor forward, by at most `limit - offset`, so the arithmetic below cannot overflow.
+        let (flags, headerLength) = bytes.withUnsafeBufferPointer { buffer -> (Int32, Int) in
+            let start = buffer.baseAddress.unsafelyUnwrapped + offset
+            var cursor: UnsafePointer<UInt8>? = start
+            let flags = ASN1_get_object(&cursor, &length, &tag, &tagClass, limit - offset)
+            return (flags, cursor.unsafelyUnwrapped - start)
         }
-        guard let header else { throw Self.headerError(offset: offset) }
-        let contentStart = offset &+ header.length
-        if header.isIndefinite {
+        if flags & 0x80 != 0 { throw Self.headerError(offset: offset) }
+        let contentStart = offset &+ headerLength
+        let isConstructed = flags & V_ASN1_CONSTRUCTED != 0
+        if flags & 0x01 != 0 {
             return try indefinite(
-                tag: header.tag, tagClass: header.tagClass, isConstructed: header.isConstructed, headerStart: offset,
+                tag: tag, tagClass: tagClass, isConstructed: isConstructed, headerStart: offset,
                 contentStart: contentStart, limit: limit, depth: depth)
         }
+        guard length >= 0, length <= limit &- contentStart else { throw ASN1ReadError(reason: "length past the end") }
         return ASN1Element(
-            tag: header.tag, tagClass: header.tagClass, isConstructed: header.isConstructed, isIndefinite: false,
-            headerStart: offset, contentStart: contentStart, contentEnd: contentStart &+ header.contentLength)
-    }
-
-    /// One identifier and length, read from the start of `bytes` and checked against them.
-    struct Header {
-        var tag: Int32
-        var tagClass: Int32
-        var isConstructed: Bool
-        var isIndefinite: Bool
-        /// The identifier and length octets.
-        var length: Int
-        /// Zero when indefinite.
-        var contentLength: Int
-    }
-
-    /// What OpenSSL 3's `ASN1_get_object` reads, refusing what it refuses (and what it flags as too long), read
-    /// here instead of through it: a receipt's payload has hundreds of headers, and the call with its bookkeeping
-    /// cost more than the payload's own decoding. `ASN1HeaderTests` holds this to OpenSSL's answers.
-    ///
-    /// Its quirks are kept, so that no receipt reads differently: a header must leave at least one byte after its
-    /// identifier; a long-form length must leave at least one byte after its length octets; leading zero length
-    /// octets are skipped before the count is bounded to eight; high tag numbers stop at `Int32.max`.
-    @inline(__always)
-    static func header(_ bytes: UnsafeBufferPointer<UInt8>) -> Header? {
-        let count = bytes.count
-        guard count > 0 else { return nil }
-        let first = bytes[0]
-        var cursor = 1
-        var tag = Int32(first & 0x1F)
-        if tag == 0x1F {
-            guard cursor < count else { return nil }
-            var number = 0
-            while bytes[cursor] & 0x80 != 0 {
-                number = number << 7 | Int(bytes[cursor] & 0x7F)
-                cursor += 1
-                guard cursor < count, number <= Int(Int32.max >> 7) else { return nil }
-            }
-            number = number << 7 | Int(bytes[cursor] & 0x7F)
-            cursor += 1
-            tag = Int32(truncatingIfNeeded: number)
-        }
-        guard cursor < count else { return nil }
-        let isConstructed = first & 0x20 != 0
-        let lengthOctet = bytes[cursor]
-        cursor += 1
-        var contentLength = 0
-        let isIndefinite = lengthOctet == 0x80
-        if isIndefinite {
-            guard isConstructed else { return nil }
-        } else if lengthOctet & 0x80 == 0 {
-            contentLength = Int(lengthOctet)
-        } else {
-            var octets = Int(lengthOctet & 0x7F)
-            guard count - cursor >= octets + 1 else { return nil }
-            while octets > 0, bytes[cursor] == 0 {
-                cursor += 1
-                octets -= 1
-            }
-            guard octets <= 8 else { return nil }
-            var value: UInt64 = 0
-            while octets > 0 {
-                value = value << 8 | UInt64(bytes[cursor])
-                cursor += 1
-                octets -= 1
-            }
-            guard value <= UInt64(Int.max) else { return nil }
-            contentLength = Int(value)
-        }
-        guard contentLength <= count - cursor else { return nil }
-        return Header(
-            tag: tag, tagClass: Int32(first & 0xC0), isConstructed: isConstructed, isIndefinite: isIndefinite,
-            length: cursor, contentLength: contentLength)
+            tag: tag, tagClass: tagClass, isConstructed: isConstructed, isIndefinite: false, headerStart: offset,
+            contentStart: contentStart, contentEnd: contentStart &+ length)
     }
 
     @inline(never)
@@ -162,6 +100,7 @@ package struct ASN1Reader {
 
     @inline(never)
     private static func headerError(offset: Int) -> ASN1ReadError {
+        ERR_clear_error()
         return ASN1ReadError(reason: "bad ASN.1 header at offset \(offset)")
     }
 
