@@ -1,4 +1,5 @@
 internal import COpenSSL
+import Synchronization
 #if canImport(Glibc)
 internal import Glibc
 #elseif canImport(Darwin)
@@ -97,6 +98,11 @@ package final class X509Certificate: @unchecked Sendable {
 /// Owns one `EVP_PKEY` used only to verify; OpenSSL 3 allows concurrent verifications with one key.
 package final class PublicKey: @unchecked Sendable {
     let pointer: OpaquePointer
+    /// A context per digest, set up for verification once and copied for each verification.
+    ///
+    /// `EVP_DigestVerifyInit` fetches the signature algorithm and walks the provider's names on every call (a tenth of
+    /// a cached receipt validation's own work); a copy of a set-up context duplicates it without any lookup.
+    private let prepared = Mutex<[Digest: VerificationContext]>([:])
 
     init(owning pointer: OpaquePointer) { self.pointer = pointer }
     deinit { EVP_PKEY_free(pointer) }
@@ -105,7 +111,7 @@ package final class PublicKey: @unchecked Sendable {
     package func verify(signature: [UInt8], over data: [UInt8], digest: Digest) -> Bool {
         guard let context = EVP_MD_CTX_new() else { return false }
         defer { EVP_MD_CTX_free(context) }
-        guard EVP_DigestVerifyInit(context, nil, digest.algorithm, nil, pointer) == 1 else {
+        guard let template = preparedContext(digest), EVP_MD_CTX_copy_ex(context, template.pointer) == 1 else {
             ERR_clear_error()
             return false
         }
@@ -113,5 +119,33 @@ package final class PublicKey: @unchecked Sendable {
         if result != 1 { ERR_clear_error() }
         return result == 1
     }
+
+    /// Nil when OpenSSL will not set up a verification with this key and digest; not kept then, so each call tries
+    /// again and fails as `EVP_DigestVerifyInit` would.
+    private func preparedContext(_ digest: Digest) -> VerificationContext? {
+        if let context = prepared.withLock({ $0[digest] }) { return context }
+        guard let context = VerificationContext(key: pointer, digest: digest) else { return nil }
+        return prepared.withLock { contexts in
+            if let earlier = contexts[digest] { return earlier }
+            contexts[digest] = context
+            return context
+        }
+    }
 }
 
+/// Owns one `EVP_MD_CTX` set up by `EVP_DigestVerifyInit` and never updated: only ever the source of
+/// `EVP_MD_CTX_copy_ex`, which reads it, so several threads may copy it at once.
+private final class VerificationContext: @unchecked Sendable {
+    let pointer: OpaquePointer
+
+    init?(key: OpaquePointer, digest: Digest) {
+        guard let context = EVP_MD_CTX_new() else { return nil }
+        guard EVP_DigestVerifyInit(context, nil, digest.algorithm, nil, key) == 1 else {
+            EVP_MD_CTX_free(context)
+            return nil
+        }
+        pointer = context
+    }
+
+    deinit { EVP_MD_CTX_free(pointer) }
+}

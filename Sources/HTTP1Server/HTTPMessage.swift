@@ -189,20 +189,20 @@ func lowercasedASCII(_ byte: UInt8) -> UInt8 { byte >= 0x41 && byte <= 0x5A ? by
 extension String {
     /// Header names are ASCII tokens; comparing their bytes folded to lower case avoids allocating lowercased copies
     /// on every lookup (which showed at the top of the server's profile).
+    ///
+    /// Both sides are read from their contiguous UTF-8 when they have it (native strings always do), byte by byte
+    /// with no iterator: every request looks up several headers, each compared with every field it has.
     func equalsIgnoringASCIICase(_ other: String) -> Bool {
         guard utf8.count == other.utf8.count else { return false }
-        var mine = utf8.makeIterator()
-        var theirs = other.utf8.makeIterator()
-        while true {
-            switch (mine.next(), theirs.next()) {
-            case (nil, nil): return true
-            case let (a?, b?):
-                if a == b { continue }
-                let lowerA = a >= 0x41 && a <= 0x5A ? a | 0x20 : a
-                let lowerB = b >= 0x41 && b <= 0x5A ? b | 0x20 : b
-                if lowerA != lowerB { return false }
-            default: return false
+        let contiguous = utf8.withContiguousStorageIfAvailable { mine in
+            other.utf8.withContiguousStorageIfAvailable { theirs in
+                for index in mine.indices where mine[index] != theirs[index] {
+                    if lowercasedASCII(mine[index]) != lowercasedASCII(theirs[index]) { return false }
+                }
+                return true
             }
         }
+        if let contiguous, let equal = contiguous { return equal }
+        return zip(utf8, other.utf8).allSatisfy { lowercasedASCII($0) == lowercasedASCII($1) }
     }
 }

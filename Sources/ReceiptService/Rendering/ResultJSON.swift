@@ -246,7 +246,9 @@ public enum ResultJSON {
             byte(UInt8(ascii: "}"))
         }
 
-        private mutating func literal(_ bytes: [UInt8]) { output.append(contentsOf: bytes) }
+        private mutating func literal(_ text: StaticString) {
+            output.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+        }
 
         private mutating func byte(_ byte: UInt8) { output.append(byte) }
 
@@ -278,40 +280,48 @@ public enum ResultJSON {
     }
 
     /// What goes between values, as written: the comma before a member, its quoted name and the colon, and
-    /// whatever opens or closes around it.
+    /// whatever opens or closes around it. Static strings, so that writing one is a copy of constant bytes with no
+    /// lazy global to check and no array to retain.
     private enum Literals {
-        static func member(_ name: String, after prefix: String = ",") -> [UInt8] {
-            Array("\(prefix)\"\(name)\":".utf8)
-        }
-        static let validTrue = member("valid", after: "{") + Array("true".utf8)
-        static let validFalse = member("valid", after: "{") + Array("false".utf8)
-        static let errorCode = member("error") + member("code", after: "{")
-        static let kindReceipt = member("kind") + Array("\"receipt\"".utf8)
-        static let message = member("message"), reason = member("reason"), environment = member("environment")
-        static let detail = member("detail")
-        static let checksSignature = member("checks") + member("signature", after: "{")
-        static let bundleID = member("bundle_id"), version = member("version"), deviceHash = member("device_hash")
-        static let receiptType = member("receipt") + member("receipt_type", after: "{")
-        static let subscriptions = member("subscriptions") + [UInt8(ascii: "[")]
-        static let appItemID = member("app_item_id"), applicationVersion = member("application_version")
-        static let originalApplicationVersion = member("original_application_version")
-        static let creationDate = member("creation_date"), expirationDate = member("expiration_date")
-        static let originalPurchaseDate = member("original_purchase_date")
-        static let inApp = member("in_app") + [UInt8(ascii: "[")]
-        static let quantity = member("quantity", after: "{"), productID = member("product_id")
-        static let firstProductID = member("product_id", after: "{"), transactionID = member("transaction_id")
-        static let originalTransactionID = member("original_transaction_id"), purchaseDate = member("purchase_date")
-        static let expiresDate = member("expires_date"), cancellationDate = member("cancellation_date")
-        static let webOrderLineItemID = member("web_order_line_item_id")
-        static let isTrialPeriodTrue = member("is_trial_period") + Array("true".utf8)
-        static let isTrialPeriodFalse = member("is_trial_period") + Array("false".utf8)
-        static let introOfferTrue = member("is_in_intro_offer_period") + Array("true".utf8)
-        static let introOfferFalse = member("is_in_intro_offer_period") + Array("false".utf8)
-        static let promotionalOfferID = member("promotional_offer_id")
-        static let latestTransactionID = member("latest_transaction_id")
-        static let activeTrue = member("active") + Array("true".utf8)
-        static let activeFalse = member("active") + Array("false".utf8)
-        static let cancelledTrue = member("cancelled") + Array("true".utf8)
-        static let cancelledFalse = member("cancelled") + Array("false".utf8)
+        static let validTrue: StaticString = #"{"valid":true"#
+        static let validFalse: StaticString = #"{"valid":false"#
+        static let errorCode: StaticString = #","error":{"code":"#
+        static let kindReceipt: StaticString = #","kind":"receipt""#
+        static let message: StaticString = #","message":"#
+        static let reason: StaticString = #","reason":"#
+        static let environment: StaticString = #","environment":"#
+        static let detail: StaticString = #","detail":"#
+        static let checksSignature: StaticString = #","checks":{"signature":"#
+        static let bundleID: StaticString = #","bundle_id":"#
+        static let version: StaticString = #","version":"#
+        static let deviceHash: StaticString = #","device_hash":"#
+        static let receiptType: StaticString = #","receipt":{"receipt_type":"#
+        static let subscriptions: StaticString = #","subscriptions":["#
+        static let appItemID: StaticString = #","app_item_id":"#
+        static let applicationVersion: StaticString = #","application_version":"#
+        static let originalApplicationVersion: StaticString = #","original_application_version":"#
+        static let creationDate: StaticString = #","creation_date":"#
+        static let expirationDate: StaticString = #","expiration_date":"#
+        static let originalPurchaseDate: StaticString = #","original_purchase_date":"#
+        static let inApp: StaticString = #","in_app":["#
+        static let quantity: StaticString = #"{"quantity":"#
+        static let productID: StaticString = #","product_id":"#
+        static let firstProductID: StaticString = #"{"product_id":"#
+        static let transactionID: StaticString = #","transaction_id":"#
+        static let originalTransactionID: StaticString = #","original_transaction_id":"#
+        static let purchaseDate: StaticString = #","purchase_date":"#
+        static let expiresDate: StaticString = #","expires_date":"#
+        static let cancellationDate: StaticString = #","cancellation_date":"#
+        static let webOrderLineItemID: StaticString = #","web_order_line_item_id":"#
+        static let isTrialPeriodTrue: StaticString = #","is_trial_period":true"#
+        static let isTrialPeriodFalse: StaticString = #","is_trial_period":false"#
+        static let introOfferTrue: StaticString = #","is_in_intro_offer_period":true"#
+        static let introOfferFalse: StaticString = #","is_in_intro_offer_period":false"#
+        static let promotionalOfferID: StaticString = #","promotional_offer_id":"#
+        static let latestTransactionID: StaticString = #","latest_transaction_id":"#
+        static let activeTrue: StaticString = #","active":true"#
+        static let activeFalse: StaticString = #","active":false"#
+        static let cancelledTrue: StaticString = #","cancelled":true"#
+        static let cancelledFalse: StaticString = #","cancelled":false"#
     }
 }

@@ -7,14 +7,19 @@ struct MediaType: Sendable {
     var type: String
     var subtype: String
     var parameters: [(name: String, value: String)]
-
-    var essence: String { "\(type)/\(subtype)" }
+    /// `type/subtype`, made once: every `POST /v1/validate` switches on it.
+    let essence: String
 
     func parameter(_ name: String) -> String? {
         parameters.first { $0.name == name }?.value
     }
 
     init?(_ text: String) {
+        var text = text
+        if let simple = text.withUTF8({ Self.simple($0) }) {
+            self = simple
+            return
+        }
         let fields = Self.splitParameters(text)
         guard let first = fields.first else { return nil }
         let parts = first.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
@@ -25,6 +30,49 @@ struct MediaType: Sendable {
         self.type = type
         self.subtype = subtype
         self.parameters = fields.dropFirst().compactMap(Self.parameter)
+        essence = type + "/" + subtype
+    }
+
+    private init(type: String, subtype: String, essence: String) {
+        self.type = type
+        self.subtype = subtype
+        self.parameters = []
+        self.essence = essence
+    }
+
+    /// `type/subtype` in ASCII with no parameter and no quote, as clients send `Content-Type`, read from its bytes
+    /// in one pass; nil for anything else, which the general reading above handles. For such text both readings
+    /// agree: the general one splits on `;` and quotes only, and trims and lowercases ASCII as this does.
+    private static func simple(_ text: UnsafeBufferPointer<UInt8>) -> MediaType? {
+        var slash: Int?
+        for (index, byte) in text.enumerated() {
+            guard byte < 0x80, byte != UInt8(ascii: ";"), byte != UInt8(ascii: "\"") else { return nil }
+            if byte == UInt8(ascii: "/"), slash == nil { slash = index }
+        }
+        guard let slash else { return nil }
+        func isBlank(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+        func trimmed(_ range: Range<Int>) -> Range<Int> {
+            var (start, end) = (range.lowerBound, range.upperBound)
+            while start < end, isBlank(text[start]) { start += 1 }
+            while end > start, isBlank(text[end - 1]) { end -= 1 }
+            return start..<end
+        }
+        let type = trimmed(0..<slash)
+        let subtype = trimmed(slash + 1..<text.count)
+        guard !type.isEmpty, !subtype.isEmpty else { return nil }
+        var essence: [UInt8] = []
+        essence.reserveCapacity(type.count + 1 + subtype.count)
+        for index in type { essence.append(lowercase(text[index])) }
+        essence.append(UInt8(ascii: "/"))
+        for index in subtype { essence.append(lowercase(text[index])) }
+        return MediaType(
+            type: String(decoding: essence[..<type.count], as: UTF8.self),
+            subtype: String(decoding: essence[(type.count + 1)...], as: UTF8.self),
+            essence: String(decoding: essence, as: UTF8.self))
+    }
+
+    private static func lowercase(_ byte: UInt8) -> UInt8 {
+        (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte + 32 : byte
     }
 
     /// `name=value` or `name="quoted \" value"`.
