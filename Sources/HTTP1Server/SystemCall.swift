@@ -278,7 +278,7 @@ final class Poller: @unchecked Sendable {
 
 /// Runs `body` on a new detached thread (an event loop lives for the server's lifetime; Dispatch's pool threads are
 /// not meant to block in `epoll_wait` forever).
-func startThread(_ body: @escaping @Sendable () -> Void) throws(SystemCallError) {
+package func startThread(_ body: @escaping @Sendable () -> Void) throws(SystemCallError) {
     final class Body {
         let run: @Sendable () -> Void
         init(_ run: @escaping @Sendable () -> Void) { self.run = run }

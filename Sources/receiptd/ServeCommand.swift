@@ -18,20 +18,36 @@ import Darwin
 
 /// `receiptd serve`: loads the configuration, listens, serves until SIGTERM or SIGINT, then drains.
 ///
+/// The log goes to stdout through a bounded queue: a stdout nobody reads costs lines (dropped and counted in
+/// `receiptd_log_lines_dropped_total`), never answers. Failures before the server starts go to stderr at once.
+///
 /// - Parameter arguments: the arguments after `serve`.
 /// - Returns: the process exit status: 0 after a clean shutdown (or `--help`), 1 when the configuration is bad or the
 ///   port cannot be bound, 2 for bad flags. Every failure is one line on stderr.
 func runServe(arguments: [String]) -> Int32 {
-    runServe(
-        arguments: arguments, environment: ProcessInfo.processInfo.environment,
-        output: ServiceLog.standardOutput, errors: ServiceLog.standardError)
+    let metrics = ServiceMetrics()
+    let output: LogLineQueue
+    do {
+        output = try LogLineQueue(
+            write: { StandardStream.output.write($0) }, lineDropped: { metrics.recordLogLineDropped() })
+    } catch {
+        printError("receiptd: cannot start the log's writer thread: \(error)")
+        return ExitStatus.failure
+    }
+    // The last lines ("stopped", a failed start's ledger lines) must reach the terminal, unless stdout has stalled.
+    defer { output.flush(timeout: .seconds(2)) }
+    return runServe(
+        arguments: arguments, environment: ProcessInfo.processInfo.environment, output: output.sink,
+        errors: ServiceLog.standardError, metrics: metrics)
 }
 
-/// - Parameter started: called once serving, with what SIGTERM does, which then stops it instead of signals; for
-///   tests that run several servers in one process, where a signal cannot tell them apart.
+/// - Parameters:
+///   - metrics: what `/metrics` shows; given so that the log's queue, made before, counts its dropped lines there.
+///   - started: called once serving, with what SIGTERM does, which then stops it instead of signals; for tests that
+///     run several servers in one process, where a signal cannot tell them apart.
 func runServe(
     arguments: [String], environment: [String: String], output: @escaping LogSink, errors: LogSink,
-    started: ((_ shutDown: @escaping @Sendable () -> Void) -> Void)? = nil
+    metrics: ServiceMetrics = ServiceMetrics(), started: ((_ shutDown: @escaping @Sendable () -> Void) -> Void)? = nil
 ) -> Int32 {
     let options: ServeOptions
     do {
@@ -55,7 +71,6 @@ func runServe(
     }
 
     let log = ServiceLog(format: configuration.logFormat, sink: output)
-    let metrics = ServiceMetrics()
     let readiness = ServiceReadiness(isReady: false)
     // The lock before the ledger: its background task opens (and may migrate) the file as soon as it exists.
     let fileLock: SQLiteFileLock?

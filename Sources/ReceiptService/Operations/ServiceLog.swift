@@ -60,7 +60,7 @@ public struct ServiceLog: Sendable {
             var line: [UInt8] = []
             line.reserveCapacity(96 + path.utf8.count)
             time.appendRFC3339(to: &line)
-            for field in [record.method, path] {
+            for field in [Self.clipped(record.method), path] {
                 line.append(UInt8(ascii: " "))
                 Self.appendPrintable(field, to: &line)
             }
@@ -71,23 +71,23 @@ public struct ServiceLog: Sendable {
             line.append(contentsOf: "B ".utf8)
             line.append(contentsOf: String(record.microseconds).utf8)
             line.append(contentsOf: "us id=".utf8)
-            Self.appendPrintable(record.requestID, to: &line)
+            Self.appendPrintable(Self.clipped(record.requestID), to: &line)
             if let user = record.user {
                 line.append(contentsOf: " token=".utf8)
-                Self.appendPrintable(user, to: &line)
+                Self.appendPrintable(Self.clipped(user), to: &line)
             }
             return String(decoding: line, as: UTF8.self)
         case .json:
             var members: [(key: String, value: JSONValue)] = [
                 ("time", .string(time.rfc3339)),
-                ("method", .string(record.method)),
+                ("method", .string(Self.clipped(record.method))),
                 ("path", .string(path)),
                 ("status", .integer(Int64(record.status.code))),
                 ("bytes", .integer(Int64(record.responseBytes))),
                 ("duration_us", .integer(Int64(record.microseconds))),
-                ("request_id", .string(record.requestID)),
+                ("request_id", .string(Self.clipped(record.requestID))),
             ]
-            if let user = record.user { members.append(("token", .string(user))) }
+            if let user = record.user { members.append(("token", .string(Self.clipped(user)))) }
             let value = JSONValue.object(members)
             return String(decoding: value.serialized(), as: UTF8.self)
         }
@@ -95,6 +95,7 @@ public struct ServiceLog: Sendable {
 
     func eventLine(_ message: String, _ fields: [(String, String)]) -> String {
         let time = ReceiptDate(clock()).rfc3339
+        let fields = fields.map { ($0.0, Self.clipped($0.1, toBytes: Self.maximumFieldBytes)) }
         switch format {
         case .text:
             return ([time, message] + fields.map { "\($0.0)=\(Self.quotedIfNeeded($0.1))" }).joined(separator: " ")
@@ -105,18 +106,32 @@ public struct ServiceLog: Sendable {
         }
     }
 
-    /// At most this many bytes of a path are logged: a path is the client's to choose, the log's size is not.
-    static let maximumLoggedPathBytes = 64
+    /// At most this many bytes of a value the client chose (a path, a uuid, an id) go in a line: the value is the
+    /// client's to choose, the log's size is not. A 1 MB notification uuid once made a 1 MB line.
+    public static let maximumClientValueBytes = 128
 
-    /// The path without its query, cut to `maximumLoggedPathBytes` (on a character boundary).
-    static func loggedPath(_ path: String) -> String {
-        let path = pathWithoutQuery(path)
-        guard path.utf8.count > maximumLoggedPathBytes else { return path }
-        var end = path.utf8.index(path.utf8.startIndex, offsetBy: maximumLoggedPathBytes)
-        while end > path.startIndex, !path.unicodeScalars.indices.contains(end) {
-            end = path.utf8.index(before: end)
+    /// At most this many bytes of any event field: the bound that holds for every line, whoever made the value.
+    /// Database messages run to a few hundred bytes and stay whole.
+    public static let maximumFieldBytes = 1024
+
+    /// The value, or at most `limit` of its first bytes (never half a character's UTF-8) followed by `[...+NB]`, N
+    /// the bytes cut, so that a reader sees it was cut.
+    public static func clipped(_ value: String, toBytes limit: Int = maximumClientValueBytes) -> String {
+        let utf8 = value.utf8
+        let count = utf8.count
+        guard count > limit else { return value }
+        var end = utf8.index(utf8.startIndex, offsetBy: limit)
+        // Back off continuation bytes (10xxxxxx): looking at bytes, not scalars, keeps this O(limit) for a 1 MB value.
+        while end > utf8.startIndex, utf8[end] & 0xC0 == 0x80 {
+            end = utf8.index(before: end)
         }
-        return String(path[..<end])
+        let kept = value[..<end]
+        return "\(kept)[...+\(count - utf8.distance(from: utf8.startIndex, to: end))B]"
+    }
+
+    /// The path without its query, clipped.
+    static func loggedPath(_ path: String) -> String {
+        clipped(pathWithoutQuery(path))
     }
 
     /// HTTPServer hands over the path without its query already; this keeps `?device_id=` out of the log whoever
@@ -165,8 +180,8 @@ public struct ServiceLog: Sendable {
         return out + "\""
     }
 
-    /// Writes each line with one `write(2)`, so lines from concurrent requests never interleave.
-    public static let standardOutput: LogSink = { line in writeLine(line, to: .output) }
+    /// Writes each line with one `write(2)`, the caller waiting for the stream: for failures before the server runs.
+    /// The server's own log goes to stdout through a `LogLineQueue`, which a stalled stdout cannot block.
     public static let standardError: LogSink = { line in writeLine(line, to: .error) }
 
     private static func writeLine(_ line: String, to stream: StandardStream) {

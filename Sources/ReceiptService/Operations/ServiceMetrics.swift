@@ -35,6 +35,8 @@ public final class ServiceMetrics: Sendable {
     }
 
     private let state: Mutex<State>
+    /// Outside `state`: counted by whoever logs, which must not wait on the request counters' lock.
+    private let logLinesDropped = Atomic<Int>(0)
     /// Requests to Apple and sync ages (ServerAPIMetrics.swift).
     public let serverAPI = ServerAPIMetrics()
 
@@ -87,6 +89,11 @@ public final class ServiceMetrics: Sendable {
         state.withLock { $0.notificationConflicts += 1 }
     }
 
+    /// One log line dropped because the log's queue was full: its stream (stdout) is not being read fast enough.
+    public func recordLogLineDropped() {
+        logLinesDropped.add(1, ordering: .relaxed)
+    }
+
     /// The exposition text, series sorted so that scrapes diff cleanly.
     public func exposition() -> String {
         let snapshot = state.withLock { state in
@@ -129,6 +136,10 @@ public final class ServiceMetrics: Sendable {
             + "a different signed payload (answered as duplicates, not stored).\n"
         text += "# TYPE receiptd_notification_conflicts_total counter\n"
         text += "receiptd_notification_conflicts_total \(notificationConflicts)\n"
+        text += "# HELP receiptd_log_lines_dropped_total Log lines dropped because standard output was not read fast "
+            + "enough (the log's queue was full); requests are answered regardless.\n"
+        text += "# TYPE receiptd_log_lines_dropped_total counter\n"
+        text += "receiptd_log_lines_dropped_total \(logLinesDropped.load(ordering: .relaxed))\n"
         text += "# HELP receiptd_open_connections HTTP connections open now.\n"
         text += "# TYPE receiptd_open_connections gauge\n"
         text += "receiptd_open_connections \(openConnections)\n"

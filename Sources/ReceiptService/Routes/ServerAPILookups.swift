@@ -87,7 +87,9 @@ extension ReceiptRoutes {
             } catch {
                 var fields = [("app", target.bundleID), ("environment", target.environment.rawValue), ("code", error.code.rawValue)]
                 if let appleCode = error.appleErrorCode { fields.append(("apple_error_code", String(appleCode))) }
-                if let appleMessage = error.appleErrorMessage { fields.append(("apple_error_message", appleMessage)) }
+                if let appleMessage = error.appleErrorMessage {
+                    fields.append(("apple_error_message", ServiceLog.clipped(appleMessage)))
+                }
                 log?.event("server api request failed", fields)
                 failures.append(error)
             }

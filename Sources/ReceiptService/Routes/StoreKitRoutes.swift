@@ -138,7 +138,10 @@ extension ReceiptRoutes {
             write = try ledger.withStore { (store) throws(LedgerError) in try ledger.record(facts, in: store) }
         } catch {
             let answer = Self.storeProblem(error)
-            var fields = [("uuid", facts.uuid), ("type", facts.type), ("code", answer.code.rawValue)]
+            var fields = [
+                ("uuid", ServiceLog.clipped(facts.uuid)), ("type", ServiceLog.clipped(facts.type)),
+                ("code", answer.code.rawValue),
+            ]
             if case .unavailable(let cause) = error { fields.append(("ledger_error", cause.code.rawValue)) }
             log?.event("notification not stored", fields)
             return .notStored(facts, error)
@@ -146,8 +149,9 @@ extension ReceiptRoutes {
         // A uuid Apple already delivered with other content is answered like a retry (Apple must stop resending;
         // the first payload stays the record) but never silently: someone replayed a uuid, or Apple changed a
         // notification, and either needs a person to look.
-        var fields = [("uuid", facts.uuid), ("type", facts.type)]
-        if let subtype = facts.subtype { fields.append(("subtype", subtype)) }
+        // The uuid and type are the signer's to choose: a 1 MB uuid must not make a 1 MB line.
+        var fields = [("uuid", ServiceLog.clipped(facts.uuid)), ("type", ServiceLog.clipped(facts.type))]
+        if let subtype = facts.subtype { fields.append(("subtype", ServiceLog.clipped(subtype))) }
         fields.append(("duplicate", write != .stored ? "true" : "false"))
         fields.append(("conflict", write == .conflict ? "true" : "false"))
         log?.event("notification", fields)
