@@ -19,7 +19,11 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-fail() { echo "test-stalled-stdout: FAIL: $*" >&2; [ -z "${SERVER_LOG:-}" ] || sed 's/^/    /' "$SERVER_LOG" >&2; exit 1; }
+fail() {
+    echo "test-stalled-stdout: FAIL: $*" >&2
+    [ -z "${SERVER_LOG:-}" ] || sed 's/^/    /' "$SERVER_LOG" >&2
+    exit 1
+}
 
 make_test_world "$WORK"
 DEVICE=3B76A7BD-8F5B-46A4-BCB1-CCE8DBD1B3CD
@@ -36,7 +40,8 @@ SERVER_LOG="$WORK/stderr"
 RECEIPTD_PID=$!
 PORT=""
 for _ in $(seq 1 100); do
-    PORT="$(grep -oE 'listening address=http://[^ ]+:[0-9]+' "$WORK/first-line" 2>/dev/null | grep -oE '[0-9]+$' || true)"
+    PORT="$(grep -oE 'listening address=http://[^ ]+:[0-9]+' "$WORK/first-line" 2>/dev/null \
+        | grep -oE '[0-9]+$' || true)"
     [ -z "$PORT" ] || break
     kill -0 "$RECEIPTD_PID" 2>/dev/null || fail "receiptd exited before listening"
     sleep 0.1
@@ -67,7 +72,8 @@ answered="$(cat "$WORK"/flood.* | grep -c '^200$' || true)"
 [ "$(validate 5)" = 200 ] || fail "/v1/validate did not answer 200 within 5 s with stdout stalled"
 jq -e '.valid == true' "$WORK/validated" >/dev/null || fail "the receipt was not judged valid: $(cat "$WORK/validated")"
 curl -s --max-time 2 "$BASE_URL/metrics" >"$WORK/metrics" || fail "/metrics did not answer within 2 s"
-grep -q '^# TYPE receiptd_log_lines_dropped_total counter$' "$WORK/metrics" || fail "no receiptd_log_lines_dropped_total"
+grep -q '^# TYPE receiptd_log_lines_dropped_total counter$' "$WORK/metrics" \
+    || fail "/metrics has no receiptd_log_lines_dropped_total counter"
 dropped="$(awk '$1 == "receiptd_log_lines_dropped_total" { print $2 }' "$WORK/metrics")"
 [ "${dropped:-0}" -gt 0 ] || fail "receiptd_log_lines_dropped_total is ${dropped:-missing} after 6,000 requests"
 

@@ -15,8 +15,8 @@ internal import Darwin
 /// queue is full, in lines or in bytes, the line is dropped and `lineDropped` is told. Only the writer thread writes,
 /// a batch of whole lines per call, so lines keep their order and never interleave.
 ///
-/// The writer thread ends once its queue is released and emptied; a writer blocked on a stream that never reads
-/// again is left to the process's exit.
+/// The writer thread ends once its queue is released and emptied (a line appended through `sink` after that is never
+/// written); a writer blocked on a stream that never reads again is left to the process's exit.
 package final class LogLineQueue: Sendable {
     /// How much may wait for the stream. Bytes count each line's newline.
     package struct Limits: Sendable {
@@ -64,8 +64,8 @@ package final class LogLineQueue: Sendable {
         { [shared] line in shared.append(line) }
     }
 
-    /// Waits until every line queued before the call has been written, or `timeout` has passed: for the lines before
-    /// exit, which must reach the terminal unless the stream has stalled.
+    /// Waits until every line queued so far has been written (the queue empty, its writer idle), or `timeout` has
+    /// passed: for the lines before exit, which must reach the terminal unless the stream has stalled.
     ///
     /// - Returns: whether everything was written in time.
     @discardableResult
@@ -97,7 +97,10 @@ private final class SharedQueue: Sendable {
     private let state = LockedState(State())
     private let wake = DispatchSemaphore(value: 0)
 
-    init(limits: LogLineQueue.Limits, write: @escaping @Sendable ([UInt8]) -> Void, lineDropped: @escaping @Sendable () -> Void) {
+    init(
+        limits: LogLineQueue.Limits, write: @escaping @Sendable ([UInt8]) -> Void,
+        lineDropped: @escaping @Sendable () -> Void
+    ) {
         self.limits = limits
         self.write = write
         self.lineDropped = lineDropped
