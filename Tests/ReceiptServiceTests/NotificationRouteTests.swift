@@ -49,11 +49,8 @@ struct NotificationRouteTests {
     @Test(arguments: Backend.tested, ["a\u{0}b", "a\u{1}b", "line\nbreak", "..", ".", String(repeating: "f", count: 65)])
     func verifiedNotification_whoseUUIDIsNotAnID_is400_andStoresNothing(_ backend: Backend, _ uuid: String) throws {
         let routes = try LedgerService.routes(backend)
-        var blueprint = NotificationBlueprint(
-            type: "SUBSCRIBED", bundleID: LedgerService.bundleID, signedDate: SignedEvents.at(-10))
-        blueprint.notificationUUID = uuid
-        blueprint.signedTransactionInfo = try JWSPKI.atFixedNow.sign(SignedEvents.firstMonth.payload)
-        let response = routes.deliver(try JWSPKI.atFixedNow.sign(blueprint.payload))
+        let response = routes.deliver(
+            try SignedEvents.notification("SUBSCRIBED", signed: -10, uuid: uuid, transaction: SignedEvents.firstMonth))
         #expect(response.status == 400)
         #expect(response.errorCode == "bad_request")
         #expect(response.errorDetail == "invalid_notification_uuid")
@@ -69,10 +66,8 @@ struct NotificationRouteTests {
         for edit in [\TransactionBlueprint.transactionID, \TransactionBlueprint.originalTransactionID] {
             var transaction = SignedEvents.firstMonth
             transaction[keyPath: edit] = id
-            var blueprint = NotificationBlueprint(
-                type: "SUBSCRIBED", bundleID: LedgerService.bundleID, signedDate: SignedEvents.at(-10))
-            blueprint.signedTransactionInfo = try JWSPKI.atFixedNow.sign(transaction.payload)
-            let response = routes.deliver(try JWSPKI.atFixedNow.sign(blueprint.payload))
+            let response = routes.deliver(
+                try SignedEvents.notification("SUBSCRIBED", signed: -10, transaction: transaction))
             #expect(response.status == 400)
             #expect(response.errorDetail == "invalid_id")
         }

@@ -121,8 +121,9 @@ struct Authorization: Sendable {
         /// The server listens on a wildcard or an outside address: anyone may connect, and a proxy on this host (a
         /// sidecar, an ingress, nginx) makes every remote caller's peer loopback.
         case listenerNotLoopback
-        /// A proxy forwarded the request (it says so in this header): its loopback peer is the proxy, not the caller.
-        case forwarded(by: HTTPHeaderName)
+        /// A proxy forwarded the request (it says so in this header, named as sent): its loopback peer is the proxy,
+        /// not the caller.
+        case forwarded(header: String)
     }
 
     /// The headers a forwarding proxy adds (RFC 7239, the de facto `X-Forwarded-For` and `X-Real-IP`, RFC 9110's
@@ -149,8 +150,8 @@ struct Authorization: Sendable {
     private static func decideWithoutTokens(_ request: HTTPRequest) -> Decision {
         guard request.listener.isLoopback, request.peer.isLoopback else { return .notConfigured(.listenerNotLoopback) }
         guard request.headers.containsAny(of: proxyHeaders) else { return .allowed(tokenName: nil) }
-        let header = proxyHeaders.first { request.headers[$0] != nil } ?? proxyHeaders[0]
-        return .notConfigured(.forwarded(by: header))
+        let header = request.headers.first { field in proxyHeaders.contains(HTTPHeaderName(field.name)) }
+        return .notConfigured(.forwarded(header: header?.name ?? proxyHeaders[0].rawName))
     }
 
     /// Every entry is compared, each in constant time: the time taken says nothing about how much of a digest

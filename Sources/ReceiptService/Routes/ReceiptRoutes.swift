@@ -274,7 +274,7 @@ public struct ReceiptRoutes: Sendable {
         case .forwarded(let header):
             return RequestProblem(
                 status: 403, code: .authNotConfigured,
-                message: "\(route.rawValue): a proxy forwarded this request (it carries \(header.rawName)), so its "
+                message: "\(route.rawValue): a proxy forwarded this request (it carries \(header)), so its "
                     + "loopback peer says nothing of who sent it; to serve callers through a proxy, configure "
                     + "api_tokens: \(howToMakeAToken)",
                 detail: .forwardedByProxy)
