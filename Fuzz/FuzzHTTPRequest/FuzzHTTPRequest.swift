@@ -19,7 +19,8 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     func decode(pieces: [ArraySlice<UInt8>]) -> [HTTPRequestDecoder.Event] {
         // No socket: the request comes from nowhere, and says so.
         var decoder = HTTPRequestDecoder(
-            peer: HTTPPeer(address: "fuzz", isLoopback: false), listener: HTTPListener(address: "fuzz", isLoopback: false),
+            peer: HTTPPeer(address: "fuzz", isLoopback: false),
+            listener: HTTPListener(address: "fuzz", isLoopback: false),
             maxHeaderBytes: maxHeaderBytes, maxBodyBytes: maxBodyBytes)
         var events: [HTTPRequestDecoder.Event] = []
         for piece in pieces {

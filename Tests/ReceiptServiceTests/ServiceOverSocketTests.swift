@@ -32,7 +32,8 @@ final class ServiceOverSocketTests {
         let routes = ReceiptRoutes(
             configuration: configuration, validator: configuration.makeValidator(), metrics: ServiceMetrics(),
             readiness: ServiceReadiness(isReady: true))
-        server = HTTPServer(configuration: configuration.httpServerConfiguration, handler: { routes.handle($0, on: .main) },
+        server = HTTPServer(
+            configuration: configuration.httpServerConfiguration, handler: { routes.handle($0, on: .main) },
             failureResponse: routes.failureResponse)
         baseURL = "http://127.0.0.1:\(try server.start())"
         var blueprint = ReceiptBlueprint(

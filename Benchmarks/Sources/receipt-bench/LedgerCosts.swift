@@ -26,7 +26,8 @@ func ledgerCosts(receipt: [UInt8], senders: Int, postgres: String?) {
     let stateful = routes(PurchaseLedger(store: try! SQLiteLedger(path: folder + "/validate.sqlite")))
     let request = HTTPRequest(
         method: .post, target: "/v1/validate",
-        headers: HTTPHeaders([(.contentType, "application/octet-stream")]), body: receipt, peer: .benchmarkClient, listener: .benchmarkListener)
+        headers: HTTPHeaders([(.contentType, "application/octet-stream")]), body: receipt, peer: .benchmarkClient,
+        listener: .benchmarkListener)
     guard stateless.handle(request, on: .main).status == .ok, stateful.handle(request, on: .main).status == .ok else {
         fatalError("the benchmark receipt does not validate")
     }
@@ -71,7 +72,8 @@ func ledgerCosts(receipt: [UInt8], senders: Int, postgres: String?) {
             while case let index = next.add(1, ordering: .relaxed).oldValue, index < count {
                 let response = delivery.handle(HTTPRequest(
                     method: .post, target: "/v1/notifications",
-                    headers: HTTPHeaders([(.contentType, "application/json")]), body: bodies[index], peer: .benchmarkClient, listener: .benchmarkListener), on: .main)
+                    headers: HTTPHeaders([(.contentType, "application/json")]), body: bodies[index],
+                    peer: .benchmarkClient, listener: .benchmarkListener), on: .main)
                 if response.status == .ok { stored.add(1, ordering: .relaxed) }
             }
         }

@@ -246,7 +246,8 @@ public struct ReceiptRoutes: Sendable {
     private static func unauthenticated(_ reason: Authorization.Unauthenticated, route: Route) -> RequestProblem {
         switch reason {
         case .missingToken(let headerPresent):
-            let seen = headerPresent ? "the Authorization header holds no Bearer or Basic credential" : "no token was sent"
+            let seen =
+                headerPresent ? "the Authorization header holds no Bearer or Basic credential" : "no token was sent"
             return RequestProblem(
                 status: 401, code: .unauthorized,
                 message: "\(route.rawValue) needs an API token and \(seen): send Authorization: Bearer TOKEN",
