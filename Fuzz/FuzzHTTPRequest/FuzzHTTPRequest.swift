@@ -17,7 +17,11 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let maxBodyBytes = settings & 2 == 0 ? 4 * 1024 * 1024 : settings & 4 == 0 ? Int(settings >> 3) : .max
 
     func decode(pieces: [ArraySlice<UInt8>]) -> [HTTPRequestDecoder.Event] {
-        var decoder = HTTPRequestDecoder(maxHeaderBytes: maxHeaderBytes, maxBodyBytes: maxBodyBytes)
+        // No socket: the request comes from nowhere, and says so.
+        var decoder = HTTPRequestDecoder(
+            peer: HTTPPeer(address: "fuzz", isLoopback: false),
+            listener: HTTPListener(address: "fuzz", isLoopback: false),
+            maxHeaderBytes: maxHeaderBytes, maxBodyBytes: maxBodyBytes)
         var events: [HTTPRequestDecoder.Event] = []
         for piece in pieces {
             decoder.feed(piece)

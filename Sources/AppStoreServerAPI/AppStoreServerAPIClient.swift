@@ -294,7 +294,12 @@ public final class AppStoreServerAPIClient: Sendable {
         }
     }
 
-    private static func pathSegment(_ value: String) -> String { percentEncoded(value) }
+    /// A segment of dots is encoded too: libcurl resolves `.` and `..` (RFC 3986 §5.2.4), which would send the call
+    /// to another of Apple's paths. Callers refuse such ids first; this keeps any that slips through in its segment.
+    static func pathSegment(_ value: String) -> String {
+        guard value == "." || value == ".." else { return percentEncoded(value) }
+        return String(repeating: "%2E", count: value.utf8.count)
+    }
     private static func queryComponent(_ value: String) -> String { percentEncoded(value) }
 
     /// RFC 3986 unreserved characters stay, everything else is %XX: an id can never add a path segment or a parameter.

@@ -54,14 +54,17 @@ final class HTTPConnection: @unchecked Sendable {
     /// data (which makes the kernel send RST) does not destroy the final response before the client reads it.
     private static let lingerSeconds = 2.0
 
-    init(descriptor: Int32, peer: HTTPPeer, loop: EventLoop, server: HTTPServer, isRejected: Bool) {
+    init(
+        descriptor: Int32, peer: HTTPPeer, listener: HTTPListener, loop: EventLoop, server: HTTPServer,
+        isRejected: Bool
+    ) {
         self.descriptor = descriptor
         self.peer = peer
         self.loop = loop
         self.server = server
         self.isRejected = isRejected
         self.decoder = HTTPRequestDecoder(
-            maxHeaderBytes: server.configuration.maxHeaderBytes,
+            peer: peer, listener: listener, maxHeaderBytes: server.configuration.maxHeaderBytes,
             maxBodyBytes: server.configuration.maxBodyBytes
         )
     }
@@ -170,10 +173,7 @@ final class HTTPConnection: @unchecked Sendable {
         update()
     }
 
-    private func dispatch(_ decoded: HTTPRequest) {
-        var fromPeer = decoded
-        fromPeer.peer = peer
-        let request = fromPeer
+    private func dispatch(_ request: HTTPRequest) {
         let sequence = firstSlotSequence + slots.count
         slots.append(.waiting)
         if !request.wantsKeepAlive { isAcceptingRequests = false }

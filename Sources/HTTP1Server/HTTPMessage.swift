@@ -42,6 +42,11 @@ public struct HTTPHeaders: Sendable, Hashable, Sequence {
         }
     }
 
+    /// Whether a field has any of these names: one pass over the fields, no copy of any value.
+    public func containsAny(of names: [HTTPHeaderName]) -> Bool {
+        fields.contains { field in names.contains { field.name.equalsIgnoringASCIICase($0.rawName) } }
+    }
+
     public func makeIterator() -> IndexingIterator<[(name: String, value: String)]> { fields.makeIterator() }
 
     public static func == (lhs: HTTPHeaders, rhs: HTTPHeaders) -> Bool {
@@ -83,13 +88,16 @@ public struct HTTPRequest: Sendable, Hashable {
     public var version: HTTPVersion
     public var headers: HTTPHeaders
     public var body: [UInt8]
-    /// Who sent it. The server sets the socket's peer on every request it reads; a request made in the process
-    /// (tests, benchmarks, a router called directly) comes from this machine, so `.local`.
+    /// Who sent it: the accepted socket's peer.
     public var peer: HTTPPeer
+    /// The socket it came in on.
+    public var listener: HTTPListener
 
+    /// `peer` and `listener` have no defaults: what a request may reach depends on both, so whoever builds one (the
+    /// server, or a test) says where it came from.
     public init(
         method: HTTPMethod, target: String, version: HTTPVersion = .http1_1, headers: HTTPHeaders = HTTPHeaders(),
-        body: [UInt8] = [], peer: HTTPPeer = .local
+        body: [UInt8] = [], peer: HTTPPeer, listener: HTTPListener
     ) {
         self.method = method
         self.target = target
@@ -98,6 +106,7 @@ public struct HTTPRequest: Sendable, Hashable {
         self.headers = headers
         self.body = body
         self.peer = peer
+        self.listener = listener
     }
 
     /// Split once per request: routing, logging and the handler all read the path.
@@ -150,9 +159,6 @@ public struct HTTPPeer: Sendable, Hashable {
         self.isLoopback = isLoopback
     }
 
-    /// A request made inside the process rather than read from a socket.
-    public static let local = HTTPPeer(address: "local", isLoopback: true)
-
     /// Decided on the address bytes (network order), never their text: 127.0.0.0/8, ::1, and ::ffff:127.0.0.0/104
     /// (an IPv4 client of a dual-stack socket). Anything else, IPv4-compatible `::127.x` included, is not.
     static func isLoopback(_ address: [UInt8]) -> Bool {
@@ -166,6 +172,20 @@ public struct HTTPPeer: Sendable, Hashable {
             return isIPv6Loopback || isMappedIPv4Loopback
         default: return false
         }
+    }
+}
+
+/// A listening socket, as bound.
+public struct HTTPListener: Sendable, Hashable {
+    /// `address:port` (`[address]:port` for IPv6) as bound: `0.0.0.0:8080` for every IPv4 address.
+    public var address: String
+    /// Bound to a loopback address (127.0.0.0/8, ::1), so only this machine can connect. A wildcard (`0.0.0.0`,
+    /// `::`) is not: it takes connections from anywhere.
+    public var isLoopback: Bool
+
+    public init(address: String, isLoopback: Bool) {
+        self.address = address
+        self.isLoopback = isLoopback
     }
 }
 

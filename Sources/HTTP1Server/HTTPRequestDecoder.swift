@@ -76,7 +76,15 @@ public struct HTTPRequestDecoder: Sendable {
     private var headers = HTTPHeaders()
     private var body: [UInt8] = []
 
-    public init(maxHeaderBytes: Int = 16 * 1024, maxBodyBytes: Int = 4 * 1024 * 1024) {
+    /// Every request decoded is stamped with these: a decoder reads one connection.
+    public let peer: HTTPPeer
+    public let listener: HTTPListener
+
+    public init(
+        peer: HTTPPeer, listener: HTTPListener, maxHeaderBytes: Int = 16 * 1024, maxBodyBytes: Int = 4 * 1024 * 1024
+    ) {
+        self.peer = peer
+        self.listener = listener
         self.maxHeaderBytes = maxHeaderBytes
         self.maxBodyBytes = maxBodyBytes
     }
@@ -405,7 +413,9 @@ public struct HTTPRequestDecoder: Sendable {
     }
 
     private mutating func completeRequest() -> Event {
-        let request = HTTPRequest(method: HTTPMethod(rawValue: method), target: target, version: version, headers: headers, body: body)
+        let request = HTTPRequest(
+            method: HTTPMethod(rawValue: method), target: target, version: version, headers: headers, body: body,
+            peer: peer, listener: listener)
         state = .requestLine
         method = ""
         headers = HTTPHeaders()

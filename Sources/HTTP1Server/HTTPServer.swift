@@ -145,7 +145,7 @@ public final class HTTPServer: Sendable {
                 for loop in loops { loop.stop() }
                 throw HTTPServerError("event loop: \(error)")
             }
-            let listener: (descriptor: Int32, port: Int)
+            let listener: (descriptor: Int32, port: Int, listener: HTTPListener)
             do {
                 listener = try Socket.listen(host: configuration.host, port: configuration.port, backlog: 1024)
             } catch {
@@ -153,7 +153,7 @@ public final class HTTPServer: Sendable {
                 throw error
             }
             let source = DispatchSource.makeReadSource(fileDescriptor: listener.descriptor, queue: acceptQueue)
-            source.setEventHandler { [self] in self.acceptConnections(listener.descriptor) }
+            source.setEventHandler { [self] in self.acceptConnections(listener.descriptor, as: listener.listener) }
             source.setCancelHandler { [self] in
                 closeDescriptor(listener.descriptor)
                 self.listenerClosed()
@@ -210,11 +210,11 @@ public final class HTTPServer: Sendable {
 
     var isStopping: Bool { state.withLock { $0.phase != .running } }
 
-    private func acceptConnections(_ listener: Int32) {
+    private func acceptConnections(_ descriptor: Int32, as listener: HTTPListener) {
         while true {
             let accepted: (descriptor: Int32, peer: HTTPPeer)
             do {
-                guard case .processed(let connection) = try Socket.accept(listener) else { return }
+                guard case .processed(let connection) = try Socket.accept(descriptor) else { return }
                 accepted = connection
             } catch {
                 switch error.errno {
@@ -240,7 +240,7 @@ public final class HTTPServer: Sendable {
                 let loop = state.loops[state.nextLoop % state.loops.count]
                 state.nextLoop &+= 1
                 let connection = HTTPConnection(
-                    descriptor: accepted.descriptor, peer: accepted.peer, loop: loop, server: self,
+                    descriptor: accepted.descriptor, peer: accepted.peer, listener: listener, loop: loop, server: self,
                     isRejected: isRejected
                 )
                 state.connections[ObjectIdentifier(connection)] = connection

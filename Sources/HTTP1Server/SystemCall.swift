@@ -84,8 +84,10 @@ enum Socket {
         }.get()
     }
 
-    /// A listening, non-blocking TCP socket bound to `host:port`, and the port actually bound.
-    static func listen(host: String, port: Int, backlog: Int32) throws -> (descriptor: Int32, port: Int) {
+    /// A listening, non-blocking TCP socket bound to `host:port`, and the address actually bound.
+    static func listen(
+        host: String, port: Int, backlog: Int32
+    ) throws -> (descriptor: Int32, port: Int, listener: HTTPListener) {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
@@ -120,7 +122,8 @@ enum Socket {
                     _ = try syscall("getsockname") { getsockname(descriptor, socketAddress, &length) }
                 }
             }
-            return (descriptor, describe(address).port)
+            let bound = describe(address)
+            return (descriptor, bound.port, HTTPListener(address: text(bound), isLoopback: bound.isLoopback))
         } catch {
             closeDescriptor(descriptor)
             throw HTTPServerError("bind \(host):\(port): \(String(cString: strerror(error.errno)))")
@@ -150,9 +153,12 @@ enum Socket {
             var one: Int32 = 1
             _ = setsockopt(descriptor, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
             let peer = describe(address)
-            let text = peer.host.contains(":") ? "[\(peer.host)]:\(peer.port)" : "\(peer.host):\(peer.port)"
-            return .processed((descriptor, HTTPPeer(address: text, isLoopback: peer.isLoopback)))
+            return .processed((descriptor, HTTPPeer(address: text(peer), isLoopback: peer.isLoopback)))
         }
+    }
+
+    private static func text(_ address: (host: String, port: Int, isLoopback: Bool)) -> String {
+        address.host.contains(":") ? "[\(address.host)]:\(address.port)" : "\(address.host):\(address.port)"
     }
 
     private static func cText(_ text: [CChar]) -> String {

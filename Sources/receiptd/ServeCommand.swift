@@ -109,8 +109,8 @@ func runServe(
     var httpConfiguration = configuration.httpServerConfiguration
     httpConfiguration.mayHandleInline = routes.mayAnswerInline
     let server = HTTPServer(
-        configuration: httpConfiguration, handler: routes.handle, failureResponse: routes.failureResponse,
-        accessLog: log.access)
+        configuration: httpConfiguration, handler: { routes.handle($0, on: .main) },
+        failureResponse: routes.failureResponse, accessLog: log.access)
     // A second server, not a second socket of one: the HTTP layer stays one listener per server, and which routes
     // a socket serves is the routes' decision (`Listener.public`).
     let publicServer = configuration.publicListener.map { listener in

@@ -183,7 +183,7 @@ struct NotificationHistorySync {
             for item in page.notifications {
                 switch routes.takeNotification(item.signedPayload) {
                 case .recorded(_, let write): write == .stored ? (counts.new += 1) : (counts.known += 1)
-                case .refused, .malformed: counts.refused += 1
+                case .refused, .malformed, .invalidID: counts.refused += 1
                 case .notStored: counts.notStored += 1
                 }
             }

@@ -75,6 +75,14 @@ import Testing
         #expect(requests.map { $0["path"] }.contains(.string("/inApps/v1/lookup/MQR7Z2JTKS")))
     }
 
+    @Test func dotSegmentIDs_stayInTheirSegment() throws {
+        let fake = try FakeAppStoreServer(fixture: [])
+        let client = try fake.client()
+        for id in [".", ".."] { _ = try? client.lookUpOrder(orderID: id) }
+        let paths = try fake.requests().map(\.["path"])
+        #expect(paths == [.string("/inApps/v1/lookup/%2E"), .string("/inApps/v1/lookup/%2E%2E")])
+    }
+
     @Test func notFound_carriesApplesErrorCode_andIsNotRetried() throws {
         let fake = try FakeAppStoreServer(fixture: [])
         #expect {

@@ -1,3 +1,4 @@
+import TestSupport
 import Testing
 
 @testable import HTTP1Server
@@ -20,7 +21,10 @@ struct HTTPMessageTests {
 
     @Test func keepAlive_followsVersionAndConnectionTokens() {
         func request(_ version: HTTPVersion, _ connection: String?) -> HTTPRequest {
-            HTTPRequest(method: "GET", target: "/", version: version, headers: HTTPHeaders(connection.map { [(.connection, $0)] } ?? []))
+            HTTPRequest(
+                method: "GET", target: "/", version: version,
+                headers: HTTPHeaders(connection.map { [(.connection, $0)] } ?? []), peer: .loopbackClient,
+                listener: .loopback)
         }
         #expect(request(.http1_1, nil).wantsKeepAlive)
         #expect(!request(.http1_1, "Keep-Alive, close").wantsKeepAlive)
@@ -29,11 +33,12 @@ struct HTTPMessageTests {
     }
 
     @Test func pathAndQuery_splitAtTheFirstQuestionMark() {
-        let request = HTTPRequest(method: "GET", target: "/v1/validate?device_id=a%3Fb&x=?")
+        let request = HTTPRequest(
+            method: "GET", target: "/v1/validate?device_id=a%3Fb&x=?", peer: .loopbackClient, listener: .loopback)
         #expect(request.path == "/v1/validate")
         #expect(request.query == "device_id=a%3Fb&x=?")
         #expect(request.queryValue("device_id") == "a?b")
-        #expect(HTTPRequest(method: "GET", target: "/healthz").query == nil)
+        #expect(HTTPRequest(method: "GET", target: "/healthz", peer: .loopbackClient, listener: .loopback).query == nil)
     }
 
     @Test func requestIDs_areSixteenHexDigits_andDoNotRepeat() {

@@ -1,3 +1,4 @@
+import TestSupport
 import Testing
 
 @testable import HTTP1Server
@@ -23,7 +24,8 @@ enum FeedMode: CaseIterable, CustomTestStringConvertible {
 }
 
 func decode(_ input: String, mode: FeedMode, maxHeaderBytes: Int = 1024, maxBodyBytes: Int = 1024) -> [DecodedEvent] {
-    var decoder = HTTPRequestDecoder(maxHeaderBytes: maxHeaderBytes, maxBodyBytes: maxBodyBytes)
+    var decoder = HTTPRequestDecoder(
+        peer: .loopbackClient, listener: .loopback, maxHeaderBytes: maxHeaderBytes, maxBodyBytes: maxBodyBytes)
     var events: [DecodedEvent] = []
     let chunks: [[UInt8]] = mode == .whole ? [Array(input.utf8)] : input.utf8.map { [$0] }
     for chunk in chunks {
@@ -241,7 +243,7 @@ private let accepts: [DecoderCase] = [
     }
 
     @Test func decodedRequest_keepsHeadersAndBody() throws {
-        var decoder = HTTPRequestDecoder()
+        var decoder = HTTPRequestDecoder(peer: .loopbackClient, listener: .loopback)
         decoder.feed(Array("PUT /x?a=1&b=%20c HTTP/1.1\r\nHost: h\r\nX-Y:  v  \r\nContent-Length: 1\r\n\r\nz".utf8))
         #expect(decoder.next() == .bodyExpected(.contentLength(1), expectsContinue: false))
         guard case .request(let request) = decoder.next() else {
@@ -252,12 +254,14 @@ private let accepts: [DecoderCase] = [
         #expect(request.path == "/x")
         #expect(request.queryValue("b") == " c")
         #expect(request.body == Array("z".utf8))
+        #expect(request.peer == .loopbackClient)
+        #expect(request.listener == .loopback)
         #expect(decoder.next() == .needMoreData)
         #expect(decoder.isAtMessageBoundary)
     }
 
     @Test func decoder_staysFailedAfterAnError() {
-        var decoder = HTTPRequestDecoder()
+        var decoder = HTTPRequestDecoder(peer: .loopbackClient, listener: .loopback)
         decoder.feed(Array("GET / HTTP/9.9\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n".utf8))
         #expect(decoder.next() == .failure(HTTPRequestDecodingError(status: 505, message: "only HTTP/1.0 and HTTP/1.1 are supported")))
         guard case .failure = decoder.next() else {
@@ -267,7 +271,8 @@ private let accepts: [DecoderCase] = [
     }
 
     @Test func manyLeadingCRLFsAndLongBodies_decodeInLinearTime() {
-        var decoder = HTTPRequestDecoder(maxHeaderBytes: 16 * 1024, maxBodyBytes: 4 * 1024 * 1024)
+        var decoder = HTTPRequestDecoder(
+            peer: .loopbackClient, listener: .loopback, maxHeaderBytes: 16 * 1024, maxBodyBytes: 4 * 1024 * 1024)
         let body = [UInt8](repeating: 0x61, count: 1 << 20)
         decoder.feed(Array("POST /v HTTP/1.1\r\nHost: a\r\nContent-Length: \(body.count)\r\n\r\n".utf8))
         #expect(decoder.next() == .bodyExpected(.contentLength(body.count), expectsContinue: false))

@@ -29,8 +29,16 @@ struct PeerAndRequestIDTests {
         #expect(HTTPPeer.isLoopback(address) == isLoopback)
     }
 
-    @Test func requestBuiltInProcess_isLocal() {
-        #expect(HTTPRequest(method: .get, target: "/").peer == .local)
+    /// Bound to a wildcard, the listener is not loopback even for a loopback client: anyone else could connect.
+    @Test(arguments: [("127.0.0.1", true), ("::1", true), ("0.0.0.0", false), ("::", false)])
+    func handler_seesTheListenerAsBound(host: String, isLoopback: Bool) throws {
+        let server = try LiveServer({ $0.host = host }) { request in
+            HTTPResponse(status: 200, body: Array("\(request.listener.isLoopback) \(request.listener.address)".utf8))
+        }
+        let url = host.contains(":") ? "http://[::1]:\(server.port)/" : "http://127.0.0.1:\(server.port)/"
+        let answer = try runCurl(["-s", url])
+        #expect(answer.stdout.hasPrefix("\(isLoopback) "), "\(host): \(answer.stdout)")
+        #expect(answer.stdout.hasSuffix(":\(server.port)"), "\(host): \(answer.stdout)")
     }
 
     @Test func requestIDs_are16HexDigits_andDistinct_acrossRefills() {

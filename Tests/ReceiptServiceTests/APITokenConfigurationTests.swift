@@ -99,7 +99,7 @@ struct APITokenConfigurationTests {
         let routes = makeRoutes(configuration)
         var request = HTTPRequestFor.metrics
         request.headers.add(name: "Authorization", value: "Bearer \(token)")
-        #expect(routes.handle(request).json?["error"]?["scope"]?.stringValue == "metrics")
+        #expect(routes.handle(request, on: .main).json?["error"]?["scope"]?.stringValue == "metrics")
 
         let second = newToken(["--name", "backend", "--scopes", "validate,ledger:read"])
         #expect(second.output.first != first.output.first)

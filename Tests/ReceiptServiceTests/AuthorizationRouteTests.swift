@@ -1,5 +1,6 @@
 import Foundation
 import HTTP1Server
+import TestSupport
 import Testing
 
 @testable import ReceiptService
@@ -31,7 +32,6 @@ struct AuthorizationRouteTests {
     ]
 
     static let everyScopeToken = "every-scope-token-0123456789abcdefghijklmnopq"
-    static let remote = HTTPPeer(address: "203.0.113.7:40000", isLoopback: false)
 
     /// One token with every scope, and one per scope holding only it.
     static func routes(tokens: Bool) -> ReceiptRoutes {
@@ -46,12 +46,16 @@ struct AuthorizationRouteTests {
 
     static func token(for scope: APIScope) -> String { "token-for-\(scope.rawValue)-0123456789abcdefghijkl" }
 
+    /// By default a remote caller of a server bound to every address, where only a token can be trusted.
     static func request(
-        _ method: HTTPMethod, _ target: String, authorization: String? = nil, peer: HTTPPeer = remote
+        _ method: HTTPMethod, _ target: String, authorization: String? = nil,
+        headers extra: [(HTTPHeaderName, String)] = [], from peer: HTTPPeer = .remoteClient,
+        to listener: HTTPListener = .wildcard
     ) -> HTTPRequest {
-        var headers = HTTPHeaders([("Content-Type", "application/json")])
+        var headers = HTTPHeaders([("Content-Type", "application/json")] + extra)
         if let authorization { headers.add(name: "Authorization", value: authorization) }
-        return HTTPRequest(method: method, target: target, headers: headers, body: Array("{}".utf8), peer: peer)
+        return HTTPRequest(
+            method: method, target: target, headers: headers, body: Array("{}".utf8), peer: peer, listener: listener)
     }
 
     static func basic(user: String, password: String) -> String {
@@ -66,26 +70,52 @@ struct AuthorizationRouteTests {
 
     @Test(arguments: guarded)
     func noToken_isUnauthorized_withBothChallenges(route: Guarded) {
-        for peer in [Self.remote, .local] {
-            let response = Self.routes(tokens: true).handle(Self.request(route.method, route.target, peer: peer))
+        for (peer, listener) in [(HTTPPeer.remoteClient, HTTPListener.wildcard), (.loopbackClient, .loopback)] {
+            let response = Self.routes(tokens: true).handle(
+                Self.request(route.method, route.target, from: peer, to: listener), on: .main)
             #expect(response.status == 401)
             #expect(response.errorCode == "unauthorized")
+            #expect(response.errorDetail == "missing_token")
             #expect(response.headers["WWW-Authenticate"] == #"Bearer realm="receiptd", Basic realm="receiptd""#)
             #expect(response.authenticatedUser == nil)
         }
     }
 
     @Test(arguments: guarded)
-    func unknownOrMalformedToken_isUnauthorized(route: Guarded) {
+    func unknownToken_isUnauthorized_asUnknown(route: Guarded) {
         let routes = Self.routes(tokens: true)
         for authorization in [
-            "Bearer not-a-known-token", "Bearer", "Bearer ", "Token \(Self.everyScopeToken)", Self.everyScopeToken,
-            Self.basic(user: Self.everyScopeToken, password: ""), "Basic !!!", "Bearer \(Self.everyScopeToken)x",
+            "Bearer not-a-known-token", "Bearer \(Self.everyScopeToken)x", Self.basic(user: "", password: "wrong"),
+            Self.basic(user: Self.everyScopeToken, password: "x"),
         ] {
-            let response = routes.handle(Self.request(route.method, route.target, authorization: authorization))
+            let response = routes.handle(Self.request(route.method, route.target, authorization: authorization), on: .main)
             #expect(response.status == 401, "\(authorization)")
             #expect(response.errorCode == "unauthorized")
+            #expect(response.errorDetail == "unknown_token", "\(authorization)")
         }
+    }
+
+    /// A header that holds no credential is as good as none: nothing was presented to compare.
+    @Test(arguments: guarded)
+    func unreadableCredential_isUnauthorized_asMissing(route: Guarded) {
+        let routes = Self.routes(tokens: true)
+        for authorization in [
+            "Bearer", "Bearer ", "Token \(Self.everyScopeToken)", Self.everyScopeToken,
+            Self.basic(user: Self.everyScopeToken, password: ""), "Basic !!!",
+        ] {
+            let response = routes.handle(Self.request(route.method, route.target, authorization: authorization), on: .main)
+            #expect(response.status == 401, "\(authorization)")
+            #expect(response.errorCode == "unauthorized")
+            #expect(response.errorDetail == "missing_token", "\(authorization)")
+        }
+    }
+
+    @Test func missingAndUnknownTokens_getDifferentMessages() {
+        let routes = Self.routes(tokens: true)
+        let missing = routes.handle(Self.request(.get, "/metrics"), on: .main)
+        let unknown = routes.handle(Self.request(.get, "/metrics", authorization: "Bearer wrong"), on: .main)
+        #expect(missing.errorDetail != unknown.errorDetail)
+        #expect(missing.json?["error"]?["message"] != unknown.json?["error"]?["message"])
     }
 
     @Test(arguments: guarded)
@@ -94,7 +124,7 @@ struct AuthorizationRouteTests {
         let lacking = APIScope.allCases.filter { $0 != route.scope && !(route.scope == .validate && $0 == .support) }
         for scope in lacking {
             let response = routes.handle(
-                Self.request(route.method, route.target, authorization: "Bearer \(Self.token(for: scope))"))
+                Self.request(route.method, route.target, authorization: "Bearer \(Self.token(for: scope))"), on: .main)
             #expect(response.status == 403, "\(scope)")
             #expect(response.errorCode == "forbidden")
             #expect(response.json?["error"]?["scope"]?.stringValue == route.scope.rawValue)
@@ -110,12 +140,12 @@ struct AuthorizationRouteTests {
             "Bearer \(token)", "bearer \(token)", "Bearer  \(token)", Self.basic(user: "", password: token),
             Self.basic(user: "anyone", password: token),
         ] {
-            let response = routes.handle(Self.request(route.method, route.target, authorization: authorization))
+            let response = routes.handle(Self.request(route.method, route.target, authorization: authorization), on: .main)
             #expect(!Self.isRefusedByAuthorization(response), "\(authorization): \(response.status)")
             #expect(response.authenticatedUser == "only-\(route.scope.rawValue)")
         }
         let everything = routes.handle(
-            Self.request(route.method, route.target, authorization: "Bearer \(Self.everyScopeToken)"))
+            Self.request(route.method, route.target, authorization: "Bearer \(Self.everyScopeToken)"), on: .main)
         #expect(!Self.isRefusedByAuthorization(everything))
         #expect(everything.authenticatedUser == "backend")
     }
@@ -123,24 +153,65 @@ struct AuthorizationRouteTests {
     /// The support page posts to `/v1/validate` with the token the browser was prompted for.
     @Test func supportScope_mayValidate() {
         let response = Self.routes(tokens: true).handle(
-            Self.request(.post, "/v1/validate", authorization: Self.basic(user: "", password: Self.token(for: .support))))
+            Self.request(.post, "/v1/validate", authorization: Self.basic(user: "", password: Self.token(for: .support))), on: .main)
         #expect(!Self.isRefusedByAuthorization(response))
     }
 
     // MARK: - No tokens configured
 
     @Test(arguments: guarded)
-    func withoutTokens_loopbackIsServed_andOthersAreTold(route: Guarded) {
+    func withoutTokens_aLoopbackListenerServesItsDirectCallers(route: Guarded) {
+        let response = Self.routes(tokens: false).handle(
+            Self.request(route.method, route.target, from: .loopbackClient, to: .loopback), on: .main)
+        #expect(!Self.isRefusedByAuthorization(response), "\(response.status)")
+    }
+
+    /// Bound to a wildcard, a loopback peer may be a proxy on this host speaking for anyone: nobody is served.
+    @Test(arguments: guarded)
+    func withoutTokens_aWildcardListenerRefusesEveryCaller_loopbackIncluded(route: Guarded) {
         let routes = Self.routes(tokens: false)
-        let loopback = routes.handle(
-            Self.request(route.method, route.target, peer: HTTPPeer(address: "127.0.0.1:1", isLoopback: true)))
-        #expect(!Self.isRefusedByAuthorization(loopback))
-        let local = routes.handle(Self.request(route.method, route.target))
-        #expect(local.status == 403)
-        #expect(local.errorCode == "auth_not_configured")
-        let withToken = routes.handle(
-            Self.request(route.method, route.target, authorization: "Bearer \(Self.everyScopeToken)"))
-        #expect(withToken.errorCode == "auth_not_configured")
+        let listeners = [
+            HTTPListener.wildcard, HTTPListener(address: "[::]:8080", isLoopback: false),
+            HTTPListener(address: "192.0.2.10:8080", isLoopback: false),
+        ]
+        for listener in listeners {
+            for peer in [HTTPPeer.loopbackClient, .remoteClient] {
+                for authorization in [nil, "Bearer \(Self.everyScopeToken)"] {
+                    let response = routes.handle(
+                        Self.request(route.method, route.target, authorization: authorization, from: peer, to: listener),
+                        on: .main)
+                    #expect(response.status == 403, "\(listener.address) \(peer.address)")
+                    #expect(response.errorCode == "auth_not_configured")
+                    #expect(response.errorDetail == "listener_not_loopback")
+                }
+            }
+        }
+    }
+
+    @Test(arguments: guarded)
+    func withoutTokens_aForwardedRequestIsRefused_evenOnLoopback(route: Guarded) {
+        let routes = Self.routes(tokens: false)
+        for header in [
+            ("Forwarded", "for=198.51.100.17"), ("X-Forwarded-For", "198.51.100.17"), ("x-real-ip", "198.51.100.17"),
+            ("VIA", "1.1 nginx"), ("X-Forwarded-For", ""),
+        ] as [(HTTPHeaderName, String)] {
+            let response = routes.handle(
+                Self.request(route.method, route.target, headers: [header], from: .loopbackClient, to: .loopback),
+                on: .main)
+            #expect(response.status == 403, "\(header.0)")
+            #expect(response.errorCode == "auth_not_configured")
+            #expect(response.errorDetail == "forwarded_by_proxy")
+            #expect(response.json?["error"]?["message"]?.stringValue?.contains(header.0.rawName) == true)
+        }
+    }
+
+    /// With tokens a proxy's headers change nothing: the token is the proof.
+    @Test func withTokens_aForwardedRequestIsJudgedByItsToken() {
+        let response = Self.routes(tokens: true).handle(
+            Self.request(
+                .get, "/metrics", authorization: "Bearer \(Self.everyScopeToken)",
+                headers: [("X-Forwarded-For", "198.51.100.17")]), on: .main)
+        #expect(response.status == 200)
     }
 
     // MARK: - Never a token
@@ -150,7 +221,10 @@ struct AuthorizationRouteTests {
             let routes = Self.routes(tokens: tokens)
             for (method, target) in Self.open {
                 for authorization in [nil, "Bearer wrong"] {
-                    let response = routes.handle(Self.request(method, target, authorization: authorization))
+                    let response = routes.handle(
+                        Self.request(
+                            method, target, authorization: authorization, headers: [("Via", "1.1 ingress")]),
+                        on: .main)
                     #expect(!Self.isRefusedByAuthorization(response), "\(method) \(target): \(response.status)")
                 }
             }
@@ -205,23 +279,35 @@ struct AuthorizationRouteTests {
 
     // MARK: - Path ids
 
-    @Test(arguments: ["/v1/subscriptions/", "/v1/transactions/"])
+    @Test(arguments: ["/v1/subscriptions/", "/v1/transactions/", "/v1/orders/"])
     func pathIDs_areShortPlainWords(prefix: String) {
         let routes = Self.routes(tokens: false)
         let longest = String(repeating: "a", count: 64)
         for id in [longest, "2000000123456789", "A.b_c-9"] {
-            let response = routes.handle(get(prefix + id))
+            let response = routes.handle(get(prefix + id), on: .main)
             #expect(response.errorCode != "bad_request", "\(id)")
         }
-        for id in [longest + "a", "caf%C3%A9", "a%00b", "a+b", "a:b", "café", "a'b"] {
-            let response = routes.handle(get(prefix + id))
+        // libcurl would turn `/inApps/v1/lookup/..` into another of Apple's paths.
+        for id in [longest + "a", "caf%C3%A9", "a%00b", "a+b", "a:b", "café", "a'b", ".", "..", "%2E%2E"] {
+            let response = routes.handle(get(prefix + id), on: .main)
             #expect(response.status == 400, "\(id)")
             #expect(response.errorCode == "bad_request")
         }
-        let claim = routes.handle(
-            post(prefix == "/v1/transactions/" ? "/v1/transactions/\(longest)b/claim" : "/v1/transactions/%20/claim",
-                contentType: "application/json", text: #"{"account": "a"}"#))
-        #expect(claim.errorCode == "bad_request")
+        for id in ["\(longest)b", "%20", ".", ".."] {
+            let claim = routes.handle(
+                post("/v1/transactions/\(id)/claim", contentType: "application/json", text: #"{"account": "a"}"#),
+                on: .main)
+            #expect(claim.status == 400, "\(id)")
+            #expect(claim.errorDetail == "invalid_id", "\(id)")
+        }
+    }
+
+    @Test func lookupIDs_refuseDotSegmentsAndControlCharacters() {
+        let routes = Self.routes(tokens: false)
+        for id in [".", "..", "%2E%2E", "a%00b", "a%01b", "a%7Fb", "a%0Ab"] {
+            let response = routes.handle(get("/lookup?id=\(id)"), on: .main)
+            #expect(response.status == 400, "\(id)")
+        }
     }
 
     // MARK: - Constant-time comparison

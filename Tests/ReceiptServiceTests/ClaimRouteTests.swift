@@ -14,7 +14,7 @@ struct ClaimRouteTests {
     typealias E = SignedEvents
 
     static func claim(_ routes: ReceiptRoutes, _ id: String, body: String) -> HTTPResponse {
-        routes.handle(post("/v1/transactions/\(id)/claim", contentType: "application/json", text: body))
+        routes.handle(post("/v1/transactions/\(id)/claim", contentType: "application/json", text: body), on: .main)
     }
 
     @Test(arguments: Backend.tested)
@@ -36,7 +36,7 @@ struct ClaimRouteTests {
         #expect(json["revocation_date"] == LedgerRouteTests.day(-5))
         #expect(json["revocation_reason"] == .integer(0))
         #expect(json["claim"] == .null)
-        #expect(routes.handle(get("/v1/transactions/7000")).json?["claim"] == .null)
+        #expect(routes.handle(get("/v1/transactions/7000"), on: .main).json?["claim"] == .null)
     }
 
     @Test(arguments: Backend.tested)
@@ -47,7 +47,7 @@ struct ClaimRouteTests {
         #expect(granted.status == 200)
         #expect(routes.deliver(try LedgerRouteTests.refund()).status == 200)
 
-        let record = try #require(routes.handle(get("/v1/transactions/7000")).json)
+        let record = try #require(routes.handle(get("/v1/transactions/7000"), on: .main).json)
         #expect(record["claim"]?["account"] == .string("alice"))
         #expect(record["claim"]?["claimed_at"] == granted.json?["claimed_at"])
         #expect(record["transaction"]?["revocation_date"] == LedgerRouteTests.day(-5))
@@ -95,7 +95,7 @@ struct ClaimRouteTests {
             #expect(response.status == 400, "\(name)")
             #expect(response.errorCode == "bad_request", "\(name)")
         }
-        #expect(routes.handle(get("/v1/transactions/7000")).json?["claim"] == .null)
+        #expect(routes.handle(get("/v1/transactions/7000"), on: .main).json?["claim"] == .null)
     }
 
     @Test func longestStorableAccount_isGranted() throws {

@@ -54,7 +54,7 @@ struct ForgedReceiptRouteTests {
 
     private func appleAnswer(_ routes: ReceiptRoutes, _ receipt: [UInt8], extra: String = "") -> JSONValue {
         let body = "{\"receipt-data\": \"\(base64(receipt))\"\(extra)}"
-        let response = routes.handle(post("/sandbox/verifyReceipt", contentType: nil, text: body))
+        let response = routes.handle(post("/sandbox/verifyReceipt", contentType: nil, text: body), on: .main)
         #expect(response.status == 200)
         return response.json ?? .null
     }
@@ -141,7 +141,7 @@ struct ForgedReceiptRouteTests {
     @Test func validate_validForgedReceipt_is200WithSubscriptions() throws {
         let response = try routes().handle(
             post("/v1/validate", contentType: "application/octet-stream", body: try forged(blueprint()),
-                 headers: [("X-Device-Id", "00:11:22:33:44:55")]))
+                 headers: [("X-Device-Id", "00:11:22:33:44:55")]), on: .main)
         #expect(response.status == 200)
         let json = try #require(response.json)
         #expect(json["valid"] == .bool(true))
@@ -161,7 +161,7 @@ struct ForgedReceiptRouteTests {
 
     @Test func validate_bundleNotConfigured_is422WithReceiptForStaff() throws {
         let response = try routes(apps: [.init(bundleID: "com.example.other")]).handle(
-            post("/v1/validate", contentType: "application/octet-stream", body: try forged(blueprint())))
+            post("/v1/validate", contentType: "application/octet-stream", body: try forged(blueprint())), on: .main)
         #expect(response.status == 422)
         #expect(response.errorCode == "bundle_id_mismatch")
         #expect(response.json?["checks"]?["bundle_id"] == .string("failed"))
@@ -174,7 +174,7 @@ struct ForgedReceiptRouteTests {
         hostile.purchases[0].productID = "\"><img src=x onerror=alert(2)>"
         let response = try routes().handle(
             post("/v1/validate", contentType: "application/octet-stream", body: try forged(hostile),
-                 headers: [("Accept", "text/html")]))
+                 headers: [("Accept", "text/html")]), on: .main)
         #expect(response.status == 200)
         #expect(!response.text.contains("<script>alert"))
         #expect(!response.text.contains("<img"))
@@ -185,7 +185,7 @@ struct ForgedReceiptRouteTests {
 
     @Test func validate_untrustedReceipt_saysWhyInAStableReason() throws {
         let response = try routes(trusting: false).handle(
-            post("/v1/validate", contentType: "application/octet-stream", body: try forged(blueprint())))
+            post("/v1/validate", contentType: "application/octet-stream", body: try forged(blueprint())), on: .main)
         #expect(response.status == 422)
         #expect(response.errorCode == "certificate_untrusted")
         #expect(response.json?["error"]?["reason"] == .string("no_trusted_root"))

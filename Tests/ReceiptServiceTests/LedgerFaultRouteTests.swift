@@ -145,28 +145,28 @@ struct LedgerFaultRouteTests {
         #expect(ledger.health.reason == .timeout)
         let callsWhenKnown = store.requestCalls.load(ordering: .relaxed)
 
-        let ready = routes.handle(get("/readyz"))
+        let ready = routes.handle(get("/readyz"), on: .main)
         #expect(ready.status == 503)
         #expect(ready.json?["status"] == .string("not_ready"))
         #expect(ready.json?["store"] == .string("unavailable"))
         #expect(ready.json?["reason"] == .string("timeout"))
-        let validated = routes.handle(receipt)
+        let validated = routes.handle(receipt, on: .main)
         #expect(validated.status == 200)
         #expect(validated.json?["ledger"] == .string("unavailable"))
-        #expect(routes.handle(Self.verifyReceipt(receipt)).json?["status"] == .integer(21005))
+        #expect(routes.handle(Self.verifyReceipt(receipt), on: .main).json?["status"] == .integer(21005))
         #expect(routes.deliver(try Self.renewal(2)).errorCode == "store_unavailable")
         for path in ["/v1/subscriptions/7000", "/v1/transactions/7000"] {
-            #expect(routes.handle(get(path)).errorCode == "store_unavailable", "\(path)")
+            #expect(routes.handle(get(path), on: .main).errorCode == "store_unavailable", "\(path)")
         }
         #expect(routes.claim("7000", account: "alice").errorCode == "store_unavailable")
         // Known unavailable: none of those requests went to the database (each would have waited store_timeout).
         #expect(store.requestCalls.load(ordering: .relaxed) == callsWhenKnown)
 
         try cluster.thaw()
-        Self.await { routes.handle(get("/readyz")).status == 200 }
-        #expect(routes.handle(get("/readyz")).json?["status"] == .string("ready"))
+        Self.await { routes.handle(get("/readyz"), on: .main).status == 200 }
+        #expect(routes.handle(get("/readyz"), on: .main).json?["status"] == .string("ready"))
         #expect(routes.deliver(try Self.renewal(2)).status == 200)
-        #expect(routes.handle(receipt).json?["ledger"] == .string("available"))
+        #expect(routes.handle(receipt, on: .main).json?["ledger"] == .string("available"))
         #expect(captured.count("ledger unavailable") == 1)
         #expect(captured.first("ledger unavailable")?.contains("reason=timeout") == true)
         #expect(captured.count("ledger available") == 1)
@@ -239,7 +239,7 @@ struct LedgerFaultRouteTests {
         for number in 1...3 {
             #expect(routes.deliver(try Self.renewal(number)).errorCode == "store_unavailable")
         }
-        let ready = routes.handle(get("/readyz"))
+        let ready = routes.handle(get("/readyz"), on: .main)
         #expect(ready.status == 503)
         #expect(ready.json?["reason"] == .string(fault.rawValue))
         #expect(captured.count("ledger unavailable") == 1)
@@ -247,13 +247,13 @@ struct LedgerFaultRouteTests {
         // SQLite's own words and extended result code, for the operator.
         #expect(captured.first("ledger unavailable")?.contains("SQLite") == true)
         // Reads still work, and a successful read does not make the ledger ready again: only a write does.
-        #expect(routes.handle(get("/v1/subscriptions/7000")).status == 200)
-        #expect(routes.handle(get("/readyz")).status == 503)
+        #expect(routes.handle(get("/v1/subscriptions/7000"), on: .main).status == 200)
+        #expect(routes.handle(get("/readyz"), on: .main).status == 503)
 
         try end()
         // A server that is not ready gets no traffic: the background task's own write finds that writes work again.
-        Self.await { routes.handle(get("/readyz")).status == 200 }
-        #expect(routes.handle(get("/readyz")).status == 200)
+        Self.await { routes.handle(get("/readyz"), on: .main).status == 200 }
+        #expect(routes.handle(get("/readyz"), on: .main).status == 200)
         #expect(routes.deliver(try Self.renewal(1000)).status == 200)
         #expect(captured.count("ledger available") == 1)
     }
@@ -266,7 +266,7 @@ struct LedgerFaultRouteTests {
         ledger.observeHealth(captured.log.ledgerHealth)
         let routes = LedgerService.routes(ledger)
         Self.await { ledger.health.reason == .corrupt }
-        let ready = routes.handle(get("/readyz"))
+        let ready = routes.handle(get("/readyz"), on: .main)
         #expect(ready.status == 503)
         #expect(ready.json?["reason"] == .string("corrupt"))
         #expect(routes.deliver(try E.subscribed()).errorCode == "store_unavailable")
@@ -295,7 +295,7 @@ struct LedgerFaultRouteTests {
         ledger.observeHealth(captured.log.ledgerHealth)
         try ledger.openNow()
         let routes = LedgerService.routes(ledger)
-        #expect(routes.handle(get("/readyz")).json?["reason"] == .string("unreachable"))
+        #expect(routes.handle(get("/readyz"), on: .main).json?["reason"] == .string("unreachable"))
         #expect(routes.deliver(try E.subscribed()).errorCode == "store_unavailable")
         #expect(routes.deliver(try E.subscribed()).errorCode == "store_unavailable")
         #expect(captured.count("ledger unavailable") == 1)
@@ -310,7 +310,7 @@ struct LedgerFaultRouteTests {
         let routes = ReceiptRoutes(
             configuration: configuration, validator: configuration.makeValidator(),
             ledger: PurchaseLedger(store: try makeLedger(.sqlite)), metrics: ServiceMetrics(), readiness: readiness)
-        let ready = routes.handle(get("/readyz"))
+        let ready = routes.handle(get("/readyz"), on: .main)
         #expect(ready.status == 503)
         #expect(ready.json?["status"] == .string("shutting_down"))
     }
@@ -322,7 +322,7 @@ struct LedgerFaultRouteTests {
         let routes = LedgerService.routes(ledger)
         for number in 0..<50_000 {
             let id = String(repeating: "7", count: 56) + String(format: "%08d", number)
-            #expect(routes.handle(get("/v1/subscriptions/\(id)")).status == 404)
+            #expect(routes.handle(get("/v1/subscriptions/\(id)"), on: .main).status == 404)
         }
         #expect(ledger.rememberedSubscriptions == 0)
     }

@@ -99,12 +99,14 @@ enum SignedEvents {
 extension ReceiptRoutes {
     /// Apple's delivery of one notification.
     func deliver(_ signedPayload: String) -> HTTPResponse {
-        handle(post("/v1/notifications", contentType: "application/json", text: #"{"signedPayload":"\#(signedPayload)"}"#))
+        handle(
+            post("/v1/notifications", contentType: "application/json", text: #"{"signedPayload":"\#(signedPayload)"}"#),
+            on: .main)
     }
 
     func claim(_ transactionID: String, account: String) -> HTTPResponse {
         handle(post(
             "/v1/transactions/\(transactionID)/claim", contentType: "application/json",
-            text: #"{"account":"\#(account)"}"#))
+            text: #"{"account":"\#(account)"}"#), on: .main)
     }
 }

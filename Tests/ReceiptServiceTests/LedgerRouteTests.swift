@@ -115,7 +115,7 @@ struct LedgerRouteTests {
         for notification in try story.notifications() {
             #expect(routes.deliver(notification).status == 200)
         }
-        let response = routes.handle(get("/v1/subscriptions/\(E.original)"))
+        let response = routes.handle(get("/v1/subscriptions/\(E.original)"), on: .main)
         #expect(response.status == 200)
         let json = try #require(response.json)
         #expect(json.keys == Self.subscriptionKeys)
@@ -159,7 +159,7 @@ struct LedgerRouteTests {
                 #expect(response.status == 200)
                 #expect(response.json?["duplicate"] == .bool(!delivered.insert(index).inserted))
             }
-            states.append(try #require(routes.handle(get("/v1/subscriptions/\(E.original)")).json))
+            states.append(try #require(routes.handle(get("/v1/subscriptions/\(E.original)"), on: .main).json))
         }
         #expect(states[1] == states[0])
         #expect(states[2] == states[0])
@@ -180,7 +180,7 @@ struct LedgerRouteTests {
             transaction: E.transaction("7001", purchased: -10, expires: 20, signed: -10), renewal: E.renewal(signed: -10))
         #expect(routes.deliver(renewal).status == 200)
         #expect(routes.deliver(try Self.subscribedLastMonth()).status == 200)
-        let last = routes.handle(get("/v1/subscriptions/\(E.original)")).json?["last_notification"]
+        let last = routes.handle(get("/v1/subscriptions/\(E.original)"), on: .main).json?["last_notification"]
         #expect(last?.keys == ["notification_type", "subtype", "notification_uuid", "signed_date"])
         #expect(last?["notification_type"] == .string("DID_RENEW"))
         #expect(last?["subtype"] == .null)
@@ -193,7 +193,7 @@ struct LedgerRouteTests {
         let routes = try LedgerService.routes(backend)
         #expect(routes.deliver(try E.subscribed()).status == 200)
         for path in ["/v1/subscriptions/9999", "/v1/transactions/9999", "/v1/subscriptions/7001"] {
-            let response = routes.handle(get(path))
+            let response = routes.handle(get(path), on: .main)
             #expect(response.status == 404, "\(path)")
             #expect(response.errorCode == "not_found", "\(path)")
         }
@@ -203,7 +203,7 @@ struct LedgerRouteTests {
     func transaction_listsItsSourcesAndClaim(_ backend: Backend) throws {
         let routes = try LedgerService.routes(backend)
         #expect(routes.deliver(try E.subscribed()).status == 200)
-        let heard = try #require(routes.handle(get("/v1/transactions/7000")).json)
+        let heard = try #require(routes.handle(get("/v1/transactions/7000"), on: .main).json)
         #expect(heard.keys == ["transaction", "first_seen", "sources", "claim"])
         #expect(heard["transaction"]?["transaction_id"] == .string("7000"))
         #expect(heard["transaction"]?["original_transaction_id"] == .string("7000"))
@@ -212,10 +212,10 @@ struct LedgerRouteTests {
         #expect(heard["sources"] == .array([.string("notification")]))
         #expect(heard["claim"] == .null)
 
-        let validated = routes.handle(JWSUpload.text.request(try JWSPKI.atFixedNow.sign(E.firstMonth.payload)))
+        let validated = routes.handle(JWSUpload.text.request(try JWSPKI.atFixedNow.sign(E.firstMonth.payload)), on: .main)
         #expect(validated.json?["ledger"] == .string("available"))
         #expect(routes.claim("7000", account: "alice").status == 200)
-        let known = try #require(routes.handle(get("/v1/transactions/7000")).json)
+        let known = try #require(routes.handle(get("/v1/transactions/7000"), on: .main).json)
         #expect(Set(known["sources"]?.arrayValue ?? []) == [.string("notification"), .string("jws")])
         #expect(known["claim"]?.keys == ["account", "claimed_at"])
         #expect(known["claim"]?["account"] == .string("alice"))
@@ -256,10 +256,10 @@ struct LedgerRouteTests {
         let routes = try LedgerService.routes(.sqlite)
         #expect(routes.deliver(try E.subscribed()).status == 200)
         let response = routes.handle(
-            post("/v1/transactions/7000/claim", contentType: "application/json", text: body))
+            post("/v1/transactions/7000/claim", contentType: "application/json", text: body), on: .main)
         #expect(response.status == 400)
         #expect(response.errorCode == "bad_request")
-        #expect(routes.handle(get("/v1/transactions/7000")).json?["claim"] == .null)
+        #expect(routes.handle(get("/v1/transactions/7000"), on: .main).json?["claim"] == .null)
     }
 
     @Test(arguments: Backend.tested)
@@ -294,7 +294,7 @@ struct LedgerRouteTests {
     ])
     func ledgerRoutes_otherMethod_is405WithAllow(_ method: String, _ path: String, _ allowed: String) throws {
         let routes = try LedgerService.routes(.sqlite)
-        let response = routes.handle(HTTPRequest(method: HTTPMethod(rawValue: method), target: path))
+        let response = routes.handle(request(HTTPMethod(rawValue: method), path), on: .main)
         #expect(response.status == 405)
         #expect(response.errorCode == "method_not_allowed")
         #expect(response.headers["Allow"] == allowed)

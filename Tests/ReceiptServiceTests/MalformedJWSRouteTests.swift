@@ -29,7 +29,7 @@ struct MalformedJWSRouteTests {
     @Test(arguments: 0..<damaged.count, [JWSUpload.text, .raw, .json])
     func damagedJWS_isMalformedJWSWithDetail(_ index: Int, _ upload: JWSUpload) {
         let damaged = Self.damaged[index]
-        let response = LedgerService.routes().handle(upload.request(damaged.text))
+        let response = LedgerService.routes().handle(upload.request(damaged.text), on: .main)
         #expect([400, 422].contains(response.status.code), "\(damaged.name)")
         #expect(response.errorCode == "malformed_jws", "\(damaged.name): \(response.text)")
         #expect(response.json?["error"]?["detail"] == .string(damaged.detail), "\(damaged.name)")
@@ -46,7 +46,7 @@ struct MalformedJWSRouteTests {
         ("application/json", #"{"receipt": "-----BEGIN CERTIFICATE-----\nMIIB==\n-----END CERTIFICATE-----"}"#, "pem"),
     ])
     func uploadThatIsSomethingElse_saysItsReason(_ contentType: String, _ body: String, _ reason: String) {
-        let response = LedgerService.routes().handle(post("/v1/validate", contentType: contentType, text: body))
+        let response = LedgerService.routes().handle(post("/v1/validate", contentType: contentType, text: body), on: .main)
         #expect(response.status == 400)
         #expect(response.errorCode == "bad_request")
         #expect(response.json?["error"]?["reason"] == .string(reason), "\(response.text)")
@@ -56,7 +56,7 @@ struct MalformedJWSRouteTests {
         let body = multipartBody(
             boundary: "XyZ", parts: [("receipt", "request.json", Array(#"{"receipt-data": "…", "password": "…"}"#.utf8))])
         let response = LedgerService.routes().handle(
-            post("/v1/validate", contentType: "multipart/form-data; boundary=XyZ", body: body))
+            post("/v1/validate", contentType: "multipart/form-data; boundary=XyZ", body: body), on: .main)
         #expect(response.status == 422)
         #expect(response.errorCode == "malformed_receipt")
         #expect(response.json?["error"]?["reason"] == .string("json"))
@@ -64,7 +64,7 @@ struct MalformedJWSRouteTests {
 
     @Test func reasonIsOnTheHTMLPageToo() {
         let response = LedgerService.routes().handle(
-            post("/v1/validate", contentType: "text/plain", text: Self.pem, headers: [("Accept", "text/html")]))
+            post("/v1/validate", contentType: "text/plain", text: Self.pem, headers: [("Accept", "text/html")]), on: .main)
         #expect(response.headers["Content-Type"]?.hasPrefix("text/html") == true)
         #expect(response.text.contains(ResultHTML.escape(SupportPage.reasonSentences["pem"]!)))
     }
@@ -73,11 +73,11 @@ struct MalformedJWSRouteTests {
         let jws = try JWSPKI.atFixedNow.sign(.object([
             ("environment", .string("Sandbox")), ("signedDate", .integer(milliseconds(SignedEvents.at(-1)))),
         ]))
-        let response = LedgerService.routes().handle(JWSUpload.text.request(jws))
+        let response = LedgerService.routes().handle(JWSUpload.text.request(jws), on: .main)
         #expect(response.status == 422)
         #expect(response.errorCode == "unknown_kind")
         #expect(response.json?["checks"]?["signature"] == .string("passed"))
-        let named = LedgerService.routes().handle(JWSUpload.text.request(jws, query: "?kind=renewal_info"))
+        let named = LedgerService.routes().handle(JWSUpload.text.request(jws, query: "?kind=renewal_info"), on: .main)
         #expect(named.status == 200)
         #expect(named.json?["kind"] == .string("renewal_info"))
     }
@@ -90,14 +90,14 @@ struct MalformedJWSRouteTests {
             ("environment", .string("Sandbox")), ("bundleId", .string(LedgerService.bundleID)),
             ("signedDate", .integer(milliseconds(SignedEvents.at(-1)))),
         ]))
-        let response = routes.handle(JWSUpload.text.request(jws, query: "?kind=transaction"))
+        let response = routes.handle(JWSUpload.text.request(jws, query: "?kind=transaction"), on: .main)
         #expect(response.status == 200)
         #expect(response.json?["valid"] == .bool(true))
         #expect(response.json?["ledger"] == .string("not_stored"))
         #expect(response.json?["ledger_reason"]?["code"] == .string("missing_members"))
         #expect(response.json?["ledger_reason"]?["missing"] == .array([.string("transactionId")]))
 
-        let complete = routes.handle(JWSUpload.text.request(try ValidateJWSRouteTests.forged("transaction")))
+        let complete = routes.handle(JWSUpload.text.request(try ValidateJWSRouteTests.forged("transaction")), on: .main)
         #expect(complete.json?["ledger"] == .string("available"))
         #expect(complete.json?["ledger_reason"] == nil)
     }
@@ -105,7 +105,7 @@ struct MalformedJWSRouteTests {
     @Test func upgradedTransaction_isNotActive_andSaysUpgraded() throws {
         var blueprint = SignedEvents.firstMonth
         blueprint.edits.set.append(("isUpgraded", .bool(true)))
-        let response = LedgerService.routes().handle(JWSUpload.text.request(try JWSPKI.atFixedNow.sign(blueprint.payload)))
+        let response = LedgerService.routes().handle(JWSUpload.text.request(try JWSPKI.atFixedNow.sign(blueprint.payload)), on: .main)
         let entry = response.json?["subscriptions"]?[0]
         #expect(entry?["active"] == .bool(false))
         #expect(entry?["upgraded"] == .bool(true))
@@ -116,7 +116,7 @@ struct MalformedJWSRouteTests {
     func oneTimePurchase_isNoSubscription(_ type: String) throws {
         var blueprint = SignedEvents.firstMonth
         blueprint.type = type
-        let response = LedgerService.routes().handle(JWSUpload.text.request(try JWSPKI.atFixedNow.sign(blueprint.payload)))
+        let response = LedgerService.routes().handle(JWSUpload.text.request(try JWSPKI.atFixedNow.sign(blueprint.payload)), on: .main)
         #expect(response.status == 200)
         #expect(response.json?["subscriptions"] == .array([]))
     }
@@ -127,7 +127,7 @@ struct MalformedJWSRouteTests {
         blueprint.bind(to: try #require(DeviceIdentifier(ValidateJWSRouteTests.device)))
         let jws = try JWSPKI.atFixedNow.sign(blueprint.payload)
         let response = LedgerService.routes().handle(JWSUpload.text.request(
-            jws, query: "?device_id=00000000-1111-2222-3333-444444444444", headers: [("Accept", "text/html")]))
+            jws, query: "?device_id=00000000-1111-2222-3333-444444444444", headers: [("Accept", "text/html")]), on: .main)
         #expect(response.status == 422)
         #expect(response.text.contains("<h1>Device id does not match</h1>"))
         #expect(response.text.contains("Not valid: Device id does not match"))

@@ -31,14 +31,14 @@ struct NotificationConflictRouteTests {
         #expect(logged.map { $0["conflict"] } == [.string("false"), .string("false"), .string("true")])
         NotificationLogTests.expectNoSignedData(lines, other)
 
-        let metrics = routes.handle(get("/metrics")).text.split(separator: "\n")
+        let metrics = routes.handle(get("/metrics"), on: .main).text.split(separator: "\n")
         #expect(metrics.contains("receiptd_notification_conflicts_total 1"))
         // The first delivery stays the record.
-        #expect(routes.handle(get("/v1/subscriptions/7000")).json?["expires_date"] == LedgerRouteTests.day(20))
+        #expect(routes.handle(get("/v1/subscriptions/7000"), on: .main).json?["expires_date"] == LedgerRouteTests.day(20))
     }
 
     @Test func noConflictYet_isCountedAsZero() throws {
         let routes = try LedgerService.routes(.sqlite)
-        #expect(routes.handle(get("/metrics")).text.split(separator: "\n").contains("receiptd_notification_conflicts_total 0"))
+        #expect(routes.handle(get("/metrics"), on: .main).text.split(separator: "\n").contains("receiptd_notification_conflicts_total 0"))
     }
 }

@@ -14,7 +14,7 @@ struct NotificationRouteTests {
                       #"{"signedPayload": null}"#, #"{"jws": "a.b.c"}"#])
     func bodyNotAppleShape_is400(_ body: String) throws {
         let routes = try LedgerService.routes(.sqlite)
-        let response = routes.handle(post("/v1/notifications", contentType: "application/json", text: body))
+        let response = routes.handle(post("/v1/notifications", contentType: "application/json", text: body), on: .main)
         #expect(response.status == 400)
         #expect(response.errorCode == "bad_request")
     }
@@ -40,8 +40,38 @@ struct NotificationRouteTests {
         #expect(again.status == 200)
         #expect(again.json?["notification_uuid"] == first.json?["notification_uuid"])
         #expect(again.json?["duplicate"] == .bool(true))
-        let subscription = routes.handle(get("/v1/subscriptions/\(SignedEvents.original)"))
+        let subscription = routes.handle(get("/v1/subscriptions/\(SignedEvents.original)"), on: .main)
         #expect(subscription.json?["transactions"]?.arrayValue?.count == 1)
+    }
+
+    /// Apple's signature does not make a uuid an id: one with a NUL (which PostgreSQL refuses in text) was answered
+    /// 503, and so retried by Apple forever; a dot-segment would change the path of a history lookup.
+    @Test(arguments: Backend.tested, ["a\u{0}b", "a\u{1}b", "line\nbreak", "..", ".", String(repeating: "f", count: 65)])
+    func verifiedNotification_whoseUUIDIsNotAnID_is400_andStoresNothing(_ backend: Backend, _ uuid: String) throws {
+        let routes = try LedgerService.routes(backend)
+        let response = routes.deliver(
+            try SignedEvents.notification("SUBSCRIBED", signed: -10, uuid: uuid, transaction: SignedEvents.firstMonth))
+        #expect(response.status == 400)
+        #expect(response.errorCode == "bad_request")
+        #expect(response.errorDetail == "invalid_notification_uuid")
+        #expect(routes.handle(get("/v1/subscriptions/\(SignedEvents.original)"), on: .main).status == 404)
+    }
+
+    /// The nested transaction's ids key the ledger too, and backfill sends them to Apple.
+    @Test(arguments: Backend.tested, ["a\u{0}b", "..", "tab\there"])
+    func verifiedNotification_whoseTransactionIDsAreNotIDs_is400_andStoresNothing(
+        _ backend: Backend, _ id: String
+    ) throws {
+        let routes = try LedgerService.routes(backend)
+        for edit in [\TransactionBlueprint.transactionID, \TransactionBlueprint.originalTransactionID] {
+            var transaction = SignedEvents.firstMonth
+            transaction[keyPath: edit] = id
+            let response = routes.deliver(
+                try SignedEvents.notification("SUBSCRIBED", signed: -10, transaction: transaction))
+            #expect(response.status == 400)
+            #expect(response.errorDetail == "invalid_id")
+        }
+        #expect(routes.handle(get("/v1/subscriptions/\(SignedEvents.original)"), on: .main).status == 404)
     }
 
     /// The envelope, or only its nested transaction, signed by a chain nobody trusts.
@@ -74,8 +104,8 @@ struct NotificationRouteTests {
         if forgery == .nestedTransaction { #expect(response.json?["kind"] == .string("notification")) }
         #expect(response.errorCode == "certificate_untrusted")
         #expect(response.json?["error"]?["reason"] == .string("no_trusted_root"))
-        #expect(routes.handle(get("/v1/subscriptions/\(SignedEvents.original)")).status == 404)
-        #expect(routes.handle(get("/v1/transactions/7000")).status == 404)
+        #expect(routes.handle(get("/v1/subscriptions/\(SignedEvents.original)"), on: .main).status == 404)
+        #expect(routes.handle(get("/v1/transactions/7000"), on: .main).status == 404)
     }
 
     @Test(arguments: Backend.tested)
@@ -88,7 +118,7 @@ struct NotificationRouteTests {
         #expect(response.status == 422)
         #expect(response.errorCode == "bundle_id_mismatch")
         #expect(response.json?["checks"]?["bundle_id"] == .string("failed"))
-        #expect(routes.handle(get("/v1/subscriptions/\(SignedEvents.original)")).status == 404)
+        #expect(routes.handle(get("/v1/subscriptions/\(SignedEvents.original)"), on: .main).status == 404)
     }
 
     /// Apple adds types every year; TEST carries no transaction. Both are acknowledged and change no subscription.
@@ -96,13 +126,13 @@ struct NotificationRouteTests {
     func testAndUnknownTypes_are200AndChangeNothing(_ backend: Backend) throws {
         let routes = try LedgerService.routes(backend)
         #expect(routes.deliver(try SignedEvents.subscribed()).status == 200)
-        let before = routes.handle(get("/v1/subscriptions/\(SignedEvents.original)")).json
+        let before = routes.handle(get("/v1/subscriptions/\(SignedEvents.original)"), on: .main).json
         for type in ["TEST", "SOMETHING_APPLE_ADDS_LATER"] {
             let response = routes.deliver(try SignedEvents.notification(type, signed: -1))
             #expect(response.status == 200, "\(type)")
             #expect(response.json?["notification_type"] == .string(type))
             #expect(response.json?["duplicate"] == .bool(false))
         }
-        #expect(routes.handle(get("/v1/subscriptions/\(SignedEvents.original)")).json == before)
+        #expect(routes.handle(get("/v1/subscriptions/\(SignedEvents.original)"), on: .main).json == before)
     }
 }

@@ -12,7 +12,7 @@ import JSONText
 /// `/healthz`, `/readyz`, `/metrics` and `/`.
 struct OperationsRouteTests {
     @Test func health_isOKJSON_namingVersionAndStartTime() {
-        let response = makeRoutes().handle(get("/healthz"))
+        let response = makeRoutes().handle(get("/healthz"), on: .main)
         #expect(response.status == 200)
         #expect(
             response.text == #"{"status":"ok","version":"\#(ReceiptdVersion.current)","started_at":"2024-05-01T12:00:00Z"}"#)
@@ -22,17 +22,17 @@ struct OperationsRouteTests {
     @Test func readiness_followsTheReadinessState() {
         let readiness = ServiceReadiness(isReady: false)
         let routes = makeRoutes(readiness: readiness)
-        #expect(routes.handle(get("/readyz")).status == 503)
+        #expect(routes.handle(get("/readyz"), on: .main).status == 503)
         readiness.markReady()
-        #expect(routes.handle(get("/readyz")).status == 200)
+        #expect(routes.handle(get("/readyz"), on: .main).status == 200)
         readiness.markShuttingDown()
-        let draining = routes.handle(get("/readyz"))
+        let draining = routes.handle(get("/readyz"), on: .main)
         #expect(draining.status == 503)
         #expect(draining.json?["status"] == .string("shutting_down"))
     }
 
     @Test func supportPage_isServedAsHTML() {
-        let response = makeRoutes().handle(get("/"))
+        let response = makeRoutes().handle(get("/"), on: .main)
         #expect(response.status == 200)
         #expect(response.headers["Content-Type"] == "text/html; charset=utf-8")
         #expect(response.text == SupportPage.html)
@@ -59,13 +59,13 @@ struct OperationsRouteTests {
         let metrics = ServiceMetrics()
         metrics.observeOpenConnections { 3 }
         let routes = makeRoutes(metrics: metrics)
-        _ = routes.handle(get("/healthz"))
-        _ = routes.handle(get("/healthz"))
-        _ = routes.handle(get("/secret-path-from-a-scanner"))
-        _ = routes.handle(post("/v1/validate", contentType: "application/octet-stream", body: junkDER))
-        _ = routes.handle(post("/verifyReceipt", contentType: nil, text: "{\"receipt-data\": \"\(base64(junkDER))\"}"))
+        _ = routes.handle(get("/healthz"), on: .main)
+        _ = routes.handle(get("/healthz"), on: .main)
+        _ = routes.handle(get("/secret-path-from-a-scanner"), on: .main)
+        _ = routes.handle(post("/v1/validate", contentType: "application/octet-stream", body: junkDER), on: .main)
+        _ = routes.handle(post("/verifyReceipt", contentType: nil, text: "{\"receipt-data\": \"\(base64(junkDER))\"}"), on: .main)
 
-        let response = routes.handle(get("/metrics"))
+        let response = routes.handle(get("/metrics"), on: .main)
         #expect(response.status == 200)
         #expect(response.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8")
         let lines = Set(response.text.split(separator: "\n").map(String.init))
@@ -108,7 +108,7 @@ struct OperationsRouteTests {
         let routes = makeRoutes(metrics: metrics)
         await withTaskGroup(of: Void.self) { group in
             for _ in 0..<200 {
-                group.addTask { _ = routes.handle(get("/healthz")) }
+                group.addTask { _ = routes.handle(get("/healthz"), on: .main) }
             }
         }
         #expect(metrics.exposition().contains(#"receiptd_http_requests_total{route="/healthz",status="200"} 200"#))

@@ -31,7 +31,7 @@ struct OrderLookupRouteTests {
         ])
         let scene = try Self.scene(orders: orders)
         let routes = try StoreSyncTests.routes(scene)
-        let response = routes.handle(get("/v1/orders/MQR7Z2JTKS"))
+        let response = routes.handle(get("/v1/orders/MQR7Z2JTKS"), on: .main)
         #expect(response.status.code == 200)
         #expect(response.json?["order_id"] == .string("MQR7Z2JTKS"))
         guard case .array(let transactions)? = response.json?["transactions"] else {
@@ -46,7 +46,7 @@ struct OrderLookupRouteTests {
 
     @Test func unknownOrder_is404OrderNotFound() throws {
         let scene = try Self.scene(orders: .object([]))
-        let response = try StoreSyncTests.routes(scene).handle(get("/v1/orders/NOSUCHORDER"))
+        let response = try StoreSyncTests.routes(scene).handle(get("/v1/orders/NOSUCHORDER"), on: .main)
         #expect(response.status.code == 404)
         #expect(response.errorCode == "order_not_found")
     }
@@ -56,14 +56,14 @@ struct OrderLookupRouteTests {
         let fault: JSONValue = .object([("status", .integer(401))])
         try scene.fake.update([("faults", .object([("/inApps/v1/lookup/A1", .array([fault, fault]))]))])
         let routes = try StoreSyncTests.routes(scene)
-        let response = routes.handle(get("/v1/orders/A1"))
+        let response = routes.handle(get("/v1/orders/A1"), on: .main)
         #expect(response.status.code == 503)
         #expect(response.errorCode == "server_api_unavailable")
         #expect(routes.metrics.exposition().contains(#"receiptd_server_api_requests_total{endpoint="look_up_order_id",outcome="unauthorized"} 2"#))
     }
 
     @Test func withoutKeys_is503ServerAPINotConfigured() throws {
-        let response = LedgerService.routes().handle(get("/v1/orders/A1"))
+        let response = LedgerService.routes().handle(get("/v1/orders/A1"), on: .main)
         #expect(response.status.code == 503)
         #expect(response.errorCode == "server_api_not_configured")
     }

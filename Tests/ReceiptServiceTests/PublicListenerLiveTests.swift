@@ -47,7 +47,8 @@ extension ServeLiveTests {
         // Bound to every address without tokens: the one warning.
         let openConfig = try folder.write("open.json", #"{"host": "0.0.0.0", "port": 0, "log_format": "json"}"#)
         let openOutput = CapturedLines()
-        _ = try await startServe(config: openConfig, output: openOutput, finished: finished, stops: stops)
+        let openJSON = try await startServe(config: openConfig, output: openOutput, finished: finished, stops: stops)
+        let openPort = try #require(openJSON["address"]?.stringValue?.split(separator: ":").last)
 
         let main = try #require(json["address"]?.stringValue)
         let publicAddress = try #require(json["public_address"]?.stringValue)
@@ -65,6 +66,11 @@ extension ServeLiveTests {
             #expect(answer.stdout.hasPrefix("HTTP/1.1 404"), "\(path)")
             #expect(!answer.stdout.lowercased().contains("allow:"))
         }
+
+        // A loopback caller of the server bound to every address is refused like any other: it may be a proxy.
+        let refused = try runCurl(["-s", "http://127.0.0.1:\(openPort)/metrics"]).stdout
+        #expect(refused.contains(#""code":"auth_not_configured""#), "\(refused)")
+        #expect(try status(["http://127.0.0.1:\(openPort)/healthz"]) == "200")
 
         #expect(try status([main + "/metrics"]) == "401")
         #expect(try status(["-u", ":\(token)", main + "/metrics"]) == "200")

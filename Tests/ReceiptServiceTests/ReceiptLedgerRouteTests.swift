@@ -35,7 +35,7 @@ struct ReceiptLedgerRouteTests {
     @Test(arguments: Backend.tested)
     func receiptPurchases_landInLedger_thenLaterNotificationsDecideItsSubscription(_ backend: Backend) throws {
         let routes = try LedgerService.routes(backend)
-        let first = routes.handle(try Self.receipt())
+        let first = routes.handle(try Self.receipt(), on: .main)
         #expect(first.status == 200)
         #expect(first.json?["ledger"] == .string("available"))
         let fromReceipt = try Self.subscription(first)
@@ -44,7 +44,7 @@ struct ReceiptLedgerRouteTests {
         #expect(fromReceipt["active"] == .bool(false))
         #expect(fromReceipt["expires_date"] == .string(Self.day(-5).rfc3339))
         for id in ["8000", "8100"] {
-            let record = routes.handle(get("/v1/transactions/\(id)"))
+            let record = routes.handle(get("/v1/transactions/\(id)"), on: .main)
             #expect(record.status == 200, "\(id)")
             #expect(record.json?["sources"] == .array([.string("receipt")]), "\(id)")
         }
@@ -55,7 +55,7 @@ struct ReceiptLedgerRouteTests {
                 transaction: SignedEvents.transaction("8001", purchased: -5, expires: 25, signed: -5, original: "8000"),
                 renewal: SignedEvents.renewal(signed: -5, original: "8000")))
         #expect(renewed.status == 200)
-        let afterRenewal = try Self.subscription(routes.handle(try Self.receipt()))
+        let afterRenewal = try Self.subscription(routes.handle(try Self.receipt(), on: .main))
         #expect(afterRenewal["source"] == .string("ledger"))
         #expect(afterRenewal["as_of"] == .string(Self.day(-5).rfc3339))
         #expect(afterRenewal["latest_transaction_id"] == .string("8001"))
@@ -69,7 +69,7 @@ struct ReceiptLedgerRouteTests {
                 transaction: SignedEvents.transaction(
                     "8001", purchased: -5, expires: 25, signed: -1, revoked: -1, original: "8000")))
         #expect(refunded.status == 200)
-        let afterRefund = try Self.subscription(routes.handle(try Self.receipt()))
+        let afterRefund = try Self.subscription(routes.handle(try Self.receipt(), on: .main))
         #expect(afterRefund["source"] == .string("ledger"))
         #expect(afterRefund["cancelled"] == .bool(true))
         #expect(afterRefund["active"] == .bool(false))
@@ -84,7 +84,7 @@ struct ReceiptLedgerRouteTests {
             try SignedEvents.notification(
                 "SUBSCRIBED", signed: -35,
                 transaction: SignedEvents.transaction("8000", purchased: -35, expires: -5, signed: -35, original: "8000")))
-        let entry = try Self.subscription(routes.handle(try Self.receipt()))
+        let entry = try Self.subscription(routes.handle(try Self.receipt(), on: .main))
         #expect(entry["source"] == .string("receipt"))
         #expect(entry["as_of"] == .string(Self.day(-6).rfc3339))
     }

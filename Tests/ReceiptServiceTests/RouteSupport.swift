@@ -21,7 +21,9 @@ func post(
 ) -> HTTPRequest {
     var fields = headers
     if let contentType { fields.append(("Content-Type", contentType)) }
-    return HTTPRequest(method: "POST", target: target, headers: HTTPHeaders(fields), body: body)
+    return HTTPRequest(
+        method: "POST", target: target, headers: HTTPHeaders(fields), body: body, peer: .loopbackClient,
+        listener: .loopback)
 }
 
 func post(_ target: String, contentType: String?, text: String, headers: [(HTTPHeaderName, String)] = []) -> HTTPRequest {
@@ -29,7 +31,13 @@ func post(_ target: String, contentType: String?, text: String, headers: [(HTTPH
 }
 
 func get(_ target: String, headers: [(HTTPHeaderName, String)] = []) -> HTTPRequest {
-    HTTPRequest(method: "GET", target: target, headers: HTTPHeaders(headers))
+    request(.get, target, headers: headers)
+}
+
+/// A request from a client on this machine to receiptd bound to loopback, as in the default configuration.
+func request(_ method: HTTPMethod, _ target: String, headers: [(HTTPHeaderName, String)] = []) -> HTTPRequest {
+    HTTPRequest(
+        method: method, target: target, headers: HTTPHeaders(headers), peer: .loopbackClient, listener: .loopback)
 }
 
 extension HTTPResponse {

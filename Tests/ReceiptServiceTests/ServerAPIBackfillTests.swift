@@ -50,7 +50,7 @@ struct ServerAPIBackfillTests {
         #expect(eventually(within: 30) { (try? ledger.renewalInfos(originalTransactionIDs: ["7100"]))?.isEmpty == false })
         #expect(try ledger.transaction(id: "7102")?.sources[.serverAPI] != nil)
         #expect(try ledger.transaction(id: "2000000000000001") == nil)
-        let answer = routes.handle(get("/v1/subscriptions/7100"))
+        let answer = routes.handle(get("/v1/subscriptions/7100"), on: .main)
         #expect(answer.json?["status"] == .string("active"))
         #expect(answer.json?["latest_transaction"]?["transaction_id"] == .string("7102"))
     }
@@ -64,7 +64,7 @@ struct ServerAPIBackfillTests {
         ])
         let routes = try StoreSyncTests.routes(scene)
         let body = #"{"jws":"\#(transaction)"}"#
-        let withBackfill = routes.handle(post("/v1/validate", contentType: "application/json", text: body))
+        let withBackfill = routes.handle(post("/v1/validate", contentType: "application/json", text: body), on: .main)
         var quiet = try ServiceConfiguration.load(contentsOfFile: scene.configPath)
         quiet.serverAPI.backfill = false
         let quietLedger = quiet.makeLedger()
@@ -72,11 +72,11 @@ struct ServerAPIBackfillTests {
         let withoutBackfill = ReceiptRoutes(
             configuration: quiet, validator: quiet.makeValidator(), jwsVerifier: quiet.makeJWSVerifier(),
             ledger: quietLedger, metrics: ServiceMetrics()
-        ).handle(post("/v1/validate", contentType: "application/json", text: body))
+        ).handle(post("/v1/validate", contentType: "application/json", text: body), on: .main)
         #expect(withBackfill.status.code == 200)
         #expect(withBackfill.json?["valid"] == .bool(true))
         #expect(withoutBackfill.json?["valid"] == .bool(true))
         #expect(withBackfill.json?["subscriptions"] == withoutBackfill.json?["subscriptions"])
-        #expect(routes.handle(get("/readyz")).status.code == 200)
+        #expect(routes.handle(get("/readyz"), on: .main).status.code == 200)
     }
 }

@@ -32,7 +32,9 @@ final class ServiceOverSocketTests {
         let routes = ReceiptRoutes(
             configuration: configuration, validator: configuration.makeValidator(), metrics: ServiceMetrics(),
             readiness: ServiceReadiness(isReady: true))
-        server = HTTPServer(configuration: configuration.httpServerConfiguration, handler: routes.handle, failureResponse: routes.failureResponse)
+        server = HTTPServer(
+            configuration: configuration.httpServerConfiguration, handler: { routes.handle($0, on: .main) },
+            failureResponse: routes.failureResponse)
         baseURL = "http://127.0.0.1:\(try server.start())"
         var blueprint = ReceiptBlueprint(
             bundleID: "com.example.app", applicationVersion: "1.0", deviceIdentifier: DeviceIdentifier(Self.device))

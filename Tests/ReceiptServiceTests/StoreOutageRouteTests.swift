@@ -52,8 +52,8 @@ struct StoreOutageRouteTests {
         let receipt = try ReceiptLedgerRouteTests.receipt()
 
         // `/readyz` answers from what the ledger's background task last saw, within its heartbeat.
-        for _ in 0..<600 where routes.handle(get("/readyz")).status == 200 { usleep(10_000) }
-        let ready = routes.handle(get("/readyz"))
+        for _ in 0..<600 where routes.handle(get("/readyz"), on: .main).status == 200 { usleep(10_000) }
+        let ready = routes.handle(get("/readyz"), on: .main)
         #expect(ready.status == 503)
         #expect(ready.json?["status"] == .string("not_ready"))
         #expect(ready.json?["store"] == .string("unavailable"))
@@ -62,13 +62,13 @@ struct StoreOutageRouteTests {
         #expect(delivery.status == 503)
         #expect(delivery.errorCode == "store_unavailable")
         for path in ["/v1/subscriptions/7000", "/v1/transactions/7000"] {
-            #expect(routes.handle(get(path)).errorCode == "store_unavailable", "\(path)")
+            #expect(routes.handle(get(path), on: .main).errorCode == "store_unavailable", "\(path)")
         }
         #expect(routes.claim("7000", account: "alice").errorCode == "store_unavailable")
 
         // The verdict is the stateless one; only `ledger` and each subscription's source say the ledger was missed.
-        let down = routes.handle(receipt)
-        let stateless = LedgerService.routes(.none).handle(receipt)
+        let down = routes.handle(receipt, on: .main)
+        let stateless = LedgerService.routes(.none).handle(receipt, on: .main)
         #expect(down.status == 200)
         #expect(down.json?["ledger"] == .string("unavailable"))
         #expect(down.json?["valid"] == .bool(true))
@@ -81,19 +81,19 @@ struct StoreOutageRouteTests {
             for key in plain.keys { #expect(entry[key] == plain[key], "\(key)") }
             #expect(entry["source"] == .string("receipt"))
         }
-        let jws = routes.handle(JWSUpload.text.request(try JWSPKI.atFixedNow.sign(SignedEvents.firstMonth.payload)))
+        let jws = routes.handle(JWSUpload.text.request(try JWSPKI.atFixedNow.sign(SignedEvents.firstMonth.payload)), on: .main)
         #expect(jws.status == 200)
         #expect(jws.json?["ledger"] == .string("unavailable"))
 
         try restore()
         // The ledger's background task alone tries the database again, with back-off: wait for it to see it back.
-        for _ in 0..<600 where routes.handle(get("/readyz")).status != 200 { usleep(10_000) }
-        #expect(routes.handle(get("/readyz")).status == 200)
-        #expect(routes.handle(get("/readyz")).json?["status"] == .string("ready"))
+        for _ in 0..<600 where routes.handle(get("/readyz"), on: .main).status != 200 { usleep(10_000) }
+        #expect(routes.handle(get("/readyz"), on: .main).status == 200)
+        #expect(routes.handle(get("/readyz"), on: .main).json?["status"] == .string("ready"))
         let retried = routes.deliver(try SignedEvents.subscribed())
         #expect(retried.status == 200)
         #expect(retried.json?["duplicate"] == .bool(false))
-        #expect(routes.handle(get("/v1/subscriptions/7000")).json?["status"] == .string("active"))
-        #expect(routes.handle(receipt).json?["ledger"] == .string("available"))
+        #expect(routes.handle(get("/v1/subscriptions/7000"), on: .main).json?["status"] == .string("active"))
+        #expect(routes.handle(receipt, on: .main).json?["ledger"] == .string("available"))
     }
 }

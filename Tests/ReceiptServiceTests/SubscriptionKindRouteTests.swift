@@ -14,7 +14,7 @@ struct SubscriptionKindRouteTests {
     typealias E = SignedEvents
 
     static func validate(_ routes: ReceiptRoutes, _ blueprint: TransactionBlueprint) throws -> HTTPResponse {
-        routes.handle(JWSUpload.text.request(try JWSPKI.atFixedNow.sign(blueprint.payload)))
+        routes.handle(JWSUpload.text.request(try JWSPKI.atFixedNow.sign(blueprint.payload)), on: .main)
     }
 
     @Test(arguments: Backend.tested, ["Consumable", "Non-Consumable", "Non-Renewing Subscription"])
@@ -25,11 +25,11 @@ struct SubscriptionKindRouteTests {
         if type != "Non-Renewing Subscription" { purchase.expiresDate = nil }
         #expect(try Self.validate(routes, purchase).json?["ledger"] == .string("available"))
 
-        let response = routes.handle(get("/v1/subscriptions/8000"))
+        let response = routes.handle(get("/v1/subscriptions/8000"), on: .main)
         #expect(response.status == 404)
         #expect(response.errorCode == "not_a_subscription")
         #expect(response.json?["error"]?["message"]?.stringValue?.contains("/v1/transactions/8000") == true)
-        #expect(routes.handle(get("/v1/transactions/8000")).status == 200)
+        #expect(routes.handle(get("/v1/transactions/8000"), on: .main).status == 200)
     }
 
     @Test(arguments: Backend.tested)
@@ -45,8 +45,8 @@ struct SubscriptionKindRouteTests {
         monthly.expiresDate = 2
         monthly.type = TransactionFacts.autoRenewableType
         try store.record(transactions: [lifetime, monthly], source: .receipt)
-        #expect(routes.handle(get("/v1/subscriptions/9000")).errorCode == "not_a_subscription")
-        #expect(routes.handle(get("/v1/subscriptions/9100")).status == 200)
+        #expect(routes.handle(get("/v1/subscriptions/9000"), on: .main).errorCode == "not_a_subscription")
+        #expect(routes.handle(get("/v1/subscriptions/9100"), on: .main).status == 200)
     }
 
     @Test(arguments: Backend.tested)
@@ -56,7 +56,7 @@ struct SubscriptionKindRouteTests {
         year.edits.set.append(("isUpgraded", .bool(true)))
         #expect(try Self.validate(routes, year).status == 200)
 
-        let upgraded = try #require(routes.handle(get("/v1/subscriptions/7000")).json)
+        let upgraded = try #require(routes.handle(get("/v1/subscriptions/7000"), on: .main).json)
         #expect(upgraded["status"] == .string("upgraded"))
         #expect(upgraded["transactions"]?[0]?["upgraded"] == .bool(true))
         #expect(upgraded["latest_transaction"]?["upgraded"] == .bool(true))
@@ -64,7 +64,7 @@ struct SubscriptionKindRouteTests {
         var month = E.transaction("7001", purchased: -2, expires: 28, signed: -2)
         month.productID = "pro.monthly.plus"
         #expect(try Self.validate(routes, month).status == 200)
-        let replaced = try #require(routes.handle(get("/v1/subscriptions/7000")).json)
+        let replaced = try #require(routes.handle(get("/v1/subscriptions/7000"), on: .main).json)
         #expect(replaced["status"] == .string("active"))
         #expect(replaced["product_id"] == .string("pro.monthly.plus"))
         #expect(replaced["latest_transaction"]?["upgraded"] == .bool(false))

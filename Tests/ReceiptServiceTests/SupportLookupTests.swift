@@ -35,7 +35,7 @@ struct SupportLookupTests {
     }
 
     static func lookup(_ id: String, _ routes: ReceiptRoutes) -> HTTPResponse {
-        routes.handle(get("/lookup?id=\(id)"))
+        routes.handle(get("/lookup?id=\(id)"), on: .main)
     }
 
     /// The value of `attribute` on the element `#lookup-verdict`.
@@ -125,13 +125,13 @@ struct SupportLookupTests {
         let scene = try OrderLookupRouteTests.scene(orders: orders)
         defer { withExtendedLifetime(scene) {} }
         let routes = try Self.openRoutes(scene)
-        let response = routes.handle(get("/lookup?id=MQR7Z2JTKS"))
+        let response = routes.handle(get("/lookup?id=MQR7Z2JTKS"), on: .main)
         #expect(response.status == 200)
         #expect(Self.verdict(response, "data-matched") == "order")
         #expect(response.text.contains("data-original-transaction-id=\"8001\""))
         #expect(Self.svg(response).contains("data-transaction-id=\"8001\""))
         // Now in the ledger: the same id by its transaction id needs no Apple.
-        #expect(Self.verdict(routes.handle(get("/lookup?id=8001")), "data-matched") == "original_transaction")
+        #expect(Self.verdict(routes.handle(get("/lookup?id=8001"), on: .main), "data-matched") == "original_transaction")
     }
 
     @Test func transactionID_unknownToTheLedger_isAskedOfApple() throws {
@@ -141,10 +141,10 @@ struct SupportLookupTests {
             ("transactions", .object([("8101", .array([.string(try OrderLookupRouteTests.transaction("8101"))]))]))
         ])
         let routes = try Self.openRoutes(scene)
-        let response = routes.handle(get("/lookup?id=8101"))
+        let response = routes.handle(get("/lookup?id=8101"), on: .main)
         #expect(response.status == 200)
         #expect(Self.verdict(response, "data-matched") == "original_transaction")
-        let unknown = routes.handle(get("/lookup?id=8199"))
+        let unknown = routes.handle(get("/lookup?id=8199"), on: .main)
         #expect(unknown.status == 404)
         #expect(Self.verdict(unknown, "data-code") == "not_found")
     }
@@ -152,7 +152,7 @@ struct SupportLookupTests {
     @Test func unknownOrder_isOrderNotFoundPage() throws {
         let scene = try OrderLookupRouteTests.scene(orders: .object([]))
         defer { withExtendedLifetime(scene) {} }
-        let response = try Self.openRoutes(scene).handle(get("/lookup?id=NOSUCHORDER"))
+        let response = try Self.openRoutes(scene).handle(get("/lookup?id=NOSUCHORDER"), on: .main)
         #expect(response.status == 404)
         #expect(Self.verdict(response, "data-code") == "order_not_found")
     }
@@ -162,7 +162,7 @@ struct SupportLookupTests {
         defer { withExtendedLifetime(scene) {} }
         let fault: JSONValue = .object([("status", .integer(401))])
         try scene.fake.update([("faults", .object([("/inApps/v1/lookup/A1", .array([fault, fault]))]))])
-        let response = try Self.openRoutes(scene).handle(get("/lookup?id=A1"))
+        let response = try Self.openRoutes(scene).handle(get("/lookup?id=A1"), on: .main)
         #expect(response.status == 503)
         #expect(Self.verdict(response, "data-code") == "server_api_unavailable")
     }
@@ -191,7 +191,7 @@ struct SupportLookupTests {
     }
 
     @Test func missingID_isBadRequestPage() throws {
-        let response = LedgerService.routes(PurchaseLedger(store: try makeLedger(.sqlite))).handle(get("/lookup"))
+        let response = LedgerService.routes(PurchaseLedger(store: try makeLedger(.sqlite))).handle(get("/lookup"), on: .main)
         #expect(response.status == 400)
         #expect(Self.verdict(response, "data-code") == "bad_request")
     }
@@ -204,11 +204,11 @@ struct SupportLookupTests {
 
     @Test func otherMethods_areNotAllowed() throws {
         let routes = try Self.routes(.sqlite, delivering: [])
-        let response = routes.handle(post("/lookup?id=7000", contentType: "text/plain", text: ""))
+        let response = routes.handle(post("/lookup?id=7000", contentType: "text/plain", text: ""), on: .main)
         #expect(response.status == 405)
         #expect(response.headers["Allow"] == "GET")
         // HEAD is answered as GET: the ledger has no 7000.
-        #expect(routes.handle(HTTPRequest(method: .head, target: "/lookup?id=7000")).status == 404)
+        #expect(routes.handle(request(.head, "/lookup?id=7000"), on: .main).status == 404)
     }
 
     // MARK: - Who may look
@@ -225,7 +225,7 @@ struct SupportLookupTests {
             configuration: configuration, validator: configuration.makeValidator(),
             ledger: PurchaseLedger(store: try makeLedger(.sqlite)), metrics: ServiceMetrics(), clock: { fixedNow })
         func lookup(_ authorization: String?) -> HTTPResponse {
-            routes.handle(get("/lookup?id=7000", headers: authorization.map { [(HTTPHeaderName("Authorization"), $0)] } ?? []))
+            routes.handle(get("/lookup?id=7000", headers: authorization.map { [(HTTPHeaderName("Authorization"), $0)] } ?? []), on: .main)
         }
         #expect(lookup(nil).status == 401)
         #expect(lookup(nil).errorCode == "unauthorized")

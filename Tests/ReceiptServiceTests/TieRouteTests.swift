@@ -34,7 +34,7 @@ struct TieRouteTests {
             let routes = try LedgerService.routes(backend)
             #expect(routes.deliver(try E.subscribed()).status == 200)
             for index in order { #expect(routes.deliver(events[index]).status == 200) }
-            let state = try #require(routes.handle(get("/v1/subscriptions/\(E.original)")).json)
+            let state = try #require(routes.handle(get("/v1/subscriptions/\(E.original)"), on: .main).json)
             #expect(state["status"] == .string("revoked"), "order \(order)")
             #expect(state["auto_renew_status"] == .bool(false), "order \(order)")
             #expect(state["last_notification"]?["notification_uuid"] == .string("ffffffff-renewal"), "order \(order)")
@@ -50,9 +50,9 @@ struct TieRouteTests {
         let purchase = E.transaction("7000", purchased: -10, expires: 20, signed: -2)
         let refund = E.transaction("7000", purchased: -10, expires: 20, signed: -2, revoked: -2)
         for blueprint in [purchase, refund, purchase] {
-            #expect(routes.handle(JWSUpload.text.request(try JWSPKI.atFixedNow.sign(blueprint.payload))).status == 200)
+            #expect(routes.handle(JWSUpload.text.request(try JWSPKI.atFixedNow.sign(blueprint.payload)), on: .main).status == 200)
         }
-        #expect(routes.handle(get("/v1/subscriptions/\(E.original)")).json?["status"] == .string("revoked"))
+        #expect(routes.handle(get("/v1/subscriptions/\(E.original)"), on: .main).json?["status"] == .string("revoked"))
         #expect(routes.claim("7000", account: "alice").errorCode == "revoked")
     }
 }

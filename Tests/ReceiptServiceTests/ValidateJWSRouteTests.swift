@@ -65,7 +65,7 @@ struct ValidateJWSRouteTests {
 
     @Test(arguments: kinds, JWSUpload.allCases)
     func eachKind_inEachForm_is200ValidWithItsKind(_ kind: String, _ upload: JWSUpload) throws {
-        let response = LedgerService.routes().handle(upload.request(try Self.forged(kind)))
+        let response = LedgerService.routes().handle(upload.request(try Self.forged(kind)), on: .main)
         #expect(response.status == 200)
         #expect(response.json?["valid"] == .bool(true))
         #expect(response.json?["kind"] == .string(kind))
@@ -74,7 +74,7 @@ struct ValidateJWSRouteTests {
 
     @Test func notification_asAppleBodyInJSON_is200() throws {
         let body = #"{"signedPayload":"\#(try SignedEvents.subscribed())"}"#
-        let response = LedgerService.routes().handle(post("/v1/validate", contentType: "application/json", text: body))
+        let response = LedgerService.routes().handle(post("/v1/validate", contentType: "application/json", text: body), on: .main)
         #expect(response.status == 200)
         #expect(response.json?["kind"] == .string("notification"))
         #expect(response.json?["notification"]?["notification_type"] == .string("SUBSCRIBED"))
@@ -83,7 +83,7 @@ struct ValidateJWSRouteTests {
 
     @Test(arguments: kinds)
     func rogueChain_is422CertificateUntrustedWithReason(_ kind: String) throws {
-        let response = LedgerService.routes().handle(JWSUpload.text.request(try Self.forged(kind, by: Self.rogue)))
+        let response = LedgerService.routes().handle(JWSUpload.text.request(try Self.forged(kind, by: Self.rogue)), on: .main)
         #expect(response.status == 422)
         #expect(response.json?["valid"] == .bool(false))
         #expect(response.errorCode == "certificate_untrusted")
@@ -95,18 +95,18 @@ struct ValidateJWSRouteTests {
     func kindOtherThanRequired_is422KindMismatch(_ kind: String) throws {
         let jws = try Self.forged(kind)
         for required in Self.kinds + ["receipt"] where required != kind {
-            let response = LedgerService.routes().handle(JWSUpload.text.request(jws, query: "?kind=\(required)"))
+            let response = LedgerService.routes().handle(JWSUpload.text.request(jws, query: "?kind=\(required)"), on: .main)
             #expect(response.status == 422, "kind=\(required)")
             #expect(response.errorCode == "kind_mismatch", "kind=\(required)")
         }
-        let matching = LedgerService.routes().handle(JWSUpload.text.request(jws, query: "?kind=\(kind)"))
+        let matching = LedgerService.routes().handle(JWSUpload.text.request(jws, query: "?kind=\(kind)"), on: .main)
         #expect(matching.status == 200)
     }
 
     @Test(arguments: ["subscription", "Transaction", "jws"])
     func unknownRequiredKind_is400(_ kind: String) throws {
         let response = LedgerService.routes().handle(
-            JWSUpload.text.request(try Self.forged("transaction"), query: "?kind=\(kind)"))
+            JWSUpload.text.request(try Self.forged("transaction"), query: "?kind=\(kind)"), on: .main)
         #expect(response.status == 400)
         #expect(response.errorCode == "bad_request")
     }
@@ -136,7 +136,7 @@ struct ValidateJWSRouteTests {
         blueprint.bind(to: try #require(DeviceIdentifier(Self.device)))
         let jws = try JWSPKI.atFixedNow.sign(blueprint.payload)
         let asked = sameDevice ? Self.device.lowercased() : "00000000-1111-2222-3333-444444444444"
-        let response = LedgerService.routes().handle(channel.request(jws, device: asked))
+        let response = LedgerService.routes().handle(channel.request(jws, device: asked), on: .main)
         #expect(response.status == (sameDevice ? 200 : 422))
         #expect(response.json?["checks"]?["device_hash"] == .string(sameDevice ? "passed" : "failed"))
         #expect(response.errorCode == (sameDevice ? nil : "device_hash_mismatch"))

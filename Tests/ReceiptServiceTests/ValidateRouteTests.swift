@@ -23,7 +23,7 @@ struct ValidateRouteTests {
         ("APPLICATION/JSON; charset=UTF-8", Array("{\"receipt\": \"\(base64(junkDER))\"}".utf8)),
     ])
     func acceptedBodyForm_reachesEngineAndAnswers422(contentType: String, body: [UInt8]) {
-        let response = routes.handle(post("/v1/validate", contentType: contentType, body: body))
+        let response = routes.handle(post("/v1/validate", contentType: contentType, body: body), on: .main)
         #expect(response.status == 422)
         #expect(response.headers["Content-Type"] == "application/json")
         #expect(response.json?["valid"] == .bool(false))
@@ -31,7 +31,7 @@ struct ValidateRouteTests {
     }
 
     @Test func missingContentType_readsBodyAsRawReceipt() {
-        let response = routes.handle(post("/v1/validate", contentType: nil, body: junkDER))
+        let response = routes.handle(post("/v1/validate", contentType: nil, body: junkDER), on: .main)
         #expect(response.status == 422)
         #expect(response.errorCode == "malformed_receipt")
     }
@@ -40,7 +40,7 @@ struct ValidateRouteTests {
         let boundary = "------------------------d74496d66958873e"
         let body = multipartBody(boundary: boundary, parts: [("receipt", "r.der", junkDER)])
         let response = routes.handle(
-            post("/v1/validate", contentType: "multipart/form-data; boundary=\(boundary)", body: body))
+            post("/v1/validate", contentType: "multipart/form-data; boundary=\(boundary)", body: body), on: .main)
         #expect(response.status == 422)
         #expect(response.errorCode == "malformed_receipt")
     }
@@ -50,7 +50,7 @@ struct ValidateRouteTests {
         let body = multipartBody(
             boundary: boundary, parts: [("device_id", nil, []), ("receipt", nil, Array(base64(junkDER).utf8))])
         let response = routes.handle(
-            post("/v1/validate", contentType: "multipart/form-data; boundary=\"\(boundary)\"", body: body))
+            post("/v1/validate", contentType: "multipart/form-data; boundary=\"\(boundary)\"", body: body), on: .main)
         #expect(response.status == 422)
         #expect(response.errorCode == "malformed_receipt")
     }
@@ -71,7 +71,7 @@ struct ValidateRouteTests {
         ("application/octet-stream", "QUJD=RA==", "not_base64"),
     ])
     func badBody_is400WithBadRequestCode(contentType: String, body: String, detail: String) {
-        let response = routes.handle(post("/v1/validate", contentType: contentType, text: body))
+        let response = routes.handle(post("/v1/validate", contentType: contentType, text: body), on: .main)
         #expect(response.status == 400)
         #expect(response.errorCode == "bad_request")
         #expect(response.errorDetail == detail, "\(response.text)")
@@ -81,7 +81,7 @@ struct ValidateRouteTests {
         "application/x-www-form-urlencoded", "image/png", "application/xml", "nonsense",
     ])
     func otherContentType_is415(contentType: String) {
-        let response = routes.handle(post("/v1/validate", contentType: contentType, body: junkDER))
+        let response = routes.handle(post("/v1/validate", contentType: contentType, body: junkDER), on: .main)
         #expect(response.status == 415)
         #expect(response.errorCode == "unsupported_media_type")
     }
@@ -89,7 +89,7 @@ struct ValidateRouteTests {
     // MARK: Multipart malformations
 
     @Test func multipartWithoutBoundaryParameter_is400() {
-        let response = routes.handle(post("/v1/validate", contentType: "multipart/form-data", body: junkDER))
+        let response = routes.handle(post("/v1/validate", contentType: "multipart/form-data", body: junkDER), on: .main)
         #expect(response.status == 400)
         #expect(response.errorDetail == "missing_boundary")
     }
@@ -97,7 +97,7 @@ struct ValidateRouteTests {
     @Test(arguments: MultipartMalformation.allCases)
     func malformedMultipart_is400(_ malformation: MultipartMalformation) {
         let response = routes.handle(
-            post("/v1/validate", contentType: "multipart/form-data; boundary=XyZ", body: malformation.body))
+            post("/v1/validate", contentType: "multipart/form-data; boundary=XyZ", body: malformation.body), on: .main)
         #expect(response.status == 400)
         #expect(response.errorCode == "bad_request")
         #expect(response.errorDetail == malformation.detail, "\(response.text)")
@@ -105,7 +105,7 @@ struct ValidateRouteTests {
 
     @Test func multipartWithoutReceiptPart_is400() {
         let body = multipartBody(boundary: "XyZ", parts: [("device_id", nil, Array("x".utf8))])
-        let response = routes.handle(post("/v1/validate", contentType: "multipart/form-data; boundary=XyZ", body: body))
+        let response = routes.handle(post("/v1/validate", contentType: "multipart/form-data; boundary=XyZ", body: body), on: .main)
         #expect(response.status == 400)
         #expect(response.errorDetail == "missing_receipt")
     }
@@ -119,14 +119,14 @@ struct ValidateRouteTests {
     ])
     func malformedDeviceID_is400(target: String, headers: [(String, String)]) {
         let response = routes.handle(
-            post(target, contentType: "application/octet-stream", body: junkDER, headers: headers.map { (HTTPHeaderName($0.0), $0.1) }))
+            post(target, contentType: "application/octet-stream", body: junkDER, headers: headers.map { (HTTPHeaderName($0.0), $0.1) }), on: .main)
         #expect(response.status == 400)
         #expect(response.errorDetail == "invalid_device_id")
     }
 
     @Test func malformedDeviceIDInJSON_is400() {
         let body = "{\"receipt\": \"\(base64(junkDER))\", \"device_id\": \"nope\"}"
-        let response = routes.handle(post("/v1/validate", contentType: "application/json", text: body))
+        let response = routes.handle(post("/v1/validate", contentType: "application/json", text: body), on: .main)
         #expect(response.status == 400)
         #expect(response.errorDetail == "invalid_device_id")
     }
@@ -134,7 +134,7 @@ struct ValidateRouteTests {
     @Test func malformedDeviceIDInMultipart_is400() {
         let body = multipartBody(
             boundary: "XyZ", parts: [("receipt", "r.der", junkDER), ("device_id", nil, Array("nope".utf8))])
-        let response = routes.handle(post("/v1/validate", contentType: "multipart/form-data; boundary=XyZ", body: body))
+        let response = routes.handle(post("/v1/validate", contentType: "multipart/form-data; boundary=XyZ", body: body), on: .main)
         #expect(response.status == 400)
         #expect(response.errorDetail == "invalid_device_id")
     }
@@ -161,7 +161,7 @@ struct ValidateRouteTests {
 
     @Test(arguments: ["GET", "PUT", "DELETE"])
     func wrongMethodOnValidate_is405WithAllow(method: String) {
-        let response = routes.handle(HTTPRequest(method: HTTPMethod(rawValue: method), target: "/v1/validate"))
+        let response = routes.handle(request(HTTPMethod(rawValue: method), "/v1/validate"), on: .main)
         #expect(response.status == 405)
         #expect(response.headers["Allow"] == "POST")
         #expect(response.errorCode == "method_not_allowed")
@@ -169,28 +169,28 @@ struct ValidateRouteTests {
 
     @Test(arguments: ["/healthz", "/readyz", "/metrics", "/"])
     func postToReadOnlyRoute_is405AllowingGet(path: String) {
-        let response = routes.handle(post(path, contentType: nil, body: []))
+        let response = routes.handle(post(path, contentType: nil, body: []), on: .main)
         #expect(response.status == 405)
         #expect(response.headers["Allow"] == "GET")
     }
 
     @Test(arguments: ["/healthz", "/readyz", "/metrics", "/"])
     func headOnReadOnlyRoute_answersAsGet(path: String) {
-        let head = routes.handle(HTTPRequest(method: "HEAD", target: path))
-        let get = routes.handle(get(path))
+        let head = routes.handle(request(.head, path), on: .main)
+        let get = routes.handle(get(path), on: .main)
         #expect(head.status == get.status)
         #expect(head.headers["Content-Type"] == get.headers["Content-Type"])
     }
 
     @Test func headOnValidate_is405() {
-        let response = routes.handle(HTTPRequest(method: "HEAD", target: "/v1/validate"))
+        let response = routes.handle(request(.head, "/v1/validate"), on: .main)
         #expect(response.status == 405)
         #expect(response.headers["Allow"] == "POST")
     }
 
     @Test(arguments: ["/nope", "/v1/validate/", "/v2/validate", "/healthz/extra"])
     func unknownPath_is404NotFound(path: String) {
-        let response = routes.handle(get(path))
+        let response = routes.handle(get(path), on: .main)
         #expect(response.status == 404)
         #expect(response.errorCode == "not_found")
         #expect(response.headers["Content-Type"] == "application/json")
@@ -201,7 +201,7 @@ struct ValidateRouteTests {
     @Test func browserAccept_getsHTMLVerdictWithSameStatus() {
         let accept = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
         let response = routes.handle(
-            post("/v1/validate", contentType: "application/octet-stream", body: junkDER, headers: [("Accept", accept)]))
+            post("/v1/validate", contentType: "application/octet-stream", body: junkDER, headers: [("Accept", accept)]), on: .main)
         #expect(response.status == 422)
         #expect(response.headers["Content-Type"]?.hasPrefix("text/html") == true)
         #expect(response.text.contains("malformed_receipt"))
@@ -210,7 +210,7 @@ struct ValidateRouteTests {
 
     @Test func browserAccept_getsHTMLErrorPageForBadRequest() {
         let response = routes.handle(
-            post("/v1/validate", contentType: "text/plain", text: "***", headers: [("Accept", "text/html")]))
+            post("/v1/validate", contentType: "text/plain", text: "***", headers: [("Accept", "text/html")]), on: .main)
         #expect(response.status == 400)
         #expect(response.text.contains("<!DOCTYPE html>"))
     }
@@ -218,7 +218,7 @@ struct ValidateRouteTests {
     @Test(arguments: ["*/*", "application/json", "application/json, text/html;q=0.5", "text/html;q=0.5, */*"])
     func nonBrowserAccept_getsJSON(accept: String) {
         let response = routes.handle(
-            post("/v1/validate", contentType: "application/octet-stream", body: junkDER, headers: [("Accept", accept)]))
+            post("/v1/validate", contentType: "application/octet-stream", body: junkDER, headers: [("Accept", accept)]), on: .main)
         #expect(response.headers["Content-Type"] == "application/json")
     }
 }

@@ -65,7 +65,7 @@ struct VerifyReceiptLedgerTests {
 
     static func verify(_ routes: ReceiptRoutes, _ receipt: [UInt8]) -> JSONValue {
         let response = routes.handle(
-            post("/verifyReceipt", contentType: nil, text: "{\"receipt-data\": \"\(base64(receipt))\"}"))
+            post("/verifyReceipt", contentType: nil, text: "{\"receipt-data\": \"\(base64(receipt))\"}"), on: .main)
         #expect(response.status == 200)
         return response.json ?? .null
     }
@@ -83,7 +83,7 @@ struct VerifyReceiptLedgerTests {
 
         let delivery = routes.handle(
             post("/v1/notifications", contentType: "application/json",
-                 text: "{\"signedPayload\": \"\(try Self.didRenew())\"}"))
+                 text: "{\"signedPayload\": \"\(try Self.didRenew())\"}"), on: .main)
         #expect(delivery.status == 200)
 
         let after = Self.verify(routes, receipt)
@@ -100,7 +100,7 @@ struct VerifyReceiptLedgerTests {
         #expect(pending["product_id"] == .string("pro.monthly"))
 
         // The native answer reads the same renewal from the ledger, and says where it came from.
-        let validated = routes.handle(post("/v1/validate", contentType: "application/octet-stream", body: receipt))
+        let validated = routes.handle(post("/v1/validate", contentType: "application/octet-stream", body: receipt), on: .main)
         let subscription = try #require(validated.json?["subscriptions"]?[0])
         #expect(subscription["source"] == .string("ledger"))
         #expect(subscription["latest_transaction_id"] == .string("1002"))
@@ -120,7 +120,7 @@ struct VerifyReceiptLedgerTests {
         #expect(answer["is_retryable"] == .bool(true))
         #expect(answer["latest_receipt_info"] == nil)
 
-        let validated = routes.handle(post("/v1/validate", contentType: "application/octet-stream", body: receipt))
+        let validated = routes.handle(post("/v1/validate", contentType: "application/octet-stream", body: receipt), on: .main)
         #expect(validated.status == 200)
         #expect(validated.json?["ledger"] == .string("unavailable"))
         #expect(validated.json?["subscriptions"]?[0]?["source"] == .string("receipt"))

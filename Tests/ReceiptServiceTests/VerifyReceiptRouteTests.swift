@@ -15,7 +15,7 @@ struct VerifyReceiptRouteTests {
     func verify(
         _ routes: ReceiptRoutes, path: String = "/verifyReceipt", _ body: String, contentType: String? = nil
     ) -> JSONValue {
-        let response = routes.handle(post(path, contentType: contentType, text: body))
+        let response = routes.handle(post(path, contentType: contentType, text: body), on: .main)
         #expect(response.status == 200)
         #expect(response.headers["Content-Type"] == "application/json")
         return response.json ?? .null
@@ -32,7 +32,7 @@ struct VerifyReceiptRouteTests {
 
     @Test(arguments: ["/verifyReceipt", "/sandbox/verifyReceipt"])
     func getRequest_isHTTP200WithStatus21000(path: String) {
-        let response = routes.handle(get(path))
+        let response = routes.handle(get(path), on: .main)
         #expect(response.status == 200)
         #expect(response.json?["status"] == .integer(21000))
     }
@@ -92,7 +92,7 @@ struct VerifyReceiptFixtureTests {
     }
 
     func verify(_ routes: ReceiptRoutes, path: String = "/verifyReceipt", _ body: String) -> JSONValue {
-        let response = routes.handle(post(path, contentType: nil, text: body))
+        let response = routes.handle(post(path, contentType: nil, text: body), on: .main)
         #expect(response.status == 200)
         return response.json ?? .null
     }
@@ -221,7 +221,7 @@ struct VerifyReceiptFixtureTests {
             post(
                 "/v1/validate", contentType: "application/octet-stream",
                 body: try AppleFixtures.bytes(AppleFixtures.productionReceipt),
-                headers: [("X-Device-Id", AppleFixtures.productionDeviceID)]))
+                headers: [("X-Device-Id", AppleFixtures.productionDeviceID)]), on: .main)
         #expect(response.status == 200)
         let json = try #require(response.json)
         #expect(json["valid"] == .bool(true))
@@ -235,7 +235,7 @@ struct VerifyReceiptFixtureTests {
         let response = makeRoutes().handle(
             post(
                 "/v1/validate?device_id=00:11:22:33:44:55", contentType: "application/octet-stream",
-                body: try AppleFixtures.bytes(AppleFixtures.productionReceipt)))
+                body: try AppleFixtures.bytes(AppleFixtures.productionReceipt)), on: .main)
         #expect(response.status == 422)
         #expect(response.errorCode == "device_hash_mismatch")
         #expect(response.json?["checks"]?["device_hash"] == .string("failed"))
@@ -250,7 +250,7 @@ struct VerifyReceiptFixtureTests {
                 ("device_id", nil, Array(AppleFixtures.productionDeviceID.utf8)),
             ])
         let response = makeRoutes().handle(
-            post("/v1/validate", contentType: "multipart/form-data; boundary=XyZ", body: body))
+            post("/v1/validate", contentType: "multipart/form-data; boundary=XyZ", body: body), on: .main)
         #expect(response.status == 200)
         #expect(response.json?["checks"]?["device_hash"] == .string("passed"))
     }
@@ -258,7 +258,7 @@ struct VerifyReceiptFixtureTests {
     @Test func validateRoute_matchingDeviceInJSON_is200() throws {
         let receipt = base64(try AppleFixtures.bytes(AppleFixtures.productionReceipt))
         let body = "{\"receipt\": \"\(receipt)\", \"device_id\": \"\(AppleFixtures.productionDeviceID)\"}"
-        let response = makeRoutes().handle(post("/v1/validate", contentType: "application/json", text: body))
+        let response = makeRoutes().handle(post("/v1/validate", contentType: "application/json", text: body), on: .main)
         #expect(response.status == 200)
         #expect(response.json?["checks"]?["device_hash"] == .string("passed"))
     }
@@ -268,7 +268,7 @@ struct VerifyReceiptFixtureTests {
             post(
                 "/v1/validate", contentType: "application/octet-stream",
                 body: try AppleFixtures.bytes(AppleFixtures.sandboxReceipt),
-                headers: [("Accept", "text/html,*/*;q=0.8")]))
+                headers: [("Accept", "text/html,*/*;q=0.8")]), on: .main)
         #expect(response.status == 200)
         #expect(response.text.contains("Valid receipt"))
         #expect(response.text.contains("Purchases"))

@@ -52,7 +52,9 @@ code() { curl -s -o "$WORK/body" -D "$WORK/head" -w '%{http_code}' "$@"; }
 grep -qi '^WWW-Authenticate: Bearer realm="receiptd", Basic realm="receiptd"' "$WORK/head" \
     || fail "401 without both challenges: $(cat "$WORK/head")"
 [ "$(jq -r .error.code "$WORK/body")" = unauthorized ] || fail "401 code: $(cat "$WORK/body")"
+[ "$(jq -r .error.detail "$WORK/body")" = missing_token ] || fail "no token: $(cat "$WORK/body")"
 [ "$(code -H "Authorization: Bearer wrong" "$BASE_URL/v1/transactions/1000000001")" = 401 ] || fail "wrong token"
+[ "$(jq -r .error.detail "$WORK/body")" = unknown_token ] || fail "wrong token: $(cat "$WORK/body")"
 # No store configured: past authorization, the ledger's own answer.
 [ "$(code -H "Authorization: Bearer $TOKEN" "$BASE_URL/v1/transactions/1000000001")" = 503 ] || fail "Bearer"
 [ "$(code -u ":$TOKEN" "$BASE_URL/v1/transactions/1000000001")" = 503 ] || fail "curl -u :TOKEN"
@@ -61,6 +63,13 @@ grep -qi '^WWW-Authenticate: Bearer realm="receiptd", Basic realm="receiptd"' "$
 [ "$(jq -r '.error.code + " " + .error.scope' "$WORK/body")" = "forbidden metrics" ] \
     || fail "403 body: $(cat "$WORK/body")"
 [ "$(code -u ":$TOKEN" "$BASE_URL/v1/transactions/$(printf 'x%.0s' $(seq 65))")" = 400 ] || fail "a 65-character id"
+# Sent as written (curl would resolve them itself): dot-segments are not ids, or libcurl would take them to Apple.
+for id in . ..; do
+    [ "$(code --path-as-is -u ":$TOKEN" "$BASE_URL/v1/transactions/$id")" = 400 ] || fail "transaction id $id"
+    [ "$(jq -r .error.detail "$WORK/body")" = invalid_id ] || fail "transaction id $id: $(cat "$WORK/body")"
+    [ "$(code --path-as-is -u ":$TOKEN" "$BASE_URL/v1/transactions/$id/claim" -X POST --data '{"account":"a"}')" = 400 ] \
+        || fail "claim of $id"
+done
 for open in healthz readyz; do
     [ "$(code "$BASE_URL/$open")" = 200 ] || fail "/$open asked for a token"
 done
@@ -76,6 +85,21 @@ done
 grep -q ' token=backend' "$SERVER_LOG" || fail "the access log does not name the token"
 ! grep -qF -- "$TOKEN" "$SERVER_LOG" || fail "the access log shows the token"
 ! grep -q 'warning' "$SERVER_LOG" || fail "a warning with tokens configured"
+stop_server
+SERVER_LOG=""
+
+# --- no api_tokens, bound to loopback: direct callers only --------------------------------------------------------------
+jq -n '{host: "127.0.0.1", port: 0}' >"$WORK/loopback.json"
+start_server "$WORK/loopback.json"
+[ "$(code "$BASE_URL/metrics")" = 200 ] || fail "loopback without tokens: /metrics not served"
+for header in "Forwarded: for=198.51.100.17" "X-Forwarded-For: 198.51.100.17" "X-Real-IP: 198.51.100.17" "Via: 1.1 nginx"; do
+    [ "$(code -H "$header" "$BASE_URL/metrics")" = 403 ] || fail "forwarded ($header): not 403"
+    [ "$(jq -r '.error.code + " " + .error.detail' "$WORK/body")" = "auth_not_configured forwarded_by_proxy" ] \
+        || fail "forwarded ($header): $(cat "$WORK/body")"
+    jq -r .error.message "$WORK/body" | grep -q 'api_tokens' || fail "forwarded: the message does not say how to fix it"
+    [ "$(code -H "$header" "$BASE_URL/healthz")" = 200 ] || fail "forwarded ($header): /healthz refused"
+done
+! grep -q 'warning' "$SERVER_LOG" || fail "a warning on loopback"
 stop_server
 SERVER_LOG=""
 
@@ -95,12 +119,16 @@ grep -q 'targetPort: public' "$K8S/service-public.yaml" || fail "service-public.
     && grep -q 'name: receiptd-public$' "$K8S/ingress.yaml" || fail "the Ingress must route /v1/notifications alone"
 grep -qE '^ *RECEIPTD_API_TOKENS=\[\]$' "$E2E_ROOT/Dockerfile" && grep -q 'RECEIPTD_API_TOKENS: PLACEHOLDER' "$E2E_ROOT/Dockerfile" \
     || fail "the Dockerfile does not ship (and name) the RECEIPTD_API_TOKENS placeholder"
-# The pod's config with the placeholder: serves, warns once, refuses the guarded routes to non-loopback callers
-# (checked in the unit tests: every caller here is loopback) and answers the probes.
+# The pod's config with the placeholder: serves, warns once, answers the probes, and refuses the guarded routes to
+# every caller: bound to 0.0.0.0, even a loopback peer may be a proxy on this host speaking for anyone.
 jq '.public.port = 0' "$WORK/k8s.json" >"$WORK/k8s-test.json"
 RECEIPTD_API_TOKENS="$placeholder" start_server "$WORK/k8s-test.json" --log-format text
 [ "$(grep -c ' warning message=' "$SERVER_LOG")" = 1 ] || fail "the placeholder should log one warning"
 grep ' warning message=' "$SERVER_LOG" | grep -q 'receiptd token new' || fail "the warning does not say how to fix it"
 [ "$(code "$BASE_URL/healthz")" = 200 ] || fail "/healthz in the pod's config"
+[ "$(code "$BASE_URL/metrics")" = 403 ] || fail "0.0.0.0 without tokens: a loopback caller was served"
+[ "$(jq -r '.error.code + " " + .error.detail' "$WORK/body")" = "auth_not_configured listener_not_loopback" ] \
+    || fail "0.0.0.0 without tokens: $(cat "$WORK/body")"
 echo "test-auth: docs/threat-model.md's token works as Bearer and Basic; 401/403/404 as documented; public listener" \
-    "serves its two routes only; the log names the token; deploy/kubernetes ships a placeholder Secret and one path"
+    "serves its two routes only; the log names the token; without tokens only direct callers of a loopback listener" \
+    "are served; deploy/kubernetes ships a placeholder Secret and one path"

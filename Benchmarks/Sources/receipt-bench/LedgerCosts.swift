@@ -26,13 +26,14 @@ func ledgerCosts(receipt: [UInt8], senders: Int, postgres: String?) {
     let stateful = routes(PurchaseLedger(store: try! SQLiteLedger(path: folder + "/validate.sqlite")))
     let request = HTTPRequest(
         method: .post, target: "/v1/validate",
-        headers: HTTPHeaders([(.contentType, "application/octet-stream")]), body: receipt)
-    guard stateless.handle(request).status == .ok, stateful.handle(request).status == .ok else {
+        headers: HTTPHeaders([(.contentType, "application/octet-stream")]), body: receipt, peer: .benchmarkClient,
+        listener: .benchmarkListener)
+    guard stateless.handle(request, on: .main).status == .ok, stateful.handle(request, on: .main).status == .ok else {
         fatalError("the benchmark receipt does not validate")
     }
     let (times, _) = measureInterleaved(sampleSeconds: 0.5, [
-        { stateless.handle(request).body.count },
-        { stateful.handle(request).body.count },
+        { stateless.handle(request, on: .main).body.count },
+        { stateful.handle(request, on: .main).body.count },
     ])
     row("/v1/validate, stateless", String(format: "%.1f µs", times[0] / 1000))
     row("/v1/validate, SQLite ledger", String(format: "%.1f µs", times[1] / 1000),
@@ -71,7 +72,8 @@ func ledgerCosts(receipt: [UInt8], senders: Int, postgres: String?) {
             while case let index = next.add(1, ordering: .relaxed).oldValue, index < count {
                 let response = delivery.handle(HTTPRequest(
                     method: .post, target: "/v1/notifications",
-                    headers: HTTPHeaders([(.contentType, "application/json")]), body: bodies[index]))
+                    headers: HTTPHeaders([(.contentType, "application/json")]), body: bodies[index],
+                    peer: .benchmarkClient, listener: .benchmarkListener), on: .main)
                 if response.status == .ok { stored.add(1, ordering: .relaxed) }
             }
         }

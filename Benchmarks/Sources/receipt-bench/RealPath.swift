@@ -70,12 +70,12 @@ struct RealPath {
         // What a client library sends: the JWS as it came from StoreKit, as text.
         request = HTTPRequest(
             method: .post, target: "/v1/validate", headers: HTTPHeaders([("Content-Type", "text/plain")]),
-            body: Array(jws.utf8))
+            body: Array(jws.utf8), peer: .benchmarkClient, listener: .benchmarkListener)
     }
 
     /// One request through the routes; the answer's length, so nothing is optimized away.
     func handle() -> Int {
-        let response = routes.handle(request)
+        let response = routes.handle(request, on: .main)
         return response.status == .ok ? response.body.count : -1_000_000
     }
 }
@@ -98,17 +98,17 @@ struct RealPath {
         configuration: ServiceConfiguration(), validator: appleValidator, metrics: ServiceMetrics(), clock: { now })
     let receiptRequest = HTTPRequest(
         method: .post, target: "/v1/validate", headers: HTTPHeaders([("Content-Type", "application/octet-stream")]),
-        body: typical)
-    guard path.handle() > 0, receiptRoutes.handle(receiptRequest).status == .ok else {
+        body: typical, peer: .benchmarkClient, listener: .benchmarkListener)
+    guard path.handle() > 0, receiptRoutes.handle(receiptRequest, on: .main).status == .ok else {
         print("the realistic JWS or tpinapp_1.der is not answered 200: "
-            + String(decoding: path.routes.handle(path.request).body, as: UTF8.self))
+            + String(decoding: path.routes.handle(path.request, on: .main).body, as: UTF8.self))
         exit(1)
     }
     let (times, consumed) = measureInterleaved(sampleSeconds: arguments.seconds, [
         { floor.verify() ? 1 : 0 },
         { path.handle() },
         { baselines.signatureOnly() ? 1 : 0 },
-        { receiptRoutes.handle(receiptRequest).body.count },
+        { receiptRoutes.handle(receiptRequest, on: .main).body.count },
     ])
     let (jwsFloor, jwsRoute, receiptFloor, receiptRoute) = (times[0], times[1], times[2], times[3])
     print("receipt-bench: the server's intake (ReceiptRoutes.handle: body -> detection -> verify -> JSON answer),")

@@ -32,7 +32,8 @@ struct RequestProblem: Error, Sendable, Hashable {
         case serverAPIUnavailable = "server_api_unavailable"
     }
 
-    /// Which part of a `bad_request` (or `unsupported_media_type`) request failed.
+    /// Which part of a `bad_request` (or `unsupported_media_type`) request failed, or why an `unauthorized` or
+    /// `auth_not_configured` one was refused.
     enum Detail: String, Sendable, Hashable, CaseIterable {
         /// `Content-Type` is not a media type at all.
         case notAMediaType = "not_a_media_type"
@@ -63,10 +64,21 @@ struct RequestProblem: Error, Sendable, Hashable {
         case missingSignedPayload = "missing_signed_payload"
         case invalidKind = "invalid_kind"
         case invalidDeviceID = "invalid_device_id"
-        /// A path id that is empty, too long, or not made of `0-9 A-Z a-z . _ -`.
+        /// A path id or `/lookup?id=` that is empty, too long, not made of `0-9 A-Z a-z . _ -`, or `.` or `..`; or
+        /// such a `transactionId` or `originalTransactionId` in a notification.
         case invalidID = "invalid_id"
         /// A claim without `account`, or one that cannot be stored.
         case invalidAccount = "invalid_account"
+        /// A notification whose `notificationUUID` is not an id (`PathID`).
+        case invalidNotificationUUID = "invalid_notification_uuid"
+        /// `unauthorized`: no token, or no Bearer or Basic credential in `Authorization`.
+        case missingToken = "missing_token"
+        /// `unauthorized`: a token that no entry of `api_tokens` knows.
+        case unknownToken = "unknown_token"
+        /// `auth_not_configured`: no `api_tokens`, and the server listens on a wildcard or outside address.
+        case listenerNotLoopback = "listener_not_loopback"
+        /// `auth_not_configured`: no `api_tokens`, and a proxy forwarded the request to a loopback listener.
+        case forwardedByProxy = "forwarded_by_proxy"
     }
 
     var status: HTTPStatus

@@ -96,32 +96,62 @@ struct PresentedToken {
     }
 }
 
-/// Decides whether a request may reach a route: the tokens of `api_tokens`, or, with none configured, the loopback
-/// peer alone.
+/// Decides whether a request may reach a route: the tokens of `api_tokens`, or, with none configured, nothing but a
+/// direct caller of a server bound to loopback.
 struct Authorization: Sendable {
     enum Decision: Sendable, Hashable {
         /// `tokenName` is nil when no token was needed (an open route, or loopback without `api_tokens`).
         case allowed(tokenName: String?)
-        /// 401 `unauthorized`: no token, or one no entry knows.
-        case unauthenticated
+        /// 401 `unauthorized`.
+        case unauthenticated(Unauthenticated)
         /// 403 `forbidden`: a known token without the scope named.
         case forbidden(tokenName: String, missing: APIScope)
-        /// 403 `auth_not_configured`: a guarded route, no `api_tokens`, and a peer that is not loopback.
-        case notConfigured
+        /// 403 `auth_not_configured`: a guarded route, no `api_tokens`, and no way to know the caller is this machine.
+        case notConfigured(NotConfigured)
     }
+
+    enum Unauthenticated: Sendable, Hashable {
+        /// No `Authorization` header, or one holding no Bearer or Basic credential.
+        case missingToken(headerPresent: Bool)
+        /// A credential no entry of `api_tokens` knows.
+        case unknownToken
+    }
+
+    enum NotConfigured: Sendable, Hashable {
+        /// The server listens on a wildcard or an outside address: anyone may connect, and a proxy on this host (a
+        /// sidecar, an ingress, nginx) makes every remote caller's peer loopback.
+        case listenerNotLoopback
+        /// A proxy forwarded the request (it says so in this header, named as sent): its loopback peer is the proxy,
+        /// not the caller.
+        case forwarded(header: String)
+    }
+
+    /// The headers a forwarding proxy adds (RFC 7239, the de facto `X-Forwarded-For` and `X-Real-IP`, RFC 9110's
+    /// `Via`); a direct caller has no reason to send any.
+    static let proxyHeaders: [HTTPHeaderName] = ["Forwarded", "X-Forwarded-For", "X-Real-IP", "Via"]
 
     let tokens: [APIToken]
 
     func decide(_ request: HTTPRequest, access: RouteAccess) -> Decision {
         guard case .scope(let required, let alternatives) = access else { return .allowed(tokenName: nil) }
-        guard !tokens.isEmpty else { return request.peer.isLoopback ? .allowed(tokenName: nil) : .notConfigured }
-        guard let presented = PresentedToken(authorization: request.headers["Authorization"]),
-            let token = token(matching: presented.digest)
-        else { return .unauthenticated }
+        guard !tokens.isEmpty else { return Self.decideWithoutTokens(request) }
+        guard let presented = PresentedToken(authorization: request.headers["Authorization"]) else {
+            return .unauthenticated(.missingToken(headerPresent: request.headers["Authorization"] != nil))
+        }
+        guard let token = token(matching: presented.digest) else { return .unauthenticated(.unknownToken) }
         guard token.scopes.contains(required) || alternatives.contains(where: token.scopes.contains) else {
             return .forbidden(tokenName: token.name, missing: required)
         }
         return .allowed(tokenName: token.name)
+    }
+
+    /// Without tokens the only proof of who calls is the socket: a loopback listener reached directly. It runs on
+    /// every guarded request, so the proxy check is one pass over the header names, copying nothing.
+    private static func decideWithoutTokens(_ request: HTTPRequest) -> Decision {
+        guard request.listener.isLoopback, request.peer.isLoopback else { return .notConfigured(.listenerNotLoopback) }
+        guard request.headers.containsAny(of: proxyHeaders) else { return .allowed(tokenName: nil) }
+        let header = request.headers.first { field in proxyHeaders.contains(HTTPHeaderName(field.name)) }
+        return .notConfigured(.forwarded(header: header?.name ?? proxyHeaders[0].rawName))
     }
 
     /// Every entry is compared, each in constant time: the time taken says nothing about how much of a digest
@@ -163,7 +193,7 @@ extension ServiceConfiguration {
     public var authorizationWarning: String? {
         guard apiTokens.isEmpty, !isLoopbackHost else { return nil }
         return "no api_tokens configured while listening on \(host): /v1/validate, the ledger lookups and claims, "
-            + "/metrics and / answer 403 auth_not_configured to every caller not on loopback; make a token with "
+            + "/metrics and / answer 403 auth_not_configured to every caller, loopback included; make a token with "
             + "`receiptd token new --name NAME --scopes validate,ledger:read` and add its entry to api_tokens "
             + "(or RECEIPTD_API_TOKENS)"
     }

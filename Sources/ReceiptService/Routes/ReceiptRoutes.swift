@@ -173,7 +173,8 @@ public struct ReceiptRoutes: Sendable {
     }
 
     /// Answers one request and records it in the metrics.
-    /// - Parameter listener: the socket it came in on; the public one serves two routes and hides the rest.
+    /// - Parameter listener: which of receiptd's sockets it came in on; the public one serves two routes and hides the
+    ///   rest. No default: the server that read the request knows, and nothing else may guess.
     public func handle(_ request: HTTPRequest, on listener: Listener) -> HTTPResponse {
         let started = ContinuousClock.now
         let (matched, id) = Route.match(request.path)
@@ -185,9 +186,6 @@ public struct ReceiptRoutes: Sendable {
         metrics.recordRequest(route: route.rawValue, status: response.status.code, seconds: seconds)
         return response
     }
-
-    /// Answers a request of the main listener.
-    @Sendable public func handle(_ request: HTTPRequest) -> HTTPResponse { handle(request, on: .main) }
 
     /// The public listener answers only its routes' own methods (and HEAD of GET): anything else is 404 like a path
     /// that does not exist, so a scan learns nothing of the rest, not even from a 405's `Allow`.
@@ -214,11 +212,8 @@ public struct ReceiptRoutes: Sendable {
         var tokenName: String?
         switch authorization.decide(request, access: route.declaration.access) {
         case .allowed(let name): tokenName = name
-        case .unauthenticated:
-            var response = problem(
-                RequestProblem(
-                    status: 401, code: .unauthorized,
-                    message: "\(route.rawValue) needs an API token: Authorization: Bearer TOKEN"))
+        case .unauthenticated(let reason):
+            var response = problem(Self.unauthenticated(reason, route: route))
             response.headers.add(name: "WWW-Authenticate", value: #"Bearer realm="receiptd", Basic realm="receiptd""#)
             return response
         case .forbidden(let name, let missing):
@@ -236,15 +231,55 @@ public struct ReceiptRoutes: Sendable {
                 ]))
             response.authenticatedUser = name
             return response
-        case .notConfigured:
-            return problem(
-                RequestProblem(
-                    status: 403, code: .authNotConfigured,
-                    message: "\(route.rawValue) answers only on loopback until api_tokens is configured"))
+        case .notConfigured(let reason):
+            return problem(Self.notConfigured(reason, route: route, listener: request.listener))
         }
         var response = authorizedResponse(to: request, route: route, id: id)
         response.authenticatedUser = tokenName
         return response
+    }
+
+    private static let howToMakeAToken =
+        "make one with `receiptd token new --name NAME --scopes validate,ledger:read` and add its entry to api_tokens "
+        + "(or RECEIPTD_API_TOKENS)"
+
+    private static func unauthenticated(_ reason: Authorization.Unauthenticated, route: Route) -> RequestProblem {
+        switch reason {
+        case .missingToken(let headerPresent):
+            let seen =
+                headerPresent ? "the Authorization header holds no Bearer or Basic credential" : "no token was sent"
+            return RequestProblem(
+                status: 401, code: .unauthorized,
+                message: "\(route.rawValue) needs an API token and \(seen): send Authorization: Bearer TOKEN",
+                detail: .missingToken)
+        case .unknownToken:
+            return RequestProblem(
+                status: 401, code: .unauthorized,
+                message: "\(route.rawValue): the token sent is not one of api_tokens (mistyped, revoked, or from "
+                    + "another server's configuration); send a token whose SHA-256 is configured",
+                detail: .unknownToken)
+        }
+    }
+
+    private static func notConfigured(
+        _ reason: Authorization.NotConfigured, route: Route, listener: HTTPListener
+    ) -> RequestProblem {
+        switch reason {
+        case .listenerNotLoopback:
+            return RequestProblem(
+                status: 403, code: .authNotConfigured,
+                message: "\(route.rawValue) answers without a token only when receiptd listens on loopback, and it "
+                    + "listens on \(listener.address), where a proxy makes every caller look local; configure "
+                    + "api_tokens: \(howToMakeAToken)",
+                detail: .listenerNotLoopback)
+        case .forwarded(let header):
+            return RequestProblem(
+                status: 403, code: .authNotConfigured,
+                message: "\(route.rawValue): a proxy forwarded this request (it carries \(header)), so its "
+                    + "loopback peer says nothing of who sent it; to serve callers through a proxy, configure "
+                    + "api_tokens: \(howToMakeAToken)",
+                detail: .forwardedByProxy)
+        }
     }
 
     private func authorizedResponse(to request: HTTPRequest, route: Route, id: Substring?) -> HTTPResponse {
@@ -268,7 +303,7 @@ public struct ReceiptRoutes: Sendable {
             return problem(
                 .badRequest(
                     .invalidID,
-                    "the id in \(route.rawValue) must be 1 to \(PathID.maximumLength) characters of 0-9 A-Z a-z . _ -"))
+                    "the id in \(route.rawValue) must be \(PathID.rule)"))
         }
         let id = id.map(String.init) ?? ""
         switch route {

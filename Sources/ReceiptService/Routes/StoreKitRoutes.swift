@@ -10,6 +10,10 @@ public enum NotificationIntake: Sendable {
     case refused(JWSValidationResult)
     /// Verified, but without the uuid, type or signed date the ledger keys it by. Nothing was stored.
     case malformed
+    /// Verified, but an id it would store is not an id (`PathID`: a NUL or control character, a dot-segment, too
+    /// long): its `notificationUUID`, or a `transactionId` or `originalTransactionId` nested in it, as `member` names.
+    /// Nothing was stored, and no retry of it ever will be.
+    case invalidID(member: String)
     /// Verified, but the ledger could not store it.
     case notStored(NotificationFacts, PurchaseLedger.Unavailability)
     /// In the ledger; `.duplicate` or `.conflict` when its uuid was there already.
@@ -103,6 +107,10 @@ extension ReceiptRoutes {
             return problem(RequestProblem(
                 status: .unprocessableContent, code: .malformedJWS,
                 message: "the notification carries no notificationUUID, notificationType or signedDate"))
+        case .invalidID(let member):
+            return problem(.badRequest(
+                member == "notificationUUID" ? .invalidNotificationUUID : .invalidID,
+                "the notification's \(member) must be \(PathID.rule)"))
         case .notStored(_, let error):
             return problem(Self.storeProblem(error))
         case .recorded(let facts, let write):
@@ -133,6 +141,12 @@ extension ReceiptRoutes {
             log?.event("notification refused", [("code", "malformed_jws")])
             return .malformed
         }
+        // These key the ledger, and the transaction ids go on to Apple (backfill); a NUL in one failed every write
+        // (PostgreSQL refuses NUL in text) and so was answered 503, for Apple to retry forever.
+        if let member = Self.memberWithInvalidID(facts) {
+            log?.event("notification refused", [("code", "invalid_id"), ("member", member)])
+            return .invalidID(member: member)
+        }
         let write: NotificationWrite
         do {
             write = try ledger.withStore { (store) throws(LedgerError) in try ledger.record(facts, in: store) }
@@ -158,6 +172,15 @@ extension ReceiptRoutes {
         if write == .conflict { metrics.recordNotificationConflict() }
         if let transaction = facts.transaction { backfill([transaction]) }
         return .recorded(facts, write)
+    }
+
+    private static func memberWithInvalidID(_ facts: NotificationFacts) -> String? {
+        let ids: [(String, String?)] = [
+            ("notificationUUID", facts.uuid), ("transactionId", facts.transaction?.transactionID),
+            ("originalTransactionId", facts.transaction?.originalTransactionID),
+            ("originalTransactionId", facts.renewal?.originalTransactionID),
+        ]
+        return ids.first { _, id in id.map { !PathID.isValid($0) } ?? false }?.0
     }
 
     /// `{"signedPayload": "<JWS>"}`, as Apple posts it.

@@ -22,8 +22,7 @@ extension ReceiptRoutes {
         guard PathID.isValid(Substring(id)) else {
             return failure(.badRequest(
                 .invalidID,
-                "?id= must be an order id, transaction id or original transaction id: 1 to \(PathID.maximumLength) "
-                    + "characters of 0-9 A-Z a-z . _ -"))
+                "?id= must be an order id, transaction id or original transaction id: \(PathID.rule)"))
         }
         let now = ReceiptDate(clock()).millisecondsSince1970
         let found: LookupPage.Found?
