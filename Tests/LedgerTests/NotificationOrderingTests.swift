@@ -30,7 +30,8 @@ struct NotificationOrderingTests {
         // The newest by signed date, though reversed delivery received it first.
         #expect(expected.lastNotification?.type == "DID_RENEW")
         // Every one of them, oldest first, though deliveries came in every order.
-        let byDate = inOrder.filter { ($0.transaction?.originalTransactionID ?? $0.renewal?.originalTransactionID) == E.original }
+        let byDate = inOrder
+            .filter { ($0.transaction?.originalTransactionID ?? $0.renewal?.originalTransactionID) == E.original }
             .sorted { ($0.signedDate, $0.uuid) < ($1.signedDate, $1.uuid) }
         #expect(expected.notifications.map(\.uuid) == byDate.map(\.uuid))
         #expect(expected.notifications.last == expected.lastNotification)

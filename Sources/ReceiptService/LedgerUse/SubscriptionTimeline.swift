@@ -132,7 +132,8 @@ struct SubscriptionTimeline: Sendable, Hashable {
         func close(at date: Int64) {
             guard let period = open else { return }
             periods.append(
-                Period(kind: period.kind, start: period.start, end: max(date, period.start), isOngoing: false, isPast: true))
+                Period(
+                    kind: period.kind, start: period.start, end: max(date, period.start), isOngoing: false, isPast: true))
             open = nil
         }
         /// A renewal that started after the period began ended it, notified or not.
@@ -164,7 +165,8 @@ struct SubscriptionTimeline: Sendable, Hashable {
         closeByRenewal(before: now)
         if open != nil {
             if current.isEmpty {
-                let lastHeard = [facts.renewal?.signedDate, facts.notifications.last?.signedDate].compactMap { $0 }.max()
+                let lastHeard = [facts.renewal?.signedDate, facts.notifications.last?.signedDate]
+                    .compactMap { $0 }.max()
                 close(at: min(clamp(lastHeard ?? now), now))
             } else {
                 open = nil
@@ -212,30 +214,17 @@ struct SubscriptionTimeline: Sendable, Hashable {
         }
         for period in periods {
             let until = "until \(LookupPage.dateText(period.end))"
-            switch (period.kind, period.isPast) {
-            case (.grace, false):
-                events.append(
-                    Event(
-                        kind: "grace_period", date: period.start, title: "Billing grace period",
-                        transactionID: nil, productID: nil,
-                        detail: "payment failed, access kept while Apple retries, \(until)"))
-            case (.grace, true):
-                events.append(
-                    Event(
-                        kind: "grace_period", date: period.start, title: "Billing grace period",
-                        transactionID: nil, productID: nil, detail: "payment failed, access kept while Apple retried, \(until)"))
-            case (.billingRetry, false):
-                events.append(
-                    Event(
-                        kind: "billing_retry", date: period.start, title: "Billing retry",
-                        transactionID: nil, productID: nil,
-                        detail: "payment failed, no access while Apple retries (still retrying)"))
-            case (.billingRetry, true):
-                events.append(
-                    Event(
-                        kind: "billing_retry", date: period.start, title: "Billing retry",
-                        transactionID: nil, productID: nil, detail: "payment failed, no access while Apple retried, \(until)"))
-            }
+            let detail =
+                switch (period.kind, period.isPast) {
+                case (.grace, false): "payment failed, access kept while Apple retries, \(until)"
+                case (.grace, true): "payment failed, access kept while Apple retried, \(until)"
+                case (.billingRetry, false): "payment failed, no access while Apple retries (still retrying)"
+                case (.billingRetry, true): "payment failed, no access while Apple retried, \(until)"
+                }
+            let (kind, title) =
+                period.kind == .grace ? ("grace_period", "Billing grace period") : ("billing_retry", "Billing retry")
+            events.append(
+                Event(kind: kind, date: period.start, title: title, transactionID: nil, productID: nil, detail: detail))
         }
         for notification in facts.notifications {
             events.append(
@@ -245,7 +234,8 @@ struct SubscriptionTimeline: Sendable, Hashable {
                     detail: notification.type + (notification.subtype.map { " / \($0)" } ?? "")))
         }
         // Last among events of the same millisecond: what happened then is part of what "now" shows.
-        events.append(Event(kind: "now", date: now, title: "Now (this page)", transactionID: nil, productID: nil, detail: ""))
+        events.append(
+            Event(kind: "now", date: now, title: "Now (this page)", transactionID: nil, productID: nil, detail: ""))
         // Stable: by date, then the order above (a purchase before its refund on the same millisecond).
         return events.enumerated().sorted { ($0.element.date, $0.offset) < ($1.element.date, $1.offset) }.map(\.element)
     }
@@ -277,11 +267,12 @@ extension SubscriptionTimeline {
         if let expiry {
             requests.append(
                 LabelRequest(
-                    kind: "expiry", x: x(expiry), text: (expiry <= now ? "expired " : "expires ") + LookupPage.dayText(expiry),
-                    prefersLeft: expiryFirst))
+                    kind: "expiry", x: x(expiry),
+                    text: (expiry <= now ? "expired " : "expires ") + LookupPage.dayText(expiry), prefersLeft: expiryFirst))
         }
         requests.append(
-            LabelRequest(kind: "now", x: x(now), text: "now " + LookupPage.dayText(now), prefersLeft: expiry != nil && !expiryFirst))
+            LabelRequest(
+                kind: "now", x: x(now), text: "now " + LookupPage.dayText(now), prefersLeft: expiry != nil && !expiryFirst))
         for bar in bars {
             if let revokedAt = bar.revokedAt {
                 requests.append(LabelRequest(kind: "refund", x: x(revokedAt), text: "refund", prefersLeft: false))
