@@ -371,6 +371,38 @@ struct SupportLookupTests {
         #expect(try #require(kinds.firstIndex(of: "now")) < #require(kinds.firstIndex(of: "expiry")))
     }
 
+    /// Where the label of each `<g class="KIND">` marker of the drawing sits: its baseline and which side of its line.
+    static func markerLabels(_ svg: String) -> [(kind: String, y: String, anchor: String)] {
+        svg.components(separatedBy: "<g class=\"").dropFirst().compactMap { group in
+            func value(_ name: String, after start: String.Index) -> String? {
+                group[start...].range(of: "\(name)=\"").map { String(group[$0.upperBound...].prefix { $0 != "\"" }) }
+            }
+            guard let text = group.range(of: "<text "), let y = value("y", after: text.upperBound),
+                let anchor = value("text-anchor", after: text.upperBound)
+            else { return nil }
+            return (String(group.prefix { $0 != "\"" }), y, anchor)
+        }
+    }
+
+    @Test func crowdedMarkers_neverShareARowOnTheSameSide() throws {
+        // Refunded an hour ago, the period ending in an hour: expiry, now and refund within a pixel of each other.
+        let story = [
+            try Self.renewedStory()[0],
+            try E.notification(
+                "DID_RENEW", signed: -10, transaction: E.transaction("7001", purchased: -10, expires: 0.04, signed: -10),
+                renewal: E.renewal(signed: -10)),
+            try E.notification(
+                "REFUND", signed: -0.04,
+                transaction: E.transaction("7001", purchased: -10, expires: 0.04, signed: -0.04, revoked: -0.04)),
+        ]
+        let labels = Self.markerLabels(Self.svg(Self.lookup("7000", try Self.routes(.sqlite, delivering: story))))
+        #expect(labels.map(\.kind).sorted() == ["expiry", "now", "refund"])
+        // At one x, labels in the same row on the same side would be drawn over each other.
+        #expect(Set(labels.map { "\($0.y) \($0.anchor)" }).count == 3, "\(labels)")
+        // Three labels, two sides: at least one went to a second row.
+        #expect(Set(labels.map(\.y)).count >= 2, "\(labels)")
+    }
+
     @Test func markerLabels_neverOverlap_andStayInTheDrawing() {
         typealias T = SubscriptionTimeline
         let crowds: [[T.LabelRequest]] = [
