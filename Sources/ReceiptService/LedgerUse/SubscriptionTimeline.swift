@@ -418,8 +418,9 @@ extension SubscriptionTimeline {
     static func labelBaseline(row: Int) -> Double { firstLabelBaseline + Double(row) * labelRowHeight }
 
     /// Wider than any 13 px sans-serif glyph these labels use (digits, lower-case letters, a dash), bold included:
-    /// an estimate that errs wide keeps labels apart in every browser.
-    static let labelCharacterWidth = 8.0
+    /// DejaVu Sans Bold, a common fallback and among the widest, draws digits 0.7 em (9.1 px) wide. An estimate that
+    /// errs wide keeps labels apart in every browser.
+    static let labelCharacterWidth = 9.5
     static let labelGap = 6.0
 
     /// Places each label in the first row where it touches no label already placed, on its preferred side of its
