@@ -164,12 +164,19 @@ public struct StoredNotification: Sendable, Hashable {
     public var receivedAt: Int64
 }
 
-/// The newest notification (by signed date) about one subscription.
+/// What one stored notification about a subscription was, and when Apple signed it.
 public struct NotificationSummary: Sendable, Hashable {
     public var uuid: String
     public var type: String
     public var subtype: String?
     public var signedDate: Int64
+
+    public init(uuid: String, type: String, subtype: String? = nil, signedDate: Int64) {
+        self.uuid = uuid
+        self.type = type
+        self.subtype = subtype
+        self.signedDate = signedDate
+    }
 }
 
 /// Who was granted a purchase, and when.

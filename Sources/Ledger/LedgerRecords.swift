@@ -53,14 +53,16 @@ struct LedgerRecords<Database: LedgerDatabase>: Sendable {
             let id = originalTransactionID
             let transactions = try LedgerStatements.transactions(originalTransactionIDs: [id], connection)
             let renewal = try LedgerStatements.renewals(originalTransactionIDs: [id], connection).first
-            let summary = try LedgerStatements.lastNotification(originalTransactionID: id, connection)
-            guard !transactions.isEmpty || renewal != nil || summary != nil else { return nil }
+            let notifications = try LedgerStatements.notifications(originalTransactionID: id, connection)
+            guard !transactions.isEmpty || renewal != nil || !notifications.isEmpty else { return nil }
             let updatedAt = try LedgerStatements.updatedAt(originalTransactionID: id, connection)
             return SubscriptionFacts(
                 originalTransactionID: originalTransactionID,
                 transactions: transactions.map(\.facts),
                 renewal: renewal,
-                lastNotification: summary,
+                // Equal signed dates: the greatest uuid, as the list is ordered.
+                lastNotification: notifications.last,
+                notifications: notifications,
                 updatedAt: updatedAt
             )
         }
@@ -509,16 +511,13 @@ enum LedgerStatements {
         return found.sorted { $0.originalTransactionID < $1.originalTransactionID }
     }
 
-    static func lastNotification(
+    /// Oldest first by signed date; equal signed dates by uuid, byte by byte, compared in Swift so that both
+    /// databases agree.
+    static func notifications(
         originalTransactionID: String, _ connection: any SQLConnection
-    ) throws(LedgerError) -> NotificationSummary? {
+    ) throws(LedgerError) -> [NotificationSummary] {
         let rows = try connection.query(
-            """
-            SELECT uuid, type, subtype, signed_date FROM notifications
-            WHERE original_transaction_id = $1 AND signed_date = (
-                SELECT max(signed_date) FROM notifications WHERE original_transaction_id = $1
-            )
-            """,
+            "SELECT uuid, type, subtype, signed_date FROM notifications WHERE original_transaction_id = $1",
             [.text(originalTransactionID)]
         )
         var summaries: [NotificationSummary] = []
@@ -532,8 +531,10 @@ enum LedgerStatements {
                 )
             )
         }
-        // Equal signed dates: the greatest uuid, byte by byte, compared in Swift so both databases agree.
-        return summaries.max { $0.uuid.utf8.lexicographicallyPrecedes($1.uuid.utf8) }
+        return summaries.sorted {
+            $0.signedDate != $1.signedDate
+                ? $0.signedDate < $1.signedDate : $0.uuid.utf8.lexicographicallyPrecedes($1.uuid.utf8)
+        }
     }
 
     static func updatedAt(originalTransactionID: String, _ connection: any SQLConnection) throws(LedgerError) -> Int64 {

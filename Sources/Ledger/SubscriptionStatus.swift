@@ -7,17 +7,22 @@ public struct SubscriptionFacts: Sendable, Hashable {
     public var renewal: RenewalFacts?
     /// The newest notification by signed date, not the last one received.
     public var lastNotification: NotificationSummary?
+    /// Every stored notification about this subscription, oldest first by signed date (then uuid): what the support
+    /// page lists, and where it finds past grace and billing-retry periods that the newest renewal info no longer
+    /// shows.
+    public var notifications: [NotificationSummary]
     /// When the ledger last stored something about this subscription (Unix milliseconds, the ledger's clock).
     public var updatedAt: Int64
 
     public init(
         originalTransactionID: String, transactions: [TransactionFacts], renewal: RenewalFacts?,
-        lastNotification: NotificationSummary?, updatedAt: Int64
+        lastNotification: NotificationSummary?, notifications: [NotificationSummary] = [], updatedAt: Int64
     ) {
         self.originalTransactionID = originalTransactionID
         self.transactions = transactions
         self.renewal = renewal
         self.lastNotification = lastNotification
+        self.notifications = notifications
         self.updatedAt = updatedAt
     }
 

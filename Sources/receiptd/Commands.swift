@@ -22,7 +22,7 @@ let usage = """
                                        [flags] [--out FILE]
       receiptd testing notification --ca DIR --type TYPE [--subtype SUBTYPE] --bundle-id ID [flags]
                                     [--out FILE] [--post URL]
-      receiptd store status|backup FILE|migrate [--config PATH]
+      receiptd store status|backup FILE|restore BACKUP|migrate [--config PATH]
       receiptd token new --name NAME --scopes SCOPE[,SCOPE...]
       receiptd store sync [--since DATE] [--until DATE] [--app BUNDLE] [--environment Production|Sandbox]
       receiptd lookup order ORDER_ID | lookup transaction TRANSACTION_ID [--config PATH]

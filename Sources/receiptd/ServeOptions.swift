@@ -10,7 +10,9 @@ struct ServeOptions: Sendable {
 
     static let usage = """
         usage: receiptd serve [--config PATH] [--host HOST] [--port PORT] [--log-format text|json]
-          environment: RECEIPTD_CONFIG, RECEIPTD_HOST, RECEIPTD_PORT (flags win over them)
+          environment: RECEIPTD_CONFIG, RECEIPTD_HOST, RECEIPTD_PORT (flags win over them), RECEIPTD_STORE_POSTGRES
+            (replaces the file's "store"), RECEIPTD_API_TOKENS (replaces its "api_tokens"); HTTPS_PROXY and NO_PROXY
+            for calls to Apple's App Store Server API
           config: --config, else RECEIPTD_CONFIG when not empty, else Config/receiptd.json when present, else defaults
           --port 0 picks a free port; the address is in the "listening" log line. SIGTERM or SIGINT drains and exits 0.
         """

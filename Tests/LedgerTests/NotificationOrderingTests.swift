@@ -29,6 +29,12 @@ struct NotificationOrderingTests {
         #expect(counts[0].notifications == Int64(inOrder.count))
         // The newest by signed date, though reversed delivery received it first.
         #expect(expected.lastNotification?.type == "DID_RENEW")
+        // Every one of them, oldest first, though deliveries came in every order.
+        let byDate = inOrder
+            .filter { ($0.transaction?.originalTransactionID ?? $0.renewal?.originalTransactionID) == E.original }
+            .sorted { ($0.signedDate, $0.uuid) < ($1.signedDate, $1.uuid) }
+        #expect(expected.notifications.map(\.uuid) == byDate.map(\.uuid))
+        #expect(expected.notifications.last == expected.lastNotification)
         #expect(expected.transactions.map(\.transactionID) == ["1001", "1000"])
         #expect(expected.transactions.last?.revocationDate == nil)
         #expect(expected.renewal?.signedDate == E.t0 + 40 * E.day)

@@ -52,8 +52,9 @@ struct SupportLookupTests {
     }
 
     /// The drawing alone, so that the events table's rows are not counted as marks.
-    static func svg(_ response: HTTPResponse) -> String {
-        let text = response.text
+    static func svg(_ response: HTTPResponse) -> String { svg(inPage: response.text) }
+
+    static func svg(inPage text: String) -> String {
         guard let start = text.range(of: "<svg class=\"timeline\""), let end = text.range(of: "</svg>", range: start.upperBound..<text.endIndex)
         else { return "" }
         return String(text[start.lowerBound..<end.upperBound])
@@ -262,7 +263,7 @@ struct SupportLookupTests {
         #expect(Self.count("<rect class=\"bar", in: svg) == 2)
         #expect(svg.contains("<g class=\"refund\" data-transaction-id=\"7001\">"))
         #expect(svg.contains("class=\"revoked-part\""))
-        #expect(response.text.contains("<tr data-event=\"refund\">"))
+        #expect(response.text.contains("<tr data-event=\"refund\""))
         #expect(response.text.contains("data-status=\"revoked\""))
     }
 
@@ -280,13 +281,162 @@ struct SupportLookupTests {
         #expect(inGrace.text.contains("data-status=\"in_grace_period\""))
         #expect(Self.count("<rect class=\"grace\"", in: Self.svg(inGrace)) == 1)
         #expect(Self.count("<rect class=\"billing-retry\"", in: Self.svg(inGrace)) == 0)
-        #expect(inGrace.text.contains("<tr data-event=\"grace_period\">"))
+        #expect(inGrace.text.contains("<tr data-event=\"grace_period\""))
         // The grace period ended four days ago: Apple has retried since.
         let retrying = Self.lookup("7000", try Self.routes(backend, delivering: [subscribed, try failed(-4)]))
         #expect(retrying.text.contains("data-status=\"in_billing_retry\""))
         #expect(Self.count("<rect class=\"grace\"", in: Self.svg(retrying)) == 1)
         #expect(Self.count("<rect class=\"billing-retry\"", in: Self.svg(retrying)) == 1)
-        #expect(retrying.text.contains("<tr data-event=\"billing_retry\">"))
+        #expect(retrying.text.contains("<tr data-event=\"billing_retry\""))
+    }
+
+    /// Two failed renewals, both recovered: a grace period that ran out into billing retry, then billing retry alone.
+    static func recoveredStory() throws -> [String] {
+        [
+            try E.notification(
+                "SUBSCRIBED", "INITIAL_BUY", signed: -100,
+                transaction: E.transaction("7000", purchased: -100, expires: -70, signed: -100), renewal: E.renewal(signed: -100)),
+            try E.notification(
+                "DID_FAIL_TO_RENEW", "GRACE_PERIOD", signed: -70,
+                transaction: E.transaction("7000", purchased: -100, expires: -70, signed: -70),
+                renewal: E.renewal(signed: -70, retry: true, grace: -64, intent: 2)),
+            try E.notification(
+                "GRACE_PERIOD_EXPIRED", signed: -64,
+                transaction: E.transaction("7000", purchased: -100, expires: -70, signed: -64),
+                renewal: E.renewal(signed: -64, retry: true, grace: -64, intent: 2)),
+            try E.notification(
+                "DID_RENEW", "BILLING_RECOVERY", signed: -60,
+                transaction: E.transaction("7001", purchased: -60, expires: -30, signed: -60), renewal: E.renewal(signed: -60)),
+            try E.notification(
+                "DID_FAIL_TO_RENEW", signed: -30, transaction: E.transaction("7001", purchased: -60, expires: -30, signed: -30),
+                renewal: E.renewal(signed: -30, retry: true, intent: 2)),
+            try E.notification(
+                "DID_RENEW", "BILLING_RECOVERY", signed: -25,
+                transaction: E.transaction("7002", purchased: -25, expires: 5, signed: -25), renewal: E.renewal(signed: -25)),
+        ]
+    }
+
+    /// The `data-event` values of the events table, in the order the rows are, with their `data-date`s.
+    static func eventRows(_ response: HTTPResponse) -> [(kind: String, date: Int64)] {
+        response.text.components(separatedBy: "<tr data-event=\"").dropFirst().compactMap { row in
+            let kind = String(row.prefix { $0 != "\"" })
+            guard let date = row.range(of: "data-date=\"") else { return nil }
+            return (kind, Int64(row[date.upperBound...].prefix { $0 != "\"" }) ?? .min)
+        }
+    }
+
+    @Test(arguments: Backend.tested)
+    func timeline_drawsPastGraceAndBillingRetryPeriods(_ backend: Backend) throws {
+        let response = Self.lookup("7002", try Self.routes(backend, delivering: try Self.recoveredStory()))
+        #expect(response.text.contains("data-status=\"active\""))
+        let svg = Self.svg(response)
+        #expect(Self.count("<rect class=\"grace\" data-period=\"past\"", in: svg) == 1)
+        #expect(Self.count("<rect class=\"billing-retry\" data-period=\"past\"", in: svg) == 2)
+        #expect(Self.count("data-period=\"current\"", in: svg) == 0)
+        let rows = Self.eventRows(response)
+        let day: Int64 = 86_400_000
+        let now = Int64(fixedNow.timeIntervalSince1970 * 1000)
+        // Grace from the missed renewal until it ran out; retry from then until the recovery; retry again.
+        #expect(rows.filter { $0.kind == "grace_period" }.map(\.date) == [now - 70 * day])
+        #expect(rows.filter { $0.kind == "billing_retry" }.map(\.date) == [now - 64 * day, now - 30 * day])
+        #expect(response.text.contains("until \(LookupPage.dateText(now - 60 * day))"))
+        #expect(response.text.contains("until \(LookupPage.dateText(now - 25 * day))"))
+    }
+
+    @Test(arguments: Backend.tested)
+    func everyStoredNotification_isListed(_ backend: Backend) throws {
+        let response = Self.lookup("7000", try Self.routes(backend, delivering: try Self.recoveredStory()))
+        let rows = Self.eventRows(response)
+        #expect(rows.filter { $0.kind == "notification" }.count == 6)
+        for type in ["SUBSCRIBED / INITIAL_BUY", "DID_FAIL_TO_RENEW / GRACE_PERIOD", "GRACE_PERIOD_EXPIRED",
+            "DID_RENEW / BILLING_RECOVERY", "DID_FAIL_TO_RENEW</td>"]
+        {
+            #expect(response.text.contains(type), "\(type)")
+        }
+    }
+
+    @Test(arguments: Backend.tested)
+    func eventsTable_isInDateOrder_nowAmongThem(_ backend: Backend) throws {
+        let refund = try E.notification(
+            "REFUND", signed: -5, transaction: E.transaction("7001", purchased: -10, expires: 20, signed: -5, revoked: -5))
+        for story in [try Self.renewedStory(), try Self.renewedStory() + [refund], try Self.recoveredStory()] {
+            let rows = Self.eventRows(Self.lookup("7000", try Self.routes(backend, delivering: story)))
+            #expect(rows.count > 4)
+            #expect(zip(rows, rows.dropFirst()).allSatisfy { $0.date <= $1.date }, "\(rows)")
+            #expect(rows.filter { $0.kind == "now" }.count == 1)
+        }
+        // Renewed until 20 days from now: the expiry comes after now.
+        let rows = Self.eventRows(Self.lookup("7000", try Self.routes(backend, delivering: try Self.renewedStory())))
+        let kinds = rows.map(\.kind)
+        #expect(try #require(kinds.firstIndex(of: "now")) < #require(kinds.firstIndex(of: "expiry")))
+    }
+
+    /// Where the label of each `<g class="KIND">` marker of the drawing sits: its baseline and which side of its line.
+    static func markerLabels(_ svg: String) -> [(kind: String, y: String, anchor: String)] {
+        svg.components(separatedBy: "<g class=\"").dropFirst().compactMap { group in
+            func value(_ name: String, after start: String.Index) -> String? {
+                group[start...].range(of: "\(name)=\"").map { String(group[$0.upperBound...].prefix { $0 != "\"" }) }
+            }
+            guard let text = group.range(of: "<text "), let y = value("y", after: text.upperBound),
+                let anchor = value("text-anchor", after: text.upperBound)
+            else { return nil }
+            return (String(group.prefix { $0 != "\"" }), y, anchor)
+        }
+    }
+
+    @Test func crowdedMarkers_neverShareARowOnTheSameSide() throws {
+        // Refunded an hour ago, the period ending in an hour: expiry, now and refund within a pixel of each other.
+        let story = [
+            try Self.renewedStory()[0],
+            try E.notification(
+                "DID_RENEW", signed: -10, transaction: E.transaction("7001", purchased: -10, expires: 0.04, signed: -10),
+                renewal: E.renewal(signed: -10)),
+            try E.notification(
+                "REFUND", signed: -0.04,
+                transaction: E.transaction("7001", purchased: -10, expires: 0.04, signed: -0.04, revoked: -0.04)),
+        ]
+        let labels = Self.markerLabels(Self.svg(Self.lookup("7000", try Self.routes(.sqlite, delivering: story))))
+        #expect(labels.map(\.kind).sorted() == ["expiry", "now", "refund"])
+        // At one x, labels in the same row on the same side would be drawn over each other.
+        #expect(Set(labels.map { "\($0.y) \($0.anchor)" }).count == 3, "\(labels)")
+        // Three labels, two sides: at least one went to a second row.
+        #expect(Set(labels.map(\.y)).count >= 2, "\(labels)")
+    }
+
+    @Test func markerLabels_neverOverlap_andStayInTheDrawing() {
+        typealias T = SubscriptionTimeline
+        let crowds: [[T.LabelRequest]] = [
+            // Expiry and now on the same day, with refunds around them.
+            [
+                .init(kind: "expiry", x: 500, text: "expired 2026-01-01", prefersLeft: true),
+                .init(kind: "now", x: 501, text: "now 2026-01-01", prefersLeft: false),
+                .init(kind: "refund", x: 498, text: "refund", prefersLeft: false),
+                .init(kind: "refund", x: 505, text: "refund", prefersLeft: false),
+                .init(kind: "refund", x: 530, text: "refund", prefersLeft: false),
+            ],
+            // At both edges.
+            [
+                .init(kind: "expiry", x: 945, text: "expires 2099-01-01", prefersLeft: false),
+                .init(kind: "now", x: 940, text: "now 2026-01-01", prefersLeft: false),
+                .init(kind: "refund", x: 111, text: "refund", prefersLeft: true),
+                .init(kind: "refund", x: 112, text: "refund", prefersLeft: true),
+            ],
+            (0..<12).map { .init(kind: "refund", x: 400 + Double($0) * 9, text: "refund", prefersLeft: false) },
+        ]
+        for requests in crowds {
+            let labels = T.layOut(requests)
+            #expect(labels.count == requests.count)
+            for label in labels {
+                #expect(label.extent.lowerBound >= 0 && label.extent.upperBound <= T.width, "\(label)")
+                // Beside its own marker, on the side the anchor says.
+                #expect(label.leftwards ? label.extent.upperBound <= label.x : label.extent.lowerBound >= label.x)
+            }
+            for (index, label) in labels.enumerated() {
+                for other in labels[(index + 1)...] where other.row == label.row {
+                    #expect(!label.extent.overlaps(other.extent), "\(label) and \(other)")
+                }
+            }
+        }
     }
 
     // MARK: - Escaping
@@ -365,7 +515,9 @@ struct SupportLookupTests {
                 id: "1", found: LookupPage.Found(matchedAs: .originalTransaction, subscriptions: [.init(facts: facts, claims: [:])]),
                 now: now)
             #expect(page.contains("<svg class=\"timeline\""))
-            #expect(!page.contains("=\"nan") && !page.contains("=\"inf") && !page.contains("=\"-"))
+            #expect(!page.contains("=\"nan") && !page.contains("=\"inf"))
+            // Coordinates only: the events table's data-date is before 1970 for such dates.
+            #expect(!Self.svg(inPage: page).contains("=\"-"))
         }
     }
 }

@@ -76,6 +76,12 @@ for command in serve verify testing "testing init-ca" "testing receipt" "help ve
     check "$command --help" 0 "$R" $command --help
     contains "$command --help prints its usage" out.txt "usage: receiptd"
 done
+check "serve --help" 0 "$R" serve --help
+for variable in RECEIPTD_CONFIG RECEIPTD_HOST RECEIPTD_PORT RECEIPTD_STORE_POSTGRES RECEIPTD_API_TOKENS; do
+    contains "serve --help names $variable, which serve reads" out.txt "$variable"
+done
+check "--help" 0 "$R" --help
+contains "--help lists store restore" out.txt "restore BACKUP"
 check "a repeated --config keeps the last" 0 "$R" verify good.der --config misspelt.json --config config.json
 RECEIPTD_CONFIG="" check "an empty RECEIPTD_CONFIG is unset (defaults: Apple's root only)" 1 "$R" verify good.der
 contains "so the test CA is untrusted" out.txt "certificate_untrusted"

@@ -19,7 +19,8 @@ device=3B76A7BD-8F5B-46A4-BCB1-CCE8DBD1B3CD
 sed -i 's|"trusted_roots": \["ca/root.pem"\]|"trusted_roots": ["ca/root.pem", "ca/jws-root.pem"], "store": {"sqlite": "ledger.sqlite"}|' \
     "$work/receiptd.json"
 start_server "$work/receiptd.json"
-# Four monthly periods, the third refunded, then a failed renewal whose grace period ended: in billing retry now.
+# Four monthly periods, the first renewal three days late (billing retry), the third refunded, then a failed renewal
+# whose grace period ended: in billing retry now.
 day() { date -u -d "$1 days" +%Y-%m-%dT%H:%M:%SZ; }
 notify() {
     "$RECEIPTD" testing notification --ca "$work/ca" --bundle-id com.example.app --product-id pro.monthly \
@@ -27,7 +28,11 @@ notify() {
 }
 notify --type SUBSCRIBED --subtype INITIAL_BUY --transaction-id 5000 --purchased "$(day -145)" --expires "$(day -115)" \
     --signed "$(day -145)"
-notify --type DID_RENEW --transaction-id 5001 --purchased "$(day -115)" --expires "$(day -85)" --signed "$(day -115)"
+# A failed renewal recovered three days later: a past billing-retry period.
+notify --type DID_FAIL_TO_RENEW --transaction-id 5000 --purchased "$(day -145)" --expires "$(day -115)" --billing-retry \
+    --signed "$(day -115)"
+notify --type DID_RENEW --subtype BILLING_RECOVERY --transaction-id 5001 --purchased "$(day -112)" --expires "$(day -85)" \
+    --signed "$(day -112)"
 notify --type DID_RENEW --transaction-id 5002 --purchased "$(day -85)" --expires "$(day -55)" --signed "$(day -85)"
 notify --type DID_RENEW --transaction-id 5003 --purchased "$(day -55)" --expires "$(day -25)" --signed "$(day -55)"
 notify --type REFUND --transaction-id 5002 --purchased "$(day -85)" --expires "$(day -55)" --revoked "$(day -70)" \
@@ -37,6 +42,7 @@ notify --type DID_FAIL_TO_RENEW --subtype GRACE_PERIOD --transaction-id 5003 --p
 curl -fsS -o /dev/null -H 'Content-Type: application/json' -d '{"account": "customer-42"}' \
     "$BASE_URL/v1/transactions/5000/claim"
 RECEIPTD_DEVICE_ID="$device" RECEIPTD_JWS="$work/transaction.jws" RECEIPTD_LOOKUP=5003 \
+    RECEIPTD_LOOKUP_PAST_PERIODS=1 RECEIPTD_LOOKUP_NOTIFICATIONS=7 \
     "$E2E_ROOT/Tests/support-page/browser-test.sh" "$PORT" "$work/valid.der" "$work/invalid.der" \
     "${SCREENSHOT_DIR:-$work/screenshots}"
 stop_server

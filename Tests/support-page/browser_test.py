@@ -285,8 +285,21 @@ READ_LOOKUP = """(() => {
     status: section ? section.querySelector(".status").dataset.status : "",
     bars: Array.from(document.querySelectorAll("svg.timeline rect.bar")).map((r) => r.dataset.transactionId),
     refunds: Array.from(document.querySelectorAll("svg.timeline g.refund")).map((g) => g.dataset.transactionId),
-    grace: document.querySelectorAll("svg.timeline rect.grace").length,
-    retry: document.querySelectorAll("svg.timeline rect.billing-retry").length,
+    grace: document.querySelectorAll("svg.timeline rect.grace[data-period=current]").length,
+    retry: document.querySelectorAll("svg.timeline rect.billing-retry[data-period=current]").length,
+    pastPeriods: document.querySelectorAll("svg.timeline rect[data-period=past]").length,
+    eventDates: Array.from(document.querySelectorAll("table.events tbody tr")).map((r) => Number(r.dataset.date)),
+    overlaps: (() => {
+      const boxes = Array.from(document.querySelectorAll("svg.timeline text"))
+        .map((t) => [t.textContent, t.getBoundingClientRect()]);
+      const found = [];
+      boxes.forEach(([a, p], i) => boxes.slice(i + 1).forEach(([b, q]) => {
+        if (p.left < q.right - 0.5 && q.left < p.right - 0.5 && p.top < q.bottom - 0.5 && q.top < p.bottom - 0.5) {
+          found.push(`${a} / ${b}`);
+        }
+      }));
+      return found;
+    })(),
     now: document.querySelectorAll("svg.timeline g.now").length,
     events: Array.from(document.querySelectorAll("table.events tbody tr")).map((r) => r.dataset.event),
     scripts: document.querySelectorAll("script, iframe, img, link, [src]").length,
@@ -351,6 +364,15 @@ def run_lookup(browser, port, lookup_id, javascript, shots):
     if subscription["status"] == "in_billing_retry":
         expect(shown["retry"] == 1, f"{name}: no billing-retry shading while the API says in_billing_retry")
     expect(shown["now"] == 1, f"{name}: the timeline does not mark now")
+    expect(shown["overlaps"] == [], f"{name}: timeline labels overlap: {shown['overlaps']}")
+    expect(shown["eventDates"] == sorted(shown["eventDates"]), f"{name}: the events table is not in date order")
+    if os.environ.get("RECEIPTD_LOOKUP_PAST_PERIODS"):
+        expected = int(os.environ["RECEIPTD_LOOKUP_PAST_PERIODS"])
+        expect(shown["pastPeriods"] == expected, f"{name}: {shown['pastPeriods']} past period(s) drawn, not {expected}")
+    if os.environ.get("RECEIPTD_LOOKUP_NOTIFICATIONS"):
+        expected = int(os.environ["RECEIPTD_LOOKUP_NOTIFICATIONS"])
+        listed = shown["events"].count("notification")
+        expect(listed == expected, f"{name}: the events table lists {listed} notification(s), not {expected}")
     for event in ["purchase", "expiry", "now"] + (["refund"] if revoked else []):
         expect(event in shown["events"], f"{name}: the events table has no {event} row: {shown['events']}")
     for transaction_id in ids:
@@ -361,7 +383,8 @@ def run_lookup(browser, port, lookup_id, javascript, shots):
                f"{name}: transaction {transaction_id} shows claim '{shown_claim}', the API says {account}")
     expect(shown["scripts"] == 0, f"{name}: the lookup page has scripts or external assets ({shown['scripts']})")
     print(f"ok: {name}: subscription {original} {shown['status']}, {len(shown['bars'])} bar(s), "
-          f"{len(shown['refunds'])} refund(s), {shown['grace']} grace, {shown['retry']} retry shading(s)")
+          f"{len(shown['refunds'])} refund(s), {shown['grace']} grace, {shown['retry']} retry shading(s) now, "
+          f"{shown['pastPeriods']} past, no labels overlapping")
 
 
 def run_lookup_errors(browser, port, shots):

@@ -2,10 +2,12 @@ import Ledger
 import ReceiptEngine
 
 /// A subscription's history as the ledger knows it, laid out in time: one bar per transaction (renewals follow each
-/// other), refunds, the current grace or billing-retry period, the expiry and "now". Dates are Unix milliseconds.
+/// other), refunds, grace and billing-retry periods past and present, every stored notification, the expiry and
+/// "now". Dates are Unix milliseconds.
 ///
-/// Only the newest renewal info is stored, so only the current grace or billing-retry period can be drawn; earlier
-/// ones show as gaps between bars.
+/// Only the newest renewal info is stored, so the current grace or billing-retry period comes from it, and earlier
+/// ones from the notifications Apple sent when they began and ended (`DID_FAIL_TO_RENEW`, `GRACE_PERIOD_EXPIRED`,
+/// then `DID_RENEW`, `EXPIRED`, …).
 struct SubscriptionTimeline: Sendable, Hashable {
     struct Bar: Sendable, Hashable {
         var transactionID: String
@@ -31,12 +33,14 @@ struct SubscriptionTimeline: Sendable, Hashable {
         var end: Int64
         /// Still running at `now`; `end` is then `now`, not when it will end.
         var isOngoing: Bool
+        /// Over before the current renewal info: known from notifications.
+        var isPast = false
     }
 
     /// One line of the events table, the drawing's text alternative.
     struct Event: Sendable, Hashable {
         /// A stable word for tests and styles: `purchase`, `renewal`, `product_change`, `refund`, `grace_period`,
-        /// `billing_retry`, `expiry`, `notification`.
+        /// `billing_retry`, `expiry`, `notification`, `now`.
         var kind: String
         var date: Int64
         var title: String
@@ -88,20 +92,21 @@ struct SubscriptionTimeline: Sendable, Hashable {
 
         let latest = facts.latestTransaction
         let expiry = latest?.expiresDate.map(clamp)
-        var periods: [Period] = []
+        var current: [Period] = []
         if let expiry, latest?.revocationDate == nil, let renewal = facts.renewal,
             renewal.isInBillingRetryPeriod == true
         {
             var retryStart = expiry
             if let graceEnd = renewal.gracePeriodExpiresDate.map(clamp), graceEnd > expiry {
-                periods.append(Period(kind: .grace, start: expiry, end: graceEnd, isOngoing: now < graceEnd && now >= expiry))
+                current.append(Period(kind: .grace, start: expiry, end: graceEnd, isOngoing: now < graceEnd && now >= expiry))
                 retryStart = graceEnd
             }
             // Apple keeps retrying after the grace period; what is drawn is what has happened so far.
             if now > retryStart {
-                periods.append(Period(kind: .billingRetry, start: retryStart, end: now, isOngoing: true))
+                current.append(Period(kind: .billingRetry, start: retryStart, end: now, isOngoing: true))
             }
         }
+        let periods = Self.pastPeriods(facts, bars: bars, current: current, now: now, clamp: clamp) + current
 
         self.bars = bars
         self.periods = periods
@@ -114,6 +119,60 @@ struct SubscriptionTimeline: Sendable, Hashable {
         let margin = max((last - first) / 25, 43_200_000)
         self.start = max(first - margin, Self.earliest)
         self.end = min(last + margin, Self.latest)
+    }
+
+    /// Grace and billing-retry periods that notifications opened and closed. One still open when the notifications
+    /// end is the current one when the renewal info says so (drawn from it instead), else it ended by the newest
+    /// fact the ledger has, which is when it was last heard of.
+    private static func pastPeriods(
+        _ facts: SubscriptionFacts, bars: [Bar], current: [Period], now: Int64, clamp: (Int64) -> Int64
+    ) -> [Period] {
+        var periods: [Period] = []
+        var open: (kind: PeriodKind, start: Int64)?
+        func close(at date: Int64) {
+            guard let period = open else { return }
+            periods.append(
+                Period(
+                    kind: period.kind, start: period.start, end: max(date, period.start), isOngoing: false, isPast: true))
+            open = nil
+        }
+        /// A renewal that started after the period began ended it, notified or not.
+        func closeByRenewal(before date: Int64) {
+            guard let period = open,
+                let renewed = bars.map(\.start).filter({ $0 > period.start && $0 <= date }).min()
+            else { return }
+            close(at: renewed)
+        }
+        for notification in facts.notifications {
+            let date = clamp(notification.signedDate)
+            closeByRenewal(before: date)
+            switch notification.type {
+            case "DID_FAIL_TO_RENEW":
+                guard open == nil else { continue }
+                // The renewal that failed was due when the last period before the notice ended.
+                let due = bars.compactMap(\.end).filter { $0 <= date }.max() ?? date
+                open = (notification.subtype == "GRACE_PERIOD" ? .grace : .billingRetry, due)
+            case "GRACE_PERIOD_EXPIRED":
+                guard open?.kind == .grace else { continue }
+                close(at: date)
+                open = (.billingRetry, date)
+            case "DID_RENEW", "SUBSCRIBED", "EXPIRED", "REFUND", "REVOKE":
+                close(at: date)
+            default:
+                continue
+            }
+        }
+        closeByRenewal(before: now)
+        if open != nil {
+            if current.isEmpty {
+                let lastHeard = [facts.renewal?.signedDate, facts.notifications.last?.signedDate]
+                    .compactMap { $0 }.max()
+                close(at: min(clamp(lastHeard ?? now), now))
+            } else {
+                open = nil
+            }
+        }
+        return periods
     }
 
     private static func events(
@@ -154,28 +213,29 @@ struct SubscriptionTimeline: Sendable, Hashable {
                     detail: facts.renewal?.autoRenewStatus == true && expiry > now ? "renews automatically" : ""))
         }
         for period in periods {
-            switch period.kind {
-            case .grace:
-                events.append(
-                    Event(
-                        kind: "grace_period", date: period.start, title: "Billing grace period",
-                        transactionID: nil, productID: nil,
-                        detail: "payment failed, access kept while Apple retries, until \(LookupPage.dateText(period.end))"))
-            case .billingRetry:
-                events.append(
-                    Event(
-                        kind: "billing_retry", date: period.start, title: "Billing retry",
-                        transactionID: nil, productID: nil,
-                        detail: "payment failed, no access while Apple retries (still retrying)"))
-            }
+            let until = "until \(LookupPage.dateText(period.end))"
+            let detail =
+                switch (period.kind, period.isPast) {
+                case (.grace, false): "payment failed, access kept while Apple retries, \(until)"
+                case (.grace, true): "payment failed, access kept while Apple retried, \(until)"
+                case (.billingRetry, false): "payment failed, no access while Apple retries (still retrying)"
+                case (.billingRetry, true): "payment failed, no access while Apple retried, \(until)"
+                }
+            let (kind, title) =
+                period.kind == .grace ? ("grace_period", "Billing grace period") : ("billing_retry", "Billing retry")
+            events.append(
+                Event(kind: kind, date: period.start, title: title, transactionID: nil, productID: nil, detail: detail))
         }
-        if let notification = facts.lastNotification {
+        for notification in facts.notifications {
             events.append(
                 Event(
-                    kind: "notification", date: notification.signedDate, title: "Last notification from Apple",
+                    kind: "notification", date: notification.signedDate, title: "Notification from Apple",
                     transactionID: nil, productID: nil,
                     detail: notification.type + (notification.subtype.map { " / \($0)" } ?? "")))
         }
+        // Last among events of the same millisecond: what happened then is part of what "now" shows.
+        events.append(
+            Event(kind: "now", date: now, title: "Now (this page)", transactionID: nil, productID: nil, detail: ""))
         // Stable: by date, then the order above (a purchase before its refund on the same millisecond).
         return events.enumerated().sorted { ($0.element.date, $0.offset) < ($1.element.date, $1.offset) }.map(\.element)
     }
@@ -187,7 +247,10 @@ extension SubscriptionTimeline {
     static let width = 960.0
     static let left = 110.0
     static let right = 24.0
-    static let markerRow = 34.0
+    /// Marker labels (expiry, now, refunds) stack in rows above the transactions, one row further down whenever a
+    /// label would touch another.
+    static let labelRowHeight = 17.0
+    static let firstLabelBaseline = 14.0
     static let laneHeight = 30.0
     static let barHeight = 22.0
     static let billingRow = 30.0
@@ -199,7 +262,26 @@ extension SubscriptionTimeline {
         let plot = Self.width - Self.left - Self.right
         let span = Double(end - start)
         func x(_ date: Int64) -> Double { Self.left + plot * Double(date - start) / span }
-        let lanesBottom = Self.markerRow + Double(laneCount) * Self.laneHeight
+        var requests: [LabelRequest] = []
+        let expiryFirst = (expiry ?? now) <= now
+        if let expiry {
+            requests.append(
+                LabelRequest(
+                    kind: "expiry", x: x(expiry),
+                    text: (expiry <= now ? "expired " : "expires ") + LookupPage.dayText(expiry), prefersLeft: expiryFirst))
+        }
+        requests.append(
+            LabelRequest(
+                kind: "now", x: x(now), text: "now " + LookupPage.dayText(now), prefersLeft: expiry != nil && !expiryFirst))
+        for bar in bars {
+            if let revokedAt = bar.revokedAt {
+                requests.append(LabelRequest(kind: "refund", x: x(revokedAt), text: "refund", prefersLeft: false))
+            }
+        }
+        let labels = Self.layOut(requests)
+        let labelRows = (labels.map(\.row).max() ?? 0) + 1
+        let markerRow = Self.labelBaseline(row: labelRows - 1) + 8
+        let lanesBottom = markerRow + Double(laneCount) * Self.laneHeight
         let billingTop = lanesBottom
         let axisY = lanesBottom + (periods.isEmpty ? 0 : Self.billingRow) + 6
         let height = axisY + Self.axisRow
@@ -217,7 +299,7 @@ extension SubscriptionTimeline {
             """
         // Row names.
         for lane in 0..<laneCount {
-            let y = Self.markerRow + Double(lane) * Self.laneHeight + Self.barHeight / 2 + 4
+            let y = markerRow + Double(lane) * Self.laneHeight + Self.barHeight / 2 + 4
             let name = lane == 0 ? "Purchases" : ""
             svg += "<text class=\"row-label\" x=\"\(Self.number(Self.left - 10))\" y=\"\(Self.number(y))\" "
                 + "text-anchor=\"end\">\(name)</text>\n"
@@ -232,15 +314,16 @@ extension SubscriptionTimeline {
             + "x2=\"\(Self.number(Self.width - Self.right))\" y2=\"\(Self.number(axisY))\"/>\n"
         for tick in Self.ticks(from: start, to: end) {
             let tx = x(tick.date)
-            svg += "<line class=\"tick\" x1=\"\(Self.number(tx))\" y1=\"\(Self.number(Self.markerRow - 4))\" "
+            svg += "<line class=\"tick\" x1=\"\(Self.number(tx))\" y1=\"\(Self.number(markerRow - 4))\" "
                 + "x2=\"\(Self.number(tx))\" y2=\"\(Self.number(axisY + 5))\"/>\n"
             svg += "<text class=\"tick-label\" x=\"\(Self.number(tx))\" y=\"\(Self.number(axisY + 20))\" "
                 + "text-anchor=\"middle\">\(escape(tick.label))</text>\n"
         }
 
         // Transactions.
+        var refunds: [(Bar, Double, Double)] = []
         for (position, bar) in bars.enumerated() {
-            let y = Self.markerRow + Double(bar.lane) * Self.laneHeight
+            let y = markerRow + Double(bar.lane) * Self.laneHeight
             let x0 = x(bar.start)
             // A purchase that does not expire is a short block where it was bought.
             let x1 = bar.end.map { max(x($0), x0 + 3) } ?? x0 + 6
@@ -255,34 +338,40 @@ extension SubscriptionTimeline {
                 + "x=\"\(Self.number(x0))\" y=\"\(Self.number(y))\" width=\"\(Self.number(x1 - x0))\" "
                 + "height=\"\(Self.number(Self.barHeight))\" rx=\"3\">"
                 + "<title>Transaction \(escape(bar.transactionID)), \(escape(bar.productID)): \(escape(period))</title></rect>\n"
-            // Apple ids are digits; about 7 units a character at this size.
-            if x1 - x0 > Double(bar.transactionID.count) * 7 + 10 {
-                svg += "<text class=\"bar-label\" x=\"\(Self.number(x0 + 5))\" y=\"\(Self.number(y + Self.barHeight / 2 + 4))\">"
-                    + "\(escape(bar.transactionID))</text>\n"
-            }
             if let revokedAt = bar.revokedAt {
                 let rx = x(revokedAt)
                 if let end = bar.end, revokedAt < end {
                     svg += "<rect class=\"revoked-part\" x=\"\(Self.number(rx))\" y=\"\(Self.number(y))\" "
                         + "width=\"\(Self.number(max(x(end) - rx, 2)))\" height=\"\(Self.number(Self.barHeight))\"/>\n"
                 }
-                svg += "<g class=\"refund\" data-transaction-id=\"\(escape(bar.transactionID))\">"
-                    + "<title>Refunded or revoked \(escape(LookupPage.dateText(revokedAt))): transaction "
-                    + "\(escape(bar.transactionID))</title>"
-                    + "<line x1=\"\(Self.number(rx))\" y1=\"\(Self.number(y - 4))\" x2=\"\(Self.number(rx))\" "
-                    + "y2=\"\(Self.number(y + Self.barHeight + 4))\"/>"
-                    + "<text x=\"\(Self.number(rx + 3))\" y=\"\(Self.number(y - 3))\">refund</text></g>\n"
+                refunds.append((bar, rx, y))
+            }
+            // Apple ids are digits; about 7 units a character at this size.
+            if x1 - x0 > Double(bar.transactionID.count) * 7 + 10 {
+                svg += "<text class=\"bar-label\" x=\"\(Self.number(x0 + 5))\" y=\"\(Self.number(y + Self.barHeight / 2 + 4))\">"
+                    + "\(escape(bar.transactionID))</text>\n"
             }
         }
+        // Refund marks over every bar, their labels in the rows above.
+        for (label, (bar, rx, y)) in zip(labels.filter { $0.kind == "refund" }, refunds) {
+            let revokedAt = bar.revokedAt ?? bar.start
+            svg += "<g class=\"refund\" data-transaction-id=\"\(escape(bar.transactionID))\">"
+                + "<title>Refunded or revoked \(escape(LookupPage.dateText(revokedAt))): transaction "
+                + "\(escape(bar.transactionID))</title>"
+                + "<line x1=\"\(Self.number(rx))\" y1=\"\(Self.number(label.baseline + 3))\" x2=\"\(Self.number(rx))\" "
+                + "y2=\"\(Self.number(y + Self.barHeight + 4))\"/>"
+                + label.text(escape) + "</g>\n"
+        }
 
-        // The current grace and billing-retry periods.
+        // Grace and billing-retry periods, past and current.
         for period in periods {
             let x0 = x(period.start)
             let x1 = max(x(period.end), x0 + 3)
             let name = period.kind == .grace ? "grace period" : "billing retry"
             let until = period.isOngoing && period.kind == .billingRetry
                 ? "still retrying" : "until \(LookupPage.dateText(period.end))"
-            svg += "<rect class=\"\(period.kind.rawValue)\" x=\"\(Self.number(x0))\" y=\"\(Self.number(billingTop))\" "
+            svg += "<rect class=\"\(period.kind.rawValue)\" data-period=\"\(period.isPast ? "past" : "current")\" "
+                + "x=\"\(Self.number(x0))\" y=\"\(Self.number(billingTop))\" "
                 + "width=\"\(Self.number(x1 - x0))\" height=\"\(Self.number(Self.barHeight))\" rx=\"3\">"
                 + "<title>\(name) from \(escape(LookupPage.dateText(period.start))), \(escape(until))</title></rect>\n"
             if x1 - x0 > Double(name.count) * 7 + 10 {
@@ -291,27 +380,76 @@ extension SubscriptionTimeline {
             }
         }
 
-        // The expiry and now: vertical lines over every row, labels above, on the side away from each other.
-        let expiryFirst = (expiry ?? now) <= now
-        if let expiry {
-            svg += marker(
-                "expiry", at: x(expiry), label: (expiry <= now ? "expired " : "expires ") + LookupPage.dayText(expiry),
-                labelY: 14, toTheLeft: expiryFirst, bottom: axisY)
+        // The expiry and now: vertical lines over every row, labels in the rows above.
+        for label in labels where label.kind != "refund" {
+            svg += "<g class=\"\(label.kind)\"><line x1=\"\(Self.number(label.x))\" y1=\"\(Self.number(label.baseline - 10))\" "
+                + "x2=\"\(Self.number(label.x))\" y2=\"\(Self.number(axisY))\"/>" + label.text(escape) + "</g>\n"
         }
-        svg += marker(
-            "now", at: x(now), label: "now " + LookupPage.dayText(now), labelY: expiry == nil ? 14 : 28,
-            toTheLeft: expiry != nil && !expiryFirst, bottom: axisY)
         return svg + "</svg>"
     }
 
-    private func marker(_ kind: String, at x: Double, label: String, labelY: Double, toTheLeft: Bool, bottom: Double) -> String {
-        // Near an edge the label goes inwards whatever the other marker does.
-        let leftwards = x > Self.width - 160 ? true : (x < Self.left + 160 ? false : toTheLeft)
-        let textX = leftwards ? x - 4 : x + 4
-        return "<g class=\"\(kind)\"><line x1=\"\(Self.number(x))\" y1=\"\(Self.number(labelY - 10))\" "
-            + "x2=\"\(Self.number(x))\" y2=\"\(Self.number(bottom))\"/>"
-            + "<text x=\"\(Self.number(textX))\" y=\"\(Self.number(labelY))\" "
-            + "text-anchor=\"\(leftwards ? "end" : "start")\">\(ResultHTML.escape(label))</text></g>\n"
+    // MARK: - Marker labels
+
+    struct LabelRequest: Sendable, Hashable {
+        var kind: String
+        /// Where the marker's line is drawn.
+        var x: Double
+        var text: String
+        var prefersLeft: Bool
+    }
+
+    struct PlacedLabel: Sendable, Hashable {
+        var kind: String
+        var x: Double
+        var label: String
+        var row: Int
+        var leftwards: Bool
+        /// What the text covers horizontally, as estimated for layout.
+        var extent: ClosedRange<Double>
+
+        var baseline: Double { SubscriptionTimeline.labelBaseline(row: row) }
+
+        func text(_ escape: (String) -> String) -> String {
+            "<text x=\"\(SubscriptionTimeline.number(leftwards ? x - 4 : x + 4))\" y=\"\(SubscriptionTimeline.number(baseline))\" "
+                + "text-anchor=\"\(leftwards ? "end" : "start")\">\(escape(label))</text>"
+        }
+    }
+
+    static func labelBaseline(row: Int) -> Double { firstLabelBaseline + Double(row) * labelRowHeight }
+
+    /// Wider than any 13 px sans-serif glyph these labels use (digits, lower-case letters, a dash), bold included:
+    /// DejaVu Sans Bold, a common fallback and among the widest, draws digits 0.7 em (9.1 px) wide. An estimate that
+    /// errs wide keeps labels apart in every browser.
+    static let labelCharacterWidth = 9.5
+    static let labelGap = 6.0
+
+    /// Places each label in the first row where it touches no label already placed, on its preferred side of its
+    /// marker when there is room, else the other; a label never leaves the drawing's width.
+    static func layOut(_ requests: [LabelRequest]) -> [PlacedLabel] {
+        var placed: [PlacedLabel] = []
+        for request in requests {
+            let width = Double(request.text.count) * labelCharacterWidth
+            let left = request.x - 4 - width...request.x - 4
+            let right = request.x + 4...request.x + 4 + width
+            var sides = request.prefersLeft ? [(true, left), (false, right)] : [(false, right), (true, left)]
+            sides = sides.filter { $0.1.lowerBound >= 0 && $0.1.upperBound <= Self.width }
+            if sides.isEmpty { sides = [request.x > Self.width / 2 ? (true, left) : (false, right)] }
+            var row = 0
+            while true {
+                let taken = placed.filter { $0.row == row }.map(\.extent)
+                let free = sides.first { side in
+                    !taken.contains { $0.lowerBound - labelGap < side.1.upperBound && side.1.lowerBound < $0.upperBound + labelGap }
+                }
+                if let free {
+                    placed.append(
+                        PlacedLabel(
+                            kind: request.kind, x: request.x, label: request.text, row: row, leftwards: free.0, extent: free.1))
+                    break
+                }
+                row += 1
+            }
+        }
+        return placed
     }
 
     /// One decimal is plenty for a 960-unit drawing, and keeps the page byte-for-byte stable.

@@ -13,7 +13,8 @@ import ReceiptEngine
 ///
 /// Hooks for tests: `#lookup-form`, `#lookup-id`, `#lookup-verdict` (`data-state` `found` or `error`, `data-code`
 /// on errors), one `section.subscription` per subscription with `data-original-transaction-id`, `.status`
-/// (`data-status`), `svg.timeline`, `table.events` (rows with `data-event`), `table.transactions`.
+/// (`data-status`), `svg.timeline`, `table.events` (rows with `data-event` and `data-date`, Unix milliseconds, in date
+/// order), `table.transactions`.
 enum LookupPage {
     /// What was looked up, and what the ledger knows of it.
     struct Found: Sendable {
@@ -134,12 +135,11 @@ enum LookupPage {
         html += "<thead><tr><th scope=\"col\">Date (UTC)</th><th scope=\"col\">Event</th>"
             + "<th scope=\"col\">Transaction</th><th scope=\"col\">Product</th><th scope=\"col\">Details</th></tr></thead>\n<tbody>\n"
         for event in timeline.events {
-            html += "<tr data-event=\"\(escape(event.kind))\"><td>\(escape(dateText(event.date)))</td>"
+            let detail = event.kind == "now" ? headline(status) : event.detail
+            html += "<tr data-event=\"\(escape(event.kind))\" data-date=\"\(event.date)\"><td>\(escape(dateText(event.date)))</td>"
                 + "<td>\(escape(event.title))</td><td class=\"mono\">\(escape(event.transactionID ?? "—"))</td>"
-                + "<td class=\"mono\">\(escape(event.productID ?? "—"))</td><td>\(escape(event.detail))</td></tr>\n"
+                + "<td class=\"mono\">\(escape(event.productID ?? "—"))</td><td>\(escape(detail))</td></tr>\n"
         }
-        html += "<tr data-event=\"now\"><td>\(escape(dateText(now)))</td><td>Now (this page)</td><td>—</td><td>—</td>"
-            + "<td>\(escape(headline(status)))</td></tr>\n"
         html += "</tbody>\n</table>\n"
 
         html += "<h3>Transactions</h3>\n<table class=\"transactions\">\n"
