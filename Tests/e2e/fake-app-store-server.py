@@ -11,7 +11,8 @@ DIR/fixture.json (written by the test) says what the fake knows:
    "orders": {"ORDER": ["JWS", ...]},
    "testNotification": "JWS",
    "faults": {"PATH": [{"status": 500} | {"status": 429, "retryAfter": "1"} | {"hang": SECONDS}, ...]},
-   "always": {"hang": SECONDS} | {"status": 429, "retryAfter": "7"}}
+   "always": {"hang": SECONDS} | {"status": 429, "retryAfter": "7"}, with "pathPrefix": "/inApps/v1/lookup/" if only
+             for the paths under it}
 Faults are used up in order, one per request to PATH, before the path answers normally. "always" is a fault every
 request gets, never used up: a hung Apple, or one that keeps rate limiting.
 
@@ -165,6 +166,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                       "claims": claims, "refusal": refusal}) + "\n")
             faults = fixture.get("faults", {}).get(url.path, [])
             fault = fixture.get("always")
+            if fault and not url.path.startswith(fault.get("pathPrefix", "/")):
+                fault = None
             if faults:
                 fault = faults.pop(0)
                 with open(path_in("fixture.json"), "w") as f:
