@@ -221,6 +221,7 @@ public final class AppStoreServerAPIClient: Sendable {
         var attempt = 0
         while true {
             attempt += 1
+            if let deadline, clock() >= deadline { throw deadlinePassed(endpoint, attempts: attempt - 1) }
             try pace(endpoint, until: deadline)
             let token = try tokens.token(now: Int64(clock()))
             let request = OutboundRequest(
