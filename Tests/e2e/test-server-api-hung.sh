@@ -50,6 +50,8 @@ JSON
     --device-id 3B76A7BD-8F5B-46A4-BCB1-CCE8DBD1B3CD \
     --purchase "product=pro.monthly,transaction=91001,original=91000,purchased=2026-01-01T00:00:00Z,expires=2099-01-01T00:00:00Z" \
     --out receipt.der 2>/dev/null
+have_notification_forge && forge_notification ca notification.json DID_RENEW 6f1d7c2e-0000-4000-8000-000000000001 \
+    91002 91000 2026-02-01T00:00:00Z 2099-01-01T00:00:00Z
 start_server receiptd.json
 
 # timed NAME CURL-ARGS…: one request; writes "STATUS SECONDS" to NAME.
@@ -74,17 +76,19 @@ curl -sS --parallel --parallel-immediate --parallel-max 100 --max-time 30 -o 'lo
 LOOKUPS=$!
 # Whatever could be admitted now waits on the fake; the rest of the lookups have had their answer or are on the way.
 for _ in $(seq 50); do
-    [ "$(wc -l <apple/requests.jsonl 2>/dev/null || echo 0)" -ge 8 ] && break
+    [ "$(grep -c '"path": "/inApps/v1/lookup/' apple/requests.jsonl 2>/dev/null || true)" -ge 8 ] && break
     sleep 0.1
 done
+
+curl -sS --max-time 5 "$BASE_URL/metrics" >metrics.txt || true
+grep -q '^receiptd_server_api_waiting_requests 8$' metrics.txt \
+    || fail "while lookups hung: $(grep waiting_requests metrics.txt || echo 'no receiptd_server_api_waiting_requests')"
 
 timed validate -H 'Content-Type: application/octet-stream' --data-binary @receipt.der "$BASE_URL/v1/validate"
 quick "POST /v1/validate" validate 200
 timed claim -H 'Content-Type: application/json' -d '{"account": "user-1"}' "$BASE_URL/v1/transactions/91001/claim"
 quick "POST /v1/transactions/91001/claim" claim 200
 if have_notification_forge; then
-    forge_notification ca notification.json DID_RENEW 6f1d7c2e-0000-4000-8000-000000000001 91002 91000 \
-        2026-02-01T00:00:00Z 2099-01-01T00:00:00Z
     timed notify -H 'Content-Type: application/json' --data-binary @notification.json "$BASE_URL/v1/notifications"
     quick "POST /v1/notifications" notify 200
 else

@@ -176,7 +176,9 @@ public struct ReceiptRoutes: Sendable {
         self.clock = clock
         self.startedAt = ReceiptDate(clock())
         self.authorization = Authorization(tokens: configuration.apiTokens)
-        self.appleThreads = BoundedThreads(limit: configuration.serverAPI.maxConcurrentRequests)
+        let appleThreads = BoundedThreads(limit: configuration.serverAPI.maxConcurrentRequests)
+        self.appleThreads = appleThreads
+        metrics.serverAPI.observeWaitingRequests { appleThreads.count }
     }
 
     /// How a server runs the routes that wait on Apple (`waitsOnApple` in the route table): on their own threads, at
