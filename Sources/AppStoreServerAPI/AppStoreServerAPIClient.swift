@@ -24,7 +24,9 @@ public struct RetryPolicy: Sendable {
 /// A client of Apple's App Store Server API for one app in one environment: signs the bearer token, sends the request
 /// over HTTPS, retries what may be retried, and returns Apple's answers with every signed string untouched.
 ///
-/// It trusts nothing it receives: the caller verifies each JWS. Calls block the calling thread.
+/// It trusts nothing it receives: the caller verifies each JWS. Calls block the calling thread: until `deadline` when
+/// the client is one `bounded(until:)` made (every retry and wait included), else until the retry policy gives up.
+/// The connection to Apple is kept between calls and shared with every bounded client made from this one.
 public final class AppStoreServerAPIClient: Sendable {
     /// Told of every request sent: the endpoint (`get_notification_history`) and its outcome (`ok`, `rate_limited`,
     /// `server_error`, `unauthorized`, `not_found`, `client_error`, `network_error`).
@@ -33,10 +35,12 @@ public final class AppStoreServerAPIClient: Sendable {
     public let baseURL: String
     public let environment: AppStoreEnvironment
     public let retryPolicy: RetryPolicy
+    /// When every call must be over (seconds since 1970, the client's clock), every attempt, back-off and
+    /// `Retry-After` wait included; nil for none (background work, which waits out whatever Apple asks).
+    public let deadline: Double?
     private let tokens: AppStoreConnectTokenSigner
     private let transport: HTTPSTransport
-    private let minimumIntervalSeconds: Double
-    private let nextRequestTime = Mutex<Double>(0)
+    private let pacing: RequestPacing
     private let clock: @Sendable () -> Double
     private let sleep: @Sendable (Double) -> Void
     private let observer: RequestObserver?
@@ -55,15 +59,39 @@ public final class AppStoreServerAPIClient: Sendable {
         self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
         self.environment = environment
         self.retryPolicy = retryPolicy
+        deadline = nil
         tokens = AppStoreConnectTokenSigner(key: key)
         transport = HTTPSTransport(caFile: caFile, timeoutSeconds: timeoutSeconds)
-        minimumIntervalSeconds = maximumRequestsPerSecond > 0 ? 1 / maximumRequestsPerSecond : 0
+        pacing = RequestPacing(minimumIntervalSeconds: maximumRequestsPerSecond > 0 ? 1 / maximumRequestsPerSecond : 0)
         self.clock = clock
         self.sleep = sleep
         self.observer = observer
     }
 
+    private init(_ client: AppStoreServerAPIClient, deadline: Double) {
+        baseURL = client.baseURL
+        environment = client.environment
+        retryPolicy = client.retryPolicy
+        self.deadline = min(deadline, client.deadline ?? deadline)
+        tokens = client.tokens
+        transport = client.transport
+        pacing = client.pacing
+        clock = client.clock
+        sleep = client.sleep
+        observer = client.observer
+    }
+
+    /// This client for a caller who waits: each of its calls ends by `deadline` (seconds since 1970). Past it a call
+    /// fails `server_api_unavailable`; a `Retry-After` or a turn under `maximumRequestsPerSecond` that would pass it
+    /// fails `server_api_busy` at once. Shares this client's connections, token and request spacing.
+    public func bounded(until deadline: Double) -> AppStoreServerAPIClient {
+        AppStoreServerAPIClient(self, deadline: deadline)
+    }
+
     public var key: AppStoreConnectKey { tokens.key }
+
+    /// Connections this client has opened (each one a TLS handshake); the rest of its requests reused one.
+    public var connectionsOpened: Int { transport.connectionsOpened }
 
     // MARK: Endpoints
 
@@ -193,37 +221,60 @@ public final class AppStoreServerAPIClient: Sendable {
         var attempt = 0
         while true {
             attempt += 1
-            pace()
+            if let deadline, clock() >= deadline { throw deadlinePassed(endpoint, attempts: attempt - 1) }
+            try pace(endpoint, until: deadline)
             let token = try tokens.token(now: Int64(clock()))
             let request = OutboundRequest(
                 method: method, url: url, headers: headers + [("Authorization", "Bearer \(token)")], body: bodyBytes)
-            let outcome = transport.send(request)
+            let remaining = deadline.map { Int((($0 - clock()) * 1000).rounded(.up)) }
+            if let remaining, remaining <= 0 { throw deadlinePassed(endpoint, attempts: attempt - 1) }
+            let outcome = transport.send(request, timeoutMilliseconds: remaining)
             observer?(Self.metricLabel(endpoint), Self.outcomeLabel(outcome))
             let canRetry = attempt < retryPolicy.maximumAttempts
             switch outcome {
             case .failure(let failure):
-                guard canRetry else {
-                    var error = AppStoreServerAPIError(
-                        code: .unavailable, message: "\(endpoint): no answer from \(baseURL): \(failure.message)")
-                    error.attempts = attempt
-                    throw error
-                }
-                sleep(backoff(attempt: attempt))
+                var error = AppStoreServerAPIError(
+                    code: .unavailable, message: "\(endpoint): no answer from \(baseURL): \(failure.message)")
+                error.attempts = attempt
+                guard canRetry, failure.mayHeal else { throw error }
+                try wait(backoff(attempt: attempt), until: deadline, orThrow: error)
             case .success(let response) where (200..<300).contains(response.status):
                 return try ResponseReader(body: response.body, endpoint: endpoint)
             case .success(let response):
                 var error = apiError(endpoint, response)
                 error.attempts = attempt
                 switch response.status {
-                case 429 where canRetry:
-                    sleep(retryAfter(response.retryAfter) ?? backoff(attempt: attempt))
+                case 429:
+                    let asked = retryAfter(response.retryAfter) ?? backoff(attempt: attempt)
+                    if let deadline, clock() + asked > deadline {
+                        // Waiting would outlast the caller: say when to come back instead of holding it.
+                        error.code = .busy
+                        error.retryAfterSeconds = Int(asked.rounded(.up))
+                        throw error
+                    }
+                    guard canRetry else { throw error }
+                    sleep(min(asked, retryPolicy.maximumRetryAfterSeconds))
                 case 500..<600 where canRetry:
-                    sleep(backoff(attempt: attempt))
+                    try wait(backoff(attempt: attempt), until: deadline, orThrow: error)
                 default:
                     throw error
                 }
             }
         }
+    }
+
+    /// Sleeps before a retry, unless the retry could not start before the deadline: then the last failure is final.
+    private func wait(_ seconds: Double, until deadline: Double?, orThrow error: AppStoreServerAPIError) throws(AppStoreServerAPIError) {
+        if let deadline, clock() + seconds >= deadline { throw error }
+        sleep(seconds)
+    }
+
+    private func deadlinePassed(_ endpoint: String, attempts: Int) -> AppStoreServerAPIError {
+        var error = AppStoreServerAPIError(
+            code: .unavailable,
+            message: "\(endpoint): no answer from \(baseURL) before the request's deadline (server_api.request_deadline)")
+        error.attempts = attempts
+        return error
     }
 
     private func apiError(_ endpoint: String, _ response: InboundResponse) -> AppStoreServerAPIError {
@@ -260,20 +311,29 @@ public final class AppStoreServerAPIClient: Sendable {
         return delay / 2 + Double.random(in: 0...(delay / 2))
     }
 
-    /// `Retry-After` in seconds (RFC 9110 §10.2.3), capped; an HTTP-date or garbage falls back to the back-off.
+    /// `Retry-After` in seconds (RFC 9110 §10.2.3); an HTTP-date or garbage falls back to the back-off.
     private func retryAfter(_ value: String?) -> Double? {
         guard let value, let seconds = Double(value), seconds >= 0, seconds.isFinite else { return nil }
-        return min(seconds, retryPolicy.maximumRetryAfterSeconds)
+        return seconds
     }
 
-    /// Spaces requests by `1 / maximumRequestsPerSecond`, across every thread using this client.
-    private func pace() {
-        guard minimumIntervalSeconds > 0 else { return }
+    /// Spaces requests by `1 / maximumRequestsPerSecond`, across every thread using this client. A turn that would
+    /// come after the deadline is not taken: the caller hears `server_api_busy` at once.
+    private func pace(_ endpoint: String, until deadline: Double?) throws(AppStoreServerAPIError) {
+        guard pacing.minimumIntervalSeconds > 0 else { return }
         let now = clock()
-        let wait = nextRequestTime.withLock { next in
+        let wait = pacing.nextRequestTime.withLock { next -> Double? in
             let start = max(next, now)
-            next = start + minimumIntervalSeconds
+            if let deadline, start >= deadline { return nil }
+            next = start + pacing.minimumIntervalSeconds
             return start - now
+        }
+        guard let wait else {
+            var error = AppStoreServerAPIError(
+                code: .busy, message: "\(endpoint): server_api.max_requests_per_second leaves no turn before the deadline")
+            error.retryAfterSeconds = 1
+            error.attempts = 0
+            throw error
         }
         if wait > 0 { sleep(wait) }
     }
@@ -316,6 +376,13 @@ public final class AppStoreServerAPIClient: Sendable {
         }
         return String(decoding: out, as: UTF8.self)
     }
+}
+
+/// When the next request of a client (and of the bounded clients made from it) may go.
+private final class RequestPacing: Sendable {
+    let minimumIntervalSeconds: Double
+    let nextRequestTime = Mutex<Double>(0)
+    init(minimumIntervalSeconds: Double) { self.minimumIntervalSeconds = minimumIntervalSeconds }
 }
 
 /// Seconds since 1970 from the system clock.

@@ -1,4 +1,5 @@
 internal import CCurl
+internal import Synchronization
 
 /// One outbound HTTPS request: what the client asks of the transport.
 package struct OutboundRequest: Sendable {
@@ -20,19 +21,38 @@ package struct InboundResponse: Sendable {
 package struct TransportFailure: Error, Sendable {
     package var curlCode: Int
     package var message: String
+
+    /// Whether trying again may get an answer: a timeout, a refused or reset connection, a connection closed without
+    /// an answer. A name that does not resolve or a certificate that does not verify will be the same next time.
+    package var mayHeal: Bool {
+        switch curlCode {
+        case Int(CURLE_COULDNT_CONNECT.rawValue), Int(CURLE_OPERATION_TIMEDOUT.rawValue),
+            Int(CURLE_GOT_NOTHING.rawValue), Int(CURLE_SEND_ERROR.rawValue), Int(CURLE_RECV_ERROR.rawValue),
+            Int(CURLE_PARTIAL_FILE.rawValue):
+            true
+        default: false
+        }
+    }
 }
 
-/// Blocking HTTPS through libcurl, one easy handle per request: the only place that sees a libcurl type.
+/// Blocking HTTPS through libcurl: the only place that sees a libcurl type.
+///
+/// Easy handles are kept between requests, each used by one request at a time, so a connection to Apple (and its TLS
+/// session) is reused: a sync of many pages makes one handshake. Concurrent requests take more handles; at most
+/// `maximumIdleHandles` are kept once they are done.
 ///
 /// Certificates are always verified, against the system store plus `caFile` when given. Proxies come from the
 /// environment as libcurl reads it by default (`HTTPS_PROXY`/`https_proxy`, `NO_PROXY`/`no_proxy`), since no
 /// `CURLOPT_PROXY` is set.
-package struct HTTPSTransport: Sendable {
-    package var caFile: String?
-    package var connectTimeoutSeconds: Int
-    package var totalTimeoutSeconds: Int
+package final class HTTPSTransport: Sendable {
+    package let caFile: String?
+    package let connectTimeoutSeconds: Int
+    package let totalTimeoutSeconds: Int
     /// An answer larger than this is abandoned: Apple's pages hold at most 20 signed items.
-    package var maximumBodyBytes: Int = 8 << 20
+    package let maximumBodyBytes: Int = 8 << 20
+    package let maximumIdleHandles = 8
+    private let idleHandles = Mutex<[EasyHandle]>([])
+    private let openedConnections = Atomic<Int>(0)
 
     package init(caFile: String?, timeoutSeconds: Int) {
         self.caFile = caFile
@@ -40,12 +60,25 @@ package struct HTTPSTransport: Sendable {
         connectTimeoutSeconds = min(totalTimeoutSeconds, 10)
     }
 
-    package func send(_ request: OutboundRequest) -> Result<InboundResponse, TransportFailure> {
+    /// Connections opened so far (each a TCP connect and a TLS handshake).
+    package var connectionsOpened: Int { openedConnections.load(ordering: .relaxed) }
+
+    /// - Parameter timeoutMilliseconds: a bound tighter than the transport's own for this request (what is left of a
+    ///   caller's deadline).
+    package func send(_ request: OutboundRequest, timeoutMilliseconds: Int? = nil) -> Result<InboundResponse, TransportFailure> {
         guard CurlGlobal.initialized == CURLE_OK else {
             return .failure(TransportFailure(curlCode: Int(CurlGlobal.initialized.rawValue), message: "curl_global_init failed"))
         }
-        guard let handle = EasyHandle() else { return .failure(TransportFailure(curlCode: -1, message: "curl_easy_init failed")) }
-        return handle.perform(request, transport: self)
+        guard let handle = idleHandles.withLock({ $0.popLast() }) ?? EasyHandle() else {
+            return .failure(TransportFailure(curlCode: -1, message: "curl_easy_init failed"))
+        }
+        let timeout = min(totalTimeoutSeconds * 1000, max(1, timeoutMilliseconds ?? Int.max))
+        let outcome = handle.perform(request, transport: self, timeoutMilliseconds: timeout)
+        openedConnections.add(handle.connectionsOfLastRequest, ordering: .relaxed)
+        idleHandles.withLock { idle in
+            if idle.count < maximumIdleHandles { idle.append(handle) }
+        }
+        return outcome
     }
 }
 
@@ -58,13 +91,16 @@ private enum CurlGlobal {
 /// What the callbacks fill in; reached through the opaque context pointer libcurl hands back.
 private final class Reception {
     var body: [UInt8] = []
-    var headerLines: [String] = []
+    var headerLines: [[UInt8]] = []
     let limit: Int
     init(limit: Int) { self.limit = limit }
 }
 
-private final class EasyHandle {
+/// One libcurl easy handle and the connections it caches. Sendable because it moves between threads through the
+/// transport's idle list, and only ever serves the one request that took it out of the list.
+private final class EasyHandle: @unchecked Sendable {
     let pointer: UnsafeMutableRawPointer
+    private(set) var connectionsOfLastRequest = 0
 
     init?() {
         guard let handle = curl_easy_init() else { return nil }
@@ -72,7 +108,13 @@ private final class EasyHandle {
     }
     deinit { curl_easy_cleanup(pointer) }
 
-    func perform(_ request: OutboundRequest, transport: HTTPSTransport) -> Result<InboundResponse, TransportFailure> {
+    func perform(
+        _ request: OutboundRequest, transport: HTTPSTransport, timeoutMilliseconds: Int
+    ) -> Result<InboundResponse, TransportFailure> {
+        // Every option back to its default (a POST body must not follow into the next GET); the connection cache, DNS
+        // cache and TLS sessions stay.
+        curl_easy_reset(pointer)
+        connectionsOfLastRequest = 0
         var headerList: UnsafeMutablePointer<curl_slist>?
         defer { curl_slist_free_all(headerList) }
         for (name, value) in request.headers {
@@ -92,8 +134,9 @@ private final class EasyHandle {
             receiptd_curl_setopt_long(pointer, CURLOPT_NOSIGNAL, 1),
             receiptd_curl_setopt_long(pointer, CURLOPT_SSL_VERIFYPEER, 1),
             receiptd_curl_setopt_long(pointer, CURLOPT_SSL_VERIFYHOST, 2),
-            receiptd_curl_setopt_long(pointer, CURLOPT_CONNECTTIMEOUT, transport.connectTimeoutSeconds),
-            receiptd_curl_setopt_long(pointer, CURLOPT_TIMEOUT, transport.totalTimeoutSeconds),
+            receiptd_curl_setopt_long(
+                pointer, CURLOPT_CONNECTTIMEOUT_MS, min(transport.connectTimeoutSeconds * 1000, timeoutMilliseconds)),
+            receiptd_curl_setopt_long(pointer, CURLOPT_TIMEOUT_MS, timeoutMilliseconds),
             receiptd_curl_setopt_long(pointer, CURLOPT_FOLLOWLOCATION, 0),
             receiptd_curl_setopt_pointer(pointer, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(headerList)),
             receiptd_curl_setopt_callback(pointer, CURLOPT_WRITEFUNCTION, receiveBody),
@@ -119,6 +162,7 @@ private final class EasyHandle {
             guard copied == CURLE_OK else { return .failure(failure(copied)) }
         }
         let performed = withExtendedLifetime(reception) { curl_easy_perform(pointer) }
+        _ = receiptd_curl_getinfo_long(pointer, CURLINFO_NUM_CONNECTS, &connectionsOfLastRequest)
         guard performed == CURLE_OK else { return .failure(failure(performed)) }
         var status = 0
         _ = receiptd_curl_getinfo_long(pointer, CURLINFO_RESPONSE_CODE, &status)
@@ -137,21 +181,24 @@ extension Reception {
     /// The last value of a header: after a redirect or a 100 Continue only the final answer's headers count, and
     /// those come last.
     func header(_ name: String) -> String? {
-        for line in headerLines.reversed() {
-            guard let colon = line.firstIndex(of: ":") else { continue }
-            if line[..<colon].lowercased() == name {
-                return String(line[line.index(after: colon)...]).trimmingSpaces
-            }
-        }
-        return nil
+        headerLines.reversed().lazy.compactMap { HeaderLine.value(of: name, in: $0) }.first
     }
 }
 
-extension String {
-    var trimmingSpaces: String {
-        let isSpace = { (character: Character) in character == " " || character == "\t" || character == "\r" || character == "\n" }
-        guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else { return "" }
-        return String(self[first...last])
+/// A raw header line as libcurl hands it over, CR LF included.
+package enum HeaderLine {
+    /// The value of `line` when it is the header `name` (compared without case), trimmed of SP, HTAB, CR and LF
+    /// (RFC 9110 §5.5). Bytes, not `Character`s: Swift reads CR LF as one `Character`, which equals neither "\r" nor
+    /// "\n", so a trim by characters keeps it and `Retry-After: 7` never parses.
+    package static func value(of name: String, in line: [UInt8]) -> String? {
+        guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return nil }
+        let lowercased = line[..<colon].map { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) ? $0 + 32 : $0 }
+        guard lowercased.elementsEqual(name.lowercased().utf8) else { return nil }
+        let isSpace = { (byte: UInt8) in byte == 0x20 || byte == 0x09 || byte == 0x0D || byte == 0x0A }
+        var value = line[(colon + 1)...]
+        while let first = value.first, isSpace(first) { value = value.dropFirst() }
+        while let last = value.last, isSpace(last) { value = value.dropLast() }
+        return String(decoding: value, as: UTF8.self)
     }
 }
 
@@ -170,9 +217,9 @@ private let receiveHeader: receiptd_curl_data_callback = { data, size, count, co
     let reception = Unmanaged<Reception>.fromOpaque(context).takeUnretainedValue()
     let length = size * count
     guard reception.headerLines.count < 200 else { return 0 }
-    let line = data.withMemoryRebound(to: UInt8.self, capacity: length) { String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self) }
+    let line = data.withMemoryRebound(to: UInt8.self, capacity: length) { Array(UnsafeBufferPointer(start: $0, count: length)) }
     // A status line starts a new answer (after 100 Continue or through a proxy's CONNECT): forget the earlier headers.
-    if line.hasPrefix("HTTP/") { reception.headerLines.removeAll() }
+    if line.starts(with: "HTTP/".utf8) { reception.headerLines.removeAll() }
     reception.headerLines.append(line)
     return length
 }

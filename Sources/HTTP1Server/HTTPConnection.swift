@@ -180,8 +180,9 @@ final class HTTPConnection: @unchecked Sendable {
         let server = self.server
         let peer = self.peer
         let started = DispatchTime.now()
-        let respond: @Sendable () -> (bytes: [UInt8], closes: Bool) = {
-            var response = server.handler(request)
+        let respond: @Sendable (_ handler: @Sendable (HTTPRequest) -> HTTPResponse) -> (bytes: [UInt8], closes: Bool) = {
+            handler in
+            var response = handler(request)
             let requestID = response.headers[.requestID] ?? makeRequestID()
             response.headers.replaceOrAdd(name: .requestID, value: requestID)
             let closes =
@@ -195,17 +196,24 @@ final class HTTPConnection: @unchecked Sendable {
             )
             return (bytes, closes)
         }
-        if let limit = server.configuration.inlineHandlingMaxBodyBytes, request.body.count <= limit,
+        let finish: @Sendable (_ handler: @Sendable (HTTPRequest) -> HTTPResponse) -> Void = { handler in
+            let (bytes, closes) = respond(handler)
+            self.loop.execute { self.responseReady(sequence: sequence, bytes: bytes, closeAfter: closes) }
+        }
+        if let lane = server.configuration.waitingLane, lane.accepts(request) {
+            let handler = server.handler
+            if !lane.threads.tryRun({ finish(handler) }) {
+                server.handlerQueue.async { finish(lane.busyHandler) }
+            }
+        } else if let limit = server.configuration.inlineHandlingMaxBodyBytes, request.body.count <= limit,
             server.configuration.mayHandleInline?(request) ?? true
         {
-            let (bytes, closes) = respond()
+            let (bytes, closes) = respond(server.handler)
             slots[sequence - firstSlotSequence] = .ready(bytes, closeAfter: closes)
             flush()  // the caller, `process()`, goes on with any request pipelined behind this one
         } else {
-            server.handlerQueue.async {
-                let (bytes, closes) = respond()
-                self.loop.execute { self.responseReady(sequence: sequence, bytes: bytes, closeAfter: closes) }
-            }
+            let handler = server.handler
+            server.handlerQueue.async { finish(handler) }
         }
     }
 

@@ -59,6 +59,8 @@ func runLookup(_ arguments: [String]) -> Int32 {
         printError("receiptd lookup: server_api_not_configured: no app has a server_api key (key_id, issuer_id, private_key_file)")
     case .unavailable(let failures):
         printError("receiptd lookup: server_api_unavailable: " + failures.map(\.detail).joined(separator: "; "))
+    case .busy(_, let failures):
+        printError("receiptd lookup: server_api_busy: " + failures.map(\.detail).joined(separator: "; "))
     }
     return ExitStatus.failure
 }

@@ -65,6 +65,7 @@ func runServe(
     do {
         configuration = try ServiceConfiguration.resolve(
             options: options, environment: environment, fileExists: { FileManager.default.fileExists(atPath: $0) })
+        try configuration.checkServerAPIKeys()
     } catch {
         errors("receiptd: \(error)")
         return ExitStatus.failure
@@ -108,6 +109,7 @@ func runServe(
         jwsVerifier: configuration.makeJWSVerifier(), ledger: ledger, metrics: metrics, readiness: readiness, log: log)
     var httpConfiguration = configuration.httpServerConfiguration
     httpConfiguration.mayHandleInline = routes.mayAnswerInline
+    httpConfiguration.waitingLane = routes.appleLane(on: .main)
     let server = HTTPServer(
         configuration: httpConfiguration, handler: { routes.handle($0, on: .main) },
         failureResponse: routes.failureResponse, accessLog: log.access)
@@ -116,6 +118,7 @@ func runServe(
     let publicServer = configuration.publicListener.map { listener in
         var publicConfiguration = configuration.publicServerConfiguration(listener)
         publicConfiguration.mayHandleInline = routes.mayAnswerInline
+        publicConfiguration.waitingLane = routes.appleLane(on: .public)
         return HTTPServer(
             configuration: publicConfiguration, handler: { routes.handle($0, on: .public) },
             failureResponse: routes.failureResponse, accessLog: log.access)

@@ -164,4 +164,117 @@ import Testing
         }
         #expect(try fake.requests().isEmpty)
     }
+
+    @Test func fivePageSync_opensOneConnection() throws {
+        let signed: JSONValue = .array((0..<5).map { .string("transaction-\($0)") })
+        let fake = try FakeAppStoreServer(fixture: [("pageSize", .integer(1)), ("transactions", .object([("1000", signed)]))])
+        let client = try fake.client()
+        let pages = try client.completeTransactionHistory(transactionID: "1000")
+        #expect(pages.count == 5)
+        #expect(client.connectionsOpened == 1)
+        #expect(fake.connectionsAccepted == 1)
+    }
+
+    @Test(arguments: ["Retry-After: 7\r\n", "retry-after:\t7 \r\n", "RETRY-AFTER:7"])
+    func retryAfterHeader_isTrimmedOfSpacesTabsAndLineEnds(line: String) {
+        #expect(HeaderLine.value(of: "retry-after", in: Array(line.utf8)) == "7")
+        #expect(HeaderLine.value(of: "content-type", in: Array(line.utf8)) == nil)
+    }
+
+    @Test func rateLimit_waitsTheSecondsRetryAfterAsks() throws {
+        let fault: JSONValue = .object([("status", .integer(429)), ("retryAfter", .string("7"))])
+        let fake = try FakeAppStoreServer(fixture: [
+            ("orders", .object([("A1", .array([]))])), ("faults", .object([("/inApps/v1/lookup/A1", .array([fault]))])),
+        ])
+        let waits = Waits()
+        var policy = RetryPolicy.fast
+        policy.maximumRetryAfterSeconds = 60
+        let client = AppStoreServerAPIClient(
+            baseURL: fake.url, environment: .production, key: try fake.key(), caFile: fake.caFile,
+            maximumRequestsPerSecond: 0, retryPolicy: policy, sleep: { waits.append($0) })
+        #expect(try client.lookUpOrder(orderID: "A1").isValid)
+        #expect(waits.all == [7])
+    }
+
+    @Test func rateLimit_longerThanTheDeadline_isBusyAtOnce_withApplesWait() throws {
+        let fake = try FakeAppStoreServer(fixture: [
+            ("always", .object([("status", .integer(429)), ("retryAfter", .string("7"))])),
+        ])
+        let waits = Waits()
+        let client = AppStoreServerAPIClient(
+            baseURL: fake.url, environment: .production, key: try fake.key(), caFile: fake.caFile,
+            maximumRequestsPerSecond: 0, retryPolicy: .fast, sleep: { waits.append($0) }
+        ).bounded(until: wallClockSeconds() + 5)
+        #expect {
+            try client.lookUpOrder(orderID: "A1")
+        } throws: { error in
+            let error = error as? AppStoreServerAPIError
+            return error?.code == .busy && error?.retryAfterSeconds == 7 && error?.appleErrorCode == 4_290_000
+                && error?.attempts == 1
+        }
+        #expect(waits.all.isEmpty)
+    }
+
+    @Test func hungServer_failsWithinTheDeadline_everyRetryIncluded() throws {
+        let fake = try FakeAppStoreServer(fixture: [("always", .object([("hang", .integer(30))]))])
+        let client = AppStoreServerAPIClient(
+            baseURL: fake.url, environment: .production, key: try fake.key(), caFile: fake.caFile, timeoutSeconds: 10,
+            maximumRequestsPerSecond: 0, retryPolicy: .fast
+        ).bounded(until: wallClockSeconds() + 1)
+        let started = ContinuousClock.now
+        #expect {
+            try client.lookUpOrder(orderID: "A1")
+        } throws: { error in
+            (error as? AppStoreServerAPIError)?.code == .unavailable
+        }
+        #expect(ContinuousClock.now - started < .seconds(2))
+    }
+
+    @Test func certificateError_isNotRetried() throws {
+        let fake = try FakeAppStoreServer(fixture: [])
+        let system = AppStoreServerAPIClient(
+            baseURL: fake.url, environment: .production, key: try fake.key(), caFile: nil, maximumRequestsPerSecond: 0,
+            retryPolicy: .fast)
+        #expect {
+            try system.transactionInfo(transactionID: "1")
+        } throws: { error in
+            let error = error as? AppStoreServerAPIError
+            return error?.code == .unavailable && error?.attempts == 1
+        }
+        #expect(try fake.requests().isEmpty)
+    }
+
+    @Test func unresolvableName_isNotRetried() throws {
+        let fake = try FakeAppStoreServer(fixture: [])
+        let client = AppStoreServerAPIClient(
+            baseURL: "https://receiptd-test.invalid", environment: .production, key: try fake.key(),
+            maximumRequestsPerSecond: 0, retryPolicy: .fast)
+        #expect {
+            try client.transactionInfo(transactionID: "1")
+        } throws: { error in
+            let error = error as? AppStoreServerAPIError
+            return error?.code == .unavailable && error?.attempts == 1
+        }
+    }
+
+    @Test func applesErrorCode_isInTheMessage() throws {
+        let fake = try FakeAppStoreServer(fixture: [])
+        let client = try fake.client()
+        do {
+            _ = try client.transactionInfo(transactionID: "999")
+            Issue.record("an unknown transaction was found")
+        } catch {
+            #expect(error.appleErrorCode == 4_040_010)
+            #expect(error.appleSaid == "Apple: 4040010 transaction id not found")
+            #expect(error.description.hasSuffix("Apple: 4040010 transaction id not found"))
+        }
+    }
+}
+
+/// The waits a client asked for, in order.
+private final class Waits: @unchecked Sendable {
+    private let lock = NSLock()
+    private var seconds: [Double] = []
+    func append(_ wait: Double) { lock.withLock { seconds.append(wait) } }
+    var all: [Double] { lock.withLock { seconds } }
 }

@@ -174,6 +174,20 @@ struct ServeCommandTests {
         #expect(output.all.isEmpty)
     }
 
+    @Test func missingServerAPIKey_stopsServeAtStart_namingTheFile() throws {
+        let folder = try ScratchFolder()
+        let file = try folder.write(
+            "receiptd.json",
+            #"{"port": 0, "apps": [{"bundle_id": "com.example.app", "server_api": {"key_id": "K", "issuer_id": "I", "private_key_file": "AuthKey_K.p8"}}]}"#)
+        let output = CapturedLines()
+        let errors = CapturedLines()
+        let status = runServe(arguments: ["--config", file], environment: [:], output: output.sink, errors: errors.sink)
+        #expect(status == 1)
+        #expect(errors.all.count == 1)
+        #expect(errors.all.first?.contains("AuthKey_K.p8") == true)
+        #expect(output.all.isEmpty)
+    }
+
     @Test func unknownFlag_returnsUsageError() {
         let errors = CapturedLines()
         let status = runServe(arguments: ["--bogus"], environment: [:], output: CapturedLines().sink, errors: errors.sink)

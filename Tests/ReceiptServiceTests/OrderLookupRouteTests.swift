@@ -78,4 +78,61 @@ struct OrderLookupRouteTests {
         #expect(runLookup(["transaction", "9999", "--config", scene.configPath]) == ExitStatus.failure)
         #expect(runLookup(["refund", "1", "--config", scene.configPath]) == ExitStatus.usage)
     }
+
+    @Test func whenTheAppleLaneIsFull_orderIs503ServerAPIBusy_withoutAskingApple() throws {
+        let scene = try Self.scene(orders: .object([("A1", .array([]))]))
+        let routes = try StoreSyncTests.routes(scene)
+        let response = routes.handle(get("/v1/orders/A1"), on: .main, apple: .busy)
+        #expect(response.status.code == 503)
+        #expect(response.errorCode == "server_api_busy")
+        #expect(response.headers["Retry-After"] == "1")
+        #expect(try scene.fake.requests().isEmpty)
+    }
+
+    @Test func rateLimitLongerThanTheDeadline_is503ServerAPIBusy_withApplesRetryAfter() throws {
+        let scene = try Self.scene(orders: .object([]))
+        try scene.fake.update([("always", .object([("status", .integer(429)), ("retryAfter", .string("7"))]))])
+        let response = try StoreSyncTests.routes(scene).handle(get("/v1/orders/A1"))
+        #expect(response.status.code == 503)
+        #expect(response.errorCode == "server_api_busy")
+        #expect(response.headers["Retry-After"] == "7")
+        #expect(response.json?["error"]?["apple_error_code"] == .integer(4_290_000))
+    }
+
+    @Test func anErrorFromApple_carriesApplesErrorCode() throws {
+        let scene = try Self.scene(orders: .object([]))
+        try scene.fake.update([("always", .object([("status", .integer(400)), ("errorCode", .integer(4_000_006))]))])
+        let response = try StoreSyncTests.routes(scene).handle(get("/v1/orders/A1"))
+        #expect(response.status.code == 503)
+        #expect(response.errorCode == "server_api_unavailable")
+        #expect(response.json?["error"]?["apple_error_code"] == .integer(4_000_006))
+    }
+
+    @Test func routeTable_sendsExactlyTheRoutesThatAskAppleToItsLane() throws {
+        let waiting = ReceiptRoutes.Route.allCases.filter(\.waitsOnApple)
+        #expect(Set(waiting) == [.order, .lookup])
+        let routes = LedgerService.routes()
+        #expect(!routes.mayAnswerInline(get("/v1/orders/A1")))
+        let lane = routes.appleLane(on: .main)
+        #expect(lane.accepts(get("/v1/orders/A1")) && lane.accepts(get("/lookup?id=A1")))
+        #expect(!lane.accepts(get("/v1/transactions/1")) && !lane.accepts(get("/healthz")))
+    }
+
+    @Test func missingOrForeignKeyFile_stopsServeAtStart_namingTheFile() throws {
+        let scene = try Self.scene(orders: .object([]))
+        #expect(throws: Never.self) { try ServiceConfiguration.load(contentsOfFile: scene.configPath).checkServerAPIKeys() }
+        let keyFile = scene.fake.directory + "/key.p8"
+        for content in [nil, "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"] {
+            try? FileManager.default.removeItem(atPath: keyFile)
+            if let content { try Data(content.utf8).write(to: URL(fileURLWithPath: keyFile)) }
+            let configuration = try ServiceConfiguration.load(contentsOfFile: scene.configPath)
+            do {
+                try configuration.checkServerAPIKeys()
+                Issue.record("a bad key passed the start-up check")
+            } catch {
+                #expect(error.code == .invalidServerAPIKey)
+                #expect(error.message.contains("key.p8"))
+            }
+        }
+    }
 }

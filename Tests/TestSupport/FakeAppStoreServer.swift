@@ -74,6 +74,11 @@ public final class FakeAppStoreServer: @unchecked Sendable {
             timeoutSeconds: timeoutSeconds, maximumRequestsPerSecond: 0, retryPolicy: retryPolicy)
     }
 
+    /// How many connections the fake has accepted.
+    public var connectionsAccepted: Int {
+        (try? String(contentsOfFile: "\(directory)/connections", encoding: .utf8)).flatMap { Int($0) } ?? 0
+    }
+
     /// Every request the fake received, in order, as it logged them.
     public func requests() throws -> [JSONValue] {
         let text = (try? String(contentsOfFile: "\(directory)/requests.jsonl", encoding: .utf8)) ?? ""

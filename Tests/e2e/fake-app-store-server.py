@@ -10,11 +10,15 @@ DIR/fixture.json (written by the test) says what the fake knows:
    "subscriptions": {"ID": [{"subscriptionGroupIdentifier", "lastTransactions": [...]}]},
    "orders": {"ORDER": ["JWS", ...]},
    "testNotification": "JWS",
-   "faults": {"PATH": [{"status": 500} | {"status": 429, "retryAfter": "1"} | {"hang": SECONDS}, ...]}}
-Faults are used up in order, one per request to PATH, before the path answers normally.
+   "faults": {"PATH": [{"status": 500} | {"status": 429, "retryAfter": "1"} | {"hang": SECONDS}, ...]},
+   "always": {"hang": SECONDS} | {"status": 429, "retryAfter": "7"}, with "pathPrefix": "/inApps/v1/lookup/" if only
+             for the paths under it}
+Faults are used up in order, one per request to PATH, before the path answers normally. "always" is a fault every
+request gets, never used up: a hung Apple, or one that keeps rate limiting.
 
 At start it writes DIR/ca.pem (trust it), DIR/key.p8 (the API key to sign tokens with, unless one is there already)
-and, once listening on 127.0.0.1 at a free port, DIR/port. Every request's bearer token is checked (ES256 signature
+and, once listening on 127.0.0.1 at a free port, DIR/port. DIR/connections holds how many connections were accepted.
+Every request's bearer token is checked (ES256 signature
 against the key's public half, alg/kid/typ, iss, aud, bid, iat, exp at most 60 minutes after iat and not past):
 a bad one gets 401 with no body, as Apple does. Each request is appended to DIR/requests.jsonl (method, path,
 query, body, token claims) for the tests to compare.
@@ -33,6 +37,7 @@ import urllib.parse
 
 DIR = sys.argv[1]
 LOCK = threading.Lock()
+CONNECTIONS = [0]
 
 
 def run(*args):
@@ -118,6 +123,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
+    def setup(self):
+        super().setup()
+        with LOCK:
+            CONNECTIONS[0] += 1
+            with open(path_in("connections.tmp"), "w") as f:
+                f.write(str(CONNECTIONS[0]))
+            os.rename(path_in("connections.tmp"), path_in("connections"))
+
     def send_json(self, status, value, headers=()):
         body = json.dumps(value).encode()
         self.send_response(status)
@@ -152,7 +165,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                       "contentType": self.headers.get("Content-Type"),
                                       "claims": claims, "refusal": refusal}) + "\n")
             faults = fixture.get("faults", {}).get(url.path, [])
-            fault = None
+            fault = fixture.get("always")
+            if fault and not url.path.startswith(fault.get("pathPrefix", "/")):
+                fault = None
             if faults:
                 fault = faults.pop(0)
                 with open(path_in("fixture.json"), "w") as f:

@@ -35,6 +35,10 @@ public struct ServerAPISettings: Sendable, Hashable {
     public var syncInterval: Double = 3600
     public var backfill = true
     public var maxRequestsPerSecond: Double = 10
+    /// How long a request that waits on Apple (an order lookup, `/lookup`) may wait, every retry included.
+    public var requestDeadline: Double = 5
+    /// How many requests may wait on Apple at once; the rest are answered 503 `server_api_busy` at once.
+    public var maxConcurrentRequests = 8
 
     public init() {}
 
@@ -53,16 +57,42 @@ extension ServiceConfiguration {
             throw AppStoreServerAPIError(
                 code: .notConfigured, message: "no server_api key (key_id, issuer_id, private_key_file) configured for \(bundleID)")
         }
-        guard let pem = FileManager.default.contents(atPath: settings.privateKeyFile) else {
-            throw AppStoreServerAPIError(
-                code: .keyInvalid, message: "\(bundleID): server_api.private_key_file: cannot read \(settings.privateKeyFile)")
-        }
-        let key = try AppStoreConnectKey(
-            keyID: settings.keyID, issuerID: settings.issuerID, bundleID: bundleID, privateKeyPEM: [UInt8](pem))
+        let key = try Self.serverAPIKey(settings, bundleID: bundleID)
         return AppStoreServerAPIClient(
             baseURL: serverAPI.url(for: environment), environment: environment, key: key, caFile: serverAPI.caFile,
             timeoutSeconds: Int(serverAPI.timeout.rounded(.up)), maximumRequestsPerSecond: serverAPI.maxRequestsPerSecond,
             observer: observer)
+    }
+
+    private static func serverAPIKey(
+        _ settings: AppServerAPIKey, bundleID: String
+    ) throws(AppStoreServerAPIError) -> AppStoreConnectKey {
+        guard let pem = FileManager.default.contents(atPath: settings.privateKeyFile) else {
+            throw AppStoreServerAPIError(
+                code: .keyInvalid, message: "\(bundleID): server_api.private_key_file: cannot read \(settings.privateKeyFile)")
+        }
+        do {
+            return try AppStoreConnectKey(
+                keyID: settings.keyID, issuerID: settings.issuerID, bundleID: bundleID, privateKeyPEM: [UInt8](pem))
+        } catch {
+            throw AppStoreServerAPIError(
+                code: .keyInvalid,
+                message: "\(bundleID): server_api.private_key_file: \(settings.privateKeyFile): \(error.message)")
+        }
+    }
+
+    /// Reads every app's `.p8` as `serve` needs it: a key that is missing, unreadable or not a P-256 private key stops
+    /// the server at start with the file named (`server_api_key_invalid`), rather than failing each lookup later.
+    public func checkServerAPIKeys() throws(ConfigurationError) {
+        for app in serverAPIApps {
+            guard let settings = app.serverAPI else { continue }
+            do {
+                _ = try Self.serverAPIKey(settings, bundleID: app.bundleID)
+            } catch {
+                throw ConfigurationError(
+                    .invalidServerAPIKey, "config \(sourcePath ?? "(none)"): apps \(error.message)")
+            }
+        }
     }
 
     /// The apps with a `server_api` key, in configuration order.
@@ -90,6 +120,8 @@ extension ConfigurationReader {
             case "backfill":
                 guard case .bool(let flag) = member else { throw invalid(name, "expected true or false") }
                 settings.backfill = flag
+            case "request_deadline": settings.requestDeadline = try seconds(member, name)
+            case "max_concurrent_requests": settings.maxConcurrentRequests = try integer(member, name, in: 1...4096)
             case "max_requests_per_second":
                 switch member {
                 case .integer(let number) where number > 0: settings.maxRequestsPerSecond = Double(number)

@@ -18,6 +18,7 @@ public final class ServerAPIMetrics: Sendable {
 
     private let requests = Mutex<[RequestKey: Int]>([:])
     private let lastSyncs = Mutex<[SyncKey: Double]>([:])
+    private let waitingRequests = Mutex<(@Sendable () -> Int)?>(nil)
 
     public init() {}
 
@@ -32,9 +33,15 @@ public final class ServerAPIMetrics: Sendable {
         lastSyncs.withLock { $0[SyncKey(app: app, environment: environment)] = time }
     }
 
+    /// Where `receiptd_server_api_waiting_requests` is read from: the threads of the routes that wait on Apple.
+    func observeWaitingRequests(_ source: @escaping @Sendable () -> Int) {
+        waitingRequests.withLock { $0 = source }
+    }
+
     func exposition(now: Double) -> String {
         let requests = requests.withLock { $0 }
         let syncs = lastSyncs.withLock { $0 }
+        let waiting = waitingRequests.withLock { $0 }?() ?? 0
         var text = "# HELP receiptd_server_api_requests_total Requests to Apple's App Store Server API, by endpoint and outcome.\n"
         text += "# TYPE receiptd_server_api_requests_total counter\n"
         for (key, count) in requests.sorted(by: { $0.key < $1.key }) {
@@ -45,6 +52,9 @@ public final class ServerAPIMetrics: Sendable {
         for (key, time) in syncs.sorted(by: { $0.key < $1.key }) {
             text += "receiptd_server_api_last_sync_age_seconds{app=\"\(ServiceMetrics.escape(key.app))\",environment=\"\(key.environment)\"} \(Int((now - time).rounded(.down)))\n"
         }
+        text += "# HELP receiptd_server_api_waiting_requests Requests waiting on Apple now (at most server_api.max_concurrent_requests).\n"
+        text += "# TYPE receiptd_server_api_waiting_requests gauge\n"
+        text += "receiptd_server_api_waiting_requests \(waiting)\n"
         return text
     }
 

@@ -28,6 +28,8 @@ public struct ConfigurationError: Error, Sendable, Hashable, CustomStringConvert
         public static let invalidValue = Code(rawValue: "invalid_value")
         /// A `trusted_roots` file is missing, unreadable, or holds no certificate.
         public static let unreadableTrustedRoot = Code(rawValue: "unreadable_trusted_root")
+        /// An app's `server_api.private_key_file` is missing, unreadable, or not a P-256 private key.
+        public static let invalidServerAPIKey = Code(rawValue: "server_api_key_invalid")
         /// A bad command-line flag or environment override.
         public static let invalidOverride = Code(rawValue: "invalid_override")
     }

@@ -66,6 +66,7 @@ enum LookupPage {
             case .badRequest: "This is not an id that can be looked up."
             case .serverAPINotConfigured: "Order lookups need the App Store Server API."
             case .serverAPIUnavailable: "Apple could not be asked right now. Try again shortly."
+            case .serverAPIBusy: "Too many lookups are waiting on Apple right now. Try again shortly."
             case .storeNotConfigured: "This server keeps no ledger."
             case .storeUnavailable: "The ledger cannot be reached right now. Try again shortly."
             default: "The lookup failed."

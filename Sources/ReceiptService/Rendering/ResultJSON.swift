@@ -55,10 +55,14 @@ public enum ResultJSON {
     /// `{"code": …, "message": …}`, the error shape every receiptd answer shares, with `reason` when the request's
     /// upload was recognizably something else (`pem`, `text`, `json`…) and `detail` when it says which part of a
     /// malformed request failed.
-    static func errorObject(code: String, message: String, reason: String? = nil, detail: String? = nil) -> JSONValue {
+    /// `apple_error_code` is Apple's numeric `errorCode` when the error is one Apple answered.
+    static func errorObject(
+        code: String, message: String, reason: String? = nil, detail: String? = nil, appleErrorCode: Int64? = nil
+    ) -> JSONValue {
         var members: [(key: String, value: JSONValue)] = [("code", .string(code)), ("message", .string(message))]
         if let reason { members.append(("reason", .string(reason))) }
         if let detail { members.append(("detail", .string(detail))) }
+        if let appleErrorCode { members.append(("apple_error_code", .integer(appleErrorCode))) }
         return .object(members)
     }
 

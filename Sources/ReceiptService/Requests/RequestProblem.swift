@@ -30,6 +30,9 @@ struct RequestProblem: Error, Sendable, Hashable {
         case orderNotFound = "order_not_found"
         case serverAPINotConfigured = "server_api_not_configured"
         case serverAPIUnavailable = "server_api_unavailable"
+        /// `server_api.max_concurrent_requests` already wait on Apple, or Apple asked to wait longer than
+        /// `server_api.request_deadline`: come back after `Retry-After`.
+        case serverAPIBusy = "server_api_busy"
     }
 
     /// Which part of a `bad_request` (or `unsupported_media_type`) request failed, or why an `unauthorized` or
@@ -87,6 +90,10 @@ struct RequestProblem: Error, Sendable, Hashable {
     /// What the upload was instead of a receipt (`pem`, `text`, `json`…), as `receiptd verify` tells it.
     var reason: String? = nil
     var detail: Detail? = nil
+    /// Apple's numeric `errorCode`, when the problem is an error Apple answered.
+    var appleErrorCode: Int64? = nil
+    /// Seconds after which the request may succeed: sent as `Retry-After`.
+    var retryAfterSeconds: Int? = nil
 
     static func badRequest(_ detail: Detail, _ message: String) -> RequestProblem {
         RequestProblem(status: 400, code: .badRequest, message: message, detail: detail)

@@ -47,11 +47,14 @@ public struct ReceiptRoutes: Sendable {
         }
 
         /// What a route is, in one place: its method, who may call it, whether answering may wait on the ledger's
-        /// database, and which listeners serve it.
+        /// database or on Apple, and which listeners serve it.
         struct Declaration: Sendable, Hashable {
             var method: HTTPMethod
             var access: RouteAccess
             var usesLedger: Bool
+            /// Whether answering may wait on the App Store Server API: such requests run on threads of their own, at
+            /// most `server_api.max_concurrent_requests` at once, and nothing else ever waits behind them.
+            var waitsOnApple: Bool = false
             var listeners: Listeners
         }
 
@@ -62,7 +65,7 @@ public struct ReceiptRoutes: Sendable {
                 Declaration(method: .get, access: .scope(.support), usesLedger: false, listeners: .main)
             // The support page's lookup box: an HTML view of the ledger, for support staff.
             case .lookup:
-                Declaration(method: .get, access: .scope(.support), usesLedger: true, listeners: .main)
+                Declaration(method: .get, access: .scope(.support), usesLedger: true, waitsOnApple: true, listeners: .main)
             // The support page posts its form here, so `support` alone is enough to use it.
             case .validate:
                 Declaration(method: .post, access: .scope(.validate, orAlso: [.support]), usesLedger: true, listeners: .main)
@@ -77,7 +80,7 @@ public struct ReceiptRoutes: Sendable {
                 Declaration(method: .post, access: .scope(.claim), usesLedger: true, listeners: .main)
             // Waits on Apple (Look Up Order ID), and stores what it verified.
             case .order:
-                Declaration(method: .get, access: .scope(.ledgerRead), usesLedger: true, listeners: .main)
+                Declaration(method: .get, access: .scope(.ledgerRead), usesLedger: true, waitsOnApple: true, listeners: .main)
             // Apple's protocol, with `shared_secret` as its own check.
             case .verifyReceipt, .sandboxVerifyReceipt:
                 Declaration(method: .post, access: .anyone, usesLedger: true, listeners: .main)
@@ -95,6 +98,7 @@ public struct ReceiptRoutes: Sendable {
         }
 
         var allowedMethod: HTTPMethod { declaration.method }
+        var waitsOnApple: Bool { declaration.waitsOnApple }
         /// Whether answering may wait on the database; such requests never run on an event loop.
         var usesLedger: Bool { declaration.usesLedger }
 
@@ -144,6 +148,8 @@ public struct ReceiptRoutes: Sendable {
     /// When these routes were made, which is when the server starts: `/healthz`'s `started_at`.
     private let startedAt: ReceiptDate
     private let authorization: Authorization
+    /// The threads of the routes that wait on Apple: `server_api.max_concurrent_requests` of them.
+    private let appleThreads: BoundedThreads
 
     /// - Parameters:
     ///   - jwsVerifier: StoreKit 2 verification; by default made from the validator's policy.
@@ -170,17 +176,32 @@ public struct ReceiptRoutes: Sendable {
         self.clock = clock
         self.startedAt = ReceiptDate(clock())
         self.authorization = Authorization(tokens: configuration.apiTokens)
+        let appleThreads = BoundedThreads(limit: configuration.serverAPI.maxConcurrentRequests)
+        self.appleThreads = appleThreads
+        metrics.serverAPI.observeWaitingRequests { appleThreads.count }
+    }
+
+    /// How a server runs the routes that wait on Apple (`waitsOnApple` in the route table): on their own threads, at
+    /// most `server_api.max_concurrent_requests` at once, and answered 503 `server_api_busy` at once beyond that. One
+    /// set of threads for every listener the routes serve, so the bound holds for the process.
+    public func appleLane(on listener: Listener) -> HandlerLane {
+        HandlerLane(
+            threads: appleThreads,
+            accepts: { request in Route.match(request.path).route.waitsOnApple },
+            busyHandler: { request in handle(request, on: listener, apple: .busy) })
     }
 
     /// Answers one request and records it in the metrics.
-    /// - Parameter listener: which of receiptd's sockets it came in on; the public one serves two routes and hides the
-    ///   rest. No default: the server that read the request knows, and nothing else may guess.
-    public func handle(_ request: HTTPRequest, on listener: Listener) -> HTTPResponse {
+    /// - Parameters:
+    ///   - listener: the socket it came in on; the public one serves two routes and hides the rest. No default: the
+    ///     server that read the request knows, and nothing else may guess.
+    ///   - apple: whether the request may ask Apple; `busy` answers what would ask Apple 503 `server_api_busy`.
+    public func handle(_ request: HTTPRequest, on listener: Listener, apple: AppleAdmission = .admitted) -> HTTPResponse {
         let started = ContinuousClock.now
         let (matched, id) = Route.match(request.path)
         let isHidden = listener == .public && !Self.isServedPublicly(request.method, matched)
         let route = isHidden ? .unmatched : matched
-        let response = respond(to: request, route: route, id: id)
+        let response = respond(to: request, route: route, id: id, apple: apple)
         let elapsed = ContinuousClock.now - started
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         metrics.recordRequest(route: route.rawValue, status: response.status.code, seconds: seconds)
@@ -200,14 +221,13 @@ public struct ReceiptRoutes: Sendable {
     }
 
     /// Whether the server may answer `request` on the event loop that read it: not when the answer may wait on the
-    /// ledger's database, which would stall every other connection on that loop.
+    /// ledger's database or on Apple, which would stall every other connection on that loop.
     public func mayAnswerInline(_ request: HTTPRequest) -> Bool {
         let route = Route.match(request.path).route
-        // An order lookup waits on Apple, with or without a ledger.
-        return route != .order && (!ledger.isConfigured || !route.usesLedger)
+        return !route.waitsOnApple && (!ledger.isConfigured || !route.usesLedger)
     }
 
-    private func respond(to request: HTTPRequest, route: Route, id: Substring?) -> HTTPResponse {
+    private func respond(to request: HTTPRequest, route: Route, id: Substring?, apple: AppleAdmission) -> HTTPResponse {
         if route == .unmatched { return notFound(request) }
         var tokenName: String?
         switch authorization.decide(request, access: route.declaration.access) {
@@ -234,7 +254,7 @@ public struct ReceiptRoutes: Sendable {
         case .notConfigured(let reason):
             return problem(Self.notConfigured(reason, route: route, listener: request.listener))
         }
-        var response = authorizedResponse(to: request, route: route, id: id)
+        var response = authorizedResponse(to: request, route: route, id: id, apple: apple)
         response.authenticatedUser = tokenName
         return response
     }
@@ -282,7 +302,9 @@ public struct ReceiptRoutes: Sendable {
         }
     }
 
-    private func authorizedResponse(to request: HTTPRequest, route: Route, id: Substring?) -> HTTPResponse {
+    private func authorizedResponse(
+        to request: HTTPRequest, route: Route, id: Substring?, apple: AppleAdmission
+    ) -> HTTPResponse {
         switch route {
         case .verifyReceipt: return verifyReceipt(request, endpoint: .production)
         case .sandboxVerifyReceipt: return verifyReceipt(request, endpoint: .sandbox)
@@ -312,7 +334,7 @@ public struct ReceiptRoutes: Sendable {
         case .subscription: return subscription(originalTransactionID: id)
         case .transaction: return transaction(id: id)
         case .claim: return claim(request, transactionID: id)
-        case .order: return order(id: id)
+        case .order: return order(id: id, apple: apple)
         case .health:
             return json(
                 status: 200,
@@ -337,7 +359,7 @@ public struct ReceiptRoutes: Sendable {
                 status: .ok, headers: HTTPHeaders([(.contentType, "text/plain; version=0.0.4; charset=utf-8")]),
                 body: Array(metrics.exposition().utf8))
         case .supportPage: return html(status: 200, SupportPage.html)
-        case .lookup: return supportLookup(request)
+        case .lookup: return supportLookup(request, apple: apple)
         case .verifyReceipt, .sandboxVerifyReceipt, .unmatched: preconditionFailure("answered above")
         }
     }
@@ -497,6 +519,12 @@ public struct ReceiptRoutes: Sendable {
     // MARK: - Answers
 
     func problem(_ problem: RequestProblem, html wantsHTML: Bool = false) -> HTTPResponse {
+        var response = problemWithoutHeaders(problem, html: wantsHTML)
+        if let seconds = problem.retryAfterSeconds { response.headers.add(name: "Retry-After", value: String(seconds)) }
+        return response
+    }
+
+    private func problemWithoutHeaders(_ problem: RequestProblem, html wantsHTML: Bool) -> HTTPResponse {
         if wantsHTML {
             return html(
                 status: problem.status,
@@ -511,7 +539,7 @@ public struct ReceiptRoutes: Sendable {
                     "error",
                     ResultJSON.errorObject(
                         code: problem.code.rawValue, message: problem.message, reason: problem.reason,
-                        detail: problem.detail?.rawValue)
+                        detail: problem.detail?.rawValue, appleErrorCode: problem.appleErrorCode)
                 )
             ]))
     }

@@ -13,7 +13,7 @@ import ReceiptEngine
 /// `GET /lookup?id=…`: the support page's lookup box. An id is a transaction id (shown with its whole subscription),
 /// an original transaction id, or an order id from the customer's emailed Apple receipt; the answer is always a page.
 extension ReceiptRoutes {
-    func supportLookup(_ request: HTTPRequest) -> HTTPResponse {
+    func supportLookup(_ request: HTTPRequest, apple: AppleAdmission) -> HTTPResponse {
         // People paste ids out of emails with the spaces around them.
         let id = (request.queryValue("id") ?? "").trimmed(of: " \t\r\n")
         func failure(_ problem: RequestProblem) -> HTTPResponse {
@@ -35,7 +35,7 @@ extension ReceiptRoutes {
         // What the ledger never saw, Apple may know: Get Transaction Info for Apple's transaction ids (digits), Look
         // Up Order ID for anything else (`MK5TTTVWJH`). What Apple answers is verified and enters the ledger first.
         let isTransactionID = id.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
-        let answer = isTransactionID ? lookUpTransaction(id) : lookUpOrder(id)
+        let answer = isTransactionID ? lookUpTransaction(id, apple: apple) : lookUpOrder(id, apple: apple)
         switch answer {
         case .found(let transactions):
             var originals: [String] = []
@@ -80,11 +80,15 @@ extension ReceiptRoutes {
                         message: "the ledger knows no transaction \(id); if it is an order id (from the customer's "
                             + "emailed receipt), order lookups need server_api configured (key_id, issuer_id, "
                             + "private_key_file)"))
-        case .unavailable(let failures):
-            return failure(RequestProblem(
-                status: .serviceUnavailable, code: .serverAPIUnavailable,
-                message: "the ledger knows no \(isTransactionID ? "transaction" : "transaction or order") \(id), and "
-                    + "Apple could not be asked: " + failures.map(\.detail).joined(separator: "; ")))
+        case .unavailable, .busy:
+            let problem = answer.problem(
+                "the ledger knows no \(isTransactionID ? "transaction" : "transaction or order") \(id), and "
+                    + "Apple could not be asked: ")
+            var response = failure(problem ?? RequestProblem(status: 503, code: .serverAPIUnavailable, message: ""))
+            if let seconds = problem?.retryAfterSeconds {
+                response.headers.add(name: "Retry-After", value: String(seconds))
+            }
+            return response
         }
     }
 
