@@ -92,7 +92,7 @@ struct OrderLookupRouteTests {
     @Test func rateLimitLongerThanTheDeadline_is503ServerAPIBusy_withApplesRetryAfter() throws {
         let scene = try Self.scene(orders: .object([]))
         try scene.fake.update([("always", .object([("status", .integer(429)), ("retryAfter", .string("7"))]))])
-        let response = try StoreSyncTests.routes(scene).handle(get("/v1/orders/A1"))
+        let response = try StoreSyncTests.routes(scene).handle(get("/v1/orders/A1"), on: .main)
         #expect(response.status.code == 503)
         #expect(response.errorCode == "server_api_busy")
         #expect(response.headers["Retry-After"] == "7")
@@ -102,7 +102,7 @@ struct OrderLookupRouteTests {
     @Test func anErrorFromApple_carriesApplesErrorCode() throws {
         let scene = try Self.scene(orders: .object([]))
         try scene.fake.update([("always", .object([("status", .integer(400)), ("errorCode", .integer(4_000_006))]))])
-        let response = try StoreSyncTests.routes(scene).handle(get("/v1/orders/A1"))
+        let response = try StoreSyncTests.routes(scene).handle(get("/v1/orders/A1"), on: .main)
         #expect(response.status.code == 503)
         #expect(response.errorCode == "server_api_unavailable")
         #expect(response.json?["error"]?["apple_error_code"] == .integer(4_000_006))
