@@ -16,41 +16,44 @@ import Glibc
 import Darwin
 #endif
 
-/// `receiptd serve`: loads the configuration, listens, serves until SIGTERM or SIGINT, then drains.
+/// `receiptd serve` from its arguments, for tests that run a server in-process: a usage error is printed to `errors`
+/// and returns 2, `--help` goes to `output`.
 ///
-/// - Parameter arguments: the arguments after `serve`.
-/// - Returns: the process exit status: 0 after a clean shutdown (or `--help`), 1 when the configuration is bad or the
-///   port cannot be bound, 2 for bad flags. Every failure is one line on stderr.
-func runServe(arguments: [String]) -> Int32 {
-    runServe(
-        arguments: arguments, environment: ProcessInfo.processInfo.environment,
-        output: ServiceLog.standardOutput, errors: ServiceLog.standardError)
-}
-
 /// - Parameter started: called once serving, with what SIGTERM does, which then stops it instead of signals; for
 ///   tests that run several servers in one process, where a signal cannot tell them apart.
 func runServe(
     arguments: [String], environment: [String: String], output: @escaping LogSink, errors: LogSink,
     started: ((_ shutDown: @escaping @Sendable () -> Void) -> Void)? = nil
 ) -> Int32 {
-    let options: ServeOptions
-    do {
-        options = try ServeOptions(arguments: arguments)
-    } catch {
-        errors("receiptd serve: \(error)")
-        errors(ServeOptions.usage)
-        return ExitStatus.usage
+    let command: Serve
+    switch parseCommand(Serve.self, arguments) {
+    case .success(let parsed): command = parsed
+    case .failure(let end):
+        end.status == ExitStatus.success ? output(end.message) : errors(end.message)
+        return end.status
     }
-    if options.showHelp {
-        output(ServeOptions.usage)
-        return ExitStatus.success
-    }
+    return serve(command.options, environment: environment, output: output, errors: errors, started: started)
+}
+
+/// Loads the configuration, runs the start-up checks, listens, serves until SIGTERM or SIGINT, then drains.
+///
+/// - Returns: the process exit status: 0 after a clean shutdown, 1 when the configuration is bad, a start-up check
+///   fails or the port cannot be bound. Every failure is one line on stderr.
+func serve(
+    _ options: ServeOptions, environment: [String: String], output: @escaping LogSink, errors: LogSink,
+    started: ((_ shutDown: @escaping @Sendable () -> Void) -> Void)? = nil
+) -> Int32 {
     let configuration: ServiceConfiguration
     do {
         configuration = try ServiceConfiguration.resolve(
             options: options, environment: environment, fileExists: { FileManager.default.fileExists(atPath: $0) })
     } catch {
         errors("receiptd: \(error)")
+        return ExitStatus.failure
+    }
+    let problems = StartupCheck.problems(in: configuration)
+    guard problems.isEmpty else {
+        for problem in problems { errors("receiptd: \(problem)") }
         return ExitStatus.failure
     }
 
