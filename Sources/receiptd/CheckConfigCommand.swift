@@ -1,12 +1,13 @@
 import AppStoreServerAPI
 import ArgumentParser
+import Ledger
+import ReceiptService
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import Ledger
-import ReceiptService
 
 /// One start-up check of a resolved configuration, in one shape so that `serve` and `check-config` run the same list
 /// and a new check joins both by being added to it: what is wrong (empty when it passes), and notes that are not.

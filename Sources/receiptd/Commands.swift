@@ -44,7 +44,8 @@ func runReceiptd(_ arguments: [String]) -> Int32 {
     // ArgumentParser's own `help` answers an unknown topic with the top-level help and 0; a topic that names no
     // command is a mistake like any unknown command.
     if arguments.first == "help", let unknown = unknownHelpTopic(Array(arguments.dropFirst())) {
-        printError("Error: unknown command '\(unknown)'\nUsage: \(Receiptd.usageString(for: Receiptd.self))\n  See 'receiptd --help'.")
+        let usage = Receiptd.usageString(for: Receiptd.self)
+        printError("Error: unknown command '\(unknown)'\nUsage: \(usage)\n  See 'receiptd --help'.")
         return ExitStatus.usage
     }
     let command: any ParsableCommand
@@ -97,7 +98,9 @@ struct ParseEnd: Error {
 
 /// One command parsed from the arguments after its name, for callers that run it with their own output (tests,
 /// `runServe`).
-func parseCommand<Command: ParsableCommand>(_ command: Command.Type, _ arguments: [String]) -> Result<Command, ParseEnd> {
+func parseCommand<Command: ParsableCommand>(
+    _ command: Command.Type, _ arguments: [String]
+) -> Result<Command, ParseEnd> {
     do {
         return .success(try command.parse(arguments))
     } catch {
@@ -151,16 +154,17 @@ struct UsageError: Error, CustomStringConvertible {
 struct ConfigOption: ParsableArguments {
     @Option(
         help: ArgumentHelp(
-            "The configuration file.",
-            discussion: "Default: RECEIPTD_CONFIG when set and not empty, else Config/receiptd.json when present, "
-                + "else built-in defaults. Repeated, the last one wins.",
+            "The configuration file; default RECEIPTD_CONFIG when not empty, else Config/receiptd.json when present, "
+                + "else built-in defaults. Repeated, the last wins.",
             valueName: "path"))
     var config: String?
 }
 
 /// A flag value that converts or is refused with what was expected; for `@Option(transform:)`.
 func parsed<Value>(_ text: String, expecting expectation: String, _ convert: (String) -> Value?) throws -> Value {
-    guard let value = convert(text) else { throw ArgumentParser.ValidationError("expected \(expectation), not \(text)") }
+    guard let value = convert(text) else {
+        throw ArgumentParser.ValidationError("expected \(expectation), not \(text)")
+    }
     return value
 }
 

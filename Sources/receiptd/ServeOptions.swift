@@ -1,10 +1,11 @@
 import ArgumentParser
+import ReceiptService
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import ReceiptService
 
 /// The flags of `receiptd serve`: `--config PATH`, `--host H`, `--port N`, `--log-format json|text`.
 struct ServeOptions: Sendable {
@@ -69,16 +70,20 @@ struct Serve: ReceiptdCommand {
 
     @OptionGroup var config: ConfigOption
 
-    @Option(help: ArgumentHelp("The address to listen on (default: the config's host).", valueName: "host"),
+    @Option(
+        help: ArgumentHelp("The address to listen on (default: the config's host).", valueName: "host"),
         transform: { text in try parsed(text, expecting: "a host") { $0.isEmpty ? nil : $0 } })
     var host: String?
 
-    @Option(help: ArgumentHelp("The port to listen on, 0 to 65535 (default: the config's port).", valueName: "port"),
+    @Option(
+        help: ArgumentHelp("The port to listen on, 0 to 65535 (default: the config's port).", valueName: "port"),
         transform: { text in try parsed(text, expecting: "a port from 0 to 65535", ServeOptions.port) })
     var port: Int?
 
-    @Option(help: ArgumentHelp("How log lines are written: text or json.", valueName: "format"),
-        transform: { text in try parsed(text, expecting: "text or json", ServiceConfiguration.LogFormat.init(rawValue:)) })
+    @Option(
+        help: ArgumentHelp("How log lines are written: text or json.", valueName: "format"),
+        transform: { text in try parsed(text, expecting: "text or json", ServiceConfiguration.LogFormat.init(rawValue:))
+        })
     var logFormat: ServiceConfiguration.LogFormat?
 
     var options: ServeOptions { ServeOptions(configPath: config.config, host: host, port: port, logFormat: logFormat) }

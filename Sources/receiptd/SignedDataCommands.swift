@@ -1,14 +1,15 @@
 import AppStoreServerAPI
 import ArgumentParser
+import JSONText
+import ReceiptEngine
+import ReceiptForge
+import ReceiptService
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import JSONText
-import ReceiptEngine
-import ReceiptForge
-import ReceiptService
 
 // `receiptd testing transaction | renewal-info | app-transaction | notification`: StoreKit 2 signed data made to
 // order with the EC test chain that `init-ca` writes beside the receipt PKI. Each command declares only the flag
@@ -24,7 +25,8 @@ struct SignedDataOptions: ParsableArguments {
     @Option(help: ArgumentHelp("The test PKI made by `receiptd testing init-ca`.", valueName: "dir"))
     var ca: String
 
-    @Option(help: ArgumentHelp("signedDate, RFC 3339 (2026-01-01T00:00:00Z); default now.", valueName: "date"),
+    @Option(
+        help: ArgumentHelp("signedDate, RFC 3339 (2026-01-01T00:00:00Z); default now.", valueName: "date"),
         transform: rfc3339Date)
     var signed: Date?
 
@@ -44,7 +46,9 @@ struct SignedDataOptions: ParsableArguments {
             valueName: "json"))
     var members: String?
 
-    @Option(help: ArgumentHelp("Leaves a member out (repeatable; data.bundleId names one in an object).", valueName: "name"))
+    @Option(
+        help: ArgumentHelp("Leaves a member out (repeatable; data.bundleId names one in an object).", valueName: "name")
+    )
     var omit: [String] = []
 
     @Option(help: ArgumentHelp("Where to write it; default standard output.", valueName: "file"))
@@ -86,7 +90,9 @@ struct TransactionOptions: ParsableArguments {
         })
     var productType = TransactionOptions.productTypes[0]
 
-    @Option(help: ArgumentHelp("purchaseDate; default a minute before --signed.", valueName: "date"), transform: rfc3339Date)
+    @Option(
+        help: ArgumentHelp("purchaseDate; default a minute before --signed.", valueName: "date"), transform: rfc3339Date
+    )
     var purchased: Date?
 
     @Option(help: ArgumentHelp("revocationDate (a refund).", valueName: "date"), transform: rfc3339Date)
@@ -95,7 +101,9 @@ struct TransactionOptions: ParsableArguments {
     @Option(
         help: ArgumentHelp("inAppOwnershipType: PURCHASED or FAMILY_SHARED.", valueName: "type"),
         transform: { text in
-            try parsed(text, expecting: "PURCHASED or FAMILY_SHARED") { ["PURCHASED", "FAMILY_SHARED"].contains($0) ? $0 : nil }
+            try parsed(text, expecting: "PURCHASED or FAMILY_SHARED") {
+                ["PURCHASED", "FAMILY_SHARED"].contains($0) ? $0 : nil
+            }
         })
     var ownership: String?
 }
@@ -117,11 +125,13 @@ struct RenewalOptions: ParsableArguments {
 /// Binding signed data to a device, as StoreKit does.
 struct DeviceBindingOptions: ParsableArguments {
     @Option(
-        help: ArgumentHelp("Binds it to a device (deviceVerification), with --nonce or a random nonce.", valueName: "id"),
+        help: ArgumentHelp(
+            "Binds it to a device (deviceVerification), with --nonce or a random nonce.", valueName: "id"),
         transform: { text in try parsed(text, expecting: deviceIdentifierForm, DeviceIdentifier.init) })
     var deviceId: DeviceIdentifier?
 
-    @Option(help: ArgumentHelp("deviceVerificationNonce.", valueName: "uuid"),
+    @Option(
+        help: ArgumentHelp("deviceVerificationNonce.", valueName: "uuid"),
         transform: { text in try parsed(text, expecting: "a UUID", UUID.init(uuidString:)) })
     var nonce: UUID?
 
@@ -274,7 +284,8 @@ struct ForgeTransaction: ReceiptdCommand {
     static let configuration = CommandConfiguration(
         commandName: "transaction",
         abstract: "Signs a StoreKit 2 transaction (Transaction.jwsRepresentation) with the test chain.",
-        discussion: "It verifies only where DIR/jws-root.pem is in trusted_roots. DATE is RFC 3339 (2026-01-01T00:00:00Z).")
+        discussion:
+            "It verifies only where DIR/jws-root.pem is in trusted_roots. DATE is RFC 3339 (2026-01-01T00:00:00Z).")
 
     @Option(help: ArgumentHelp("bundleId.", valueName: "id"))
     var bundleId: String
@@ -354,7 +365,9 @@ struct ForgeNotification: ReceiptdCommand {
             "HTTP <status>" and the answer's body; it exits 0 on a 2xx answer, else 1.
             """)
 
-    @Option(help: ArgumentHelp("notificationType: SUBSCRIBED, DID_RENEW, EXPIRED, REFUND, TEST, or any other.", valueName: "type"))
+    @Option(
+        help: ArgumentHelp(
+            "notificationType: SUBSCRIBED, DID_RENEW, EXPIRED, REFUND, TEST, or any other.", valueName: "type"))
     var type: String
 
     @Option(help: ArgumentHelp("subtype.", valueName: "subtype"))
@@ -363,7 +376,8 @@ struct ForgeNotification: ReceiptdCommand {
     @Option(help: ArgumentHelp("bundleId.", valueName: "id"))
     var bundleId: String
 
-    @Option(help: ArgumentHelp("notificationUUID; default a random one.", valueName: "uuid"),
+    @Option(
+        help: ArgumentHelp("notificationUUID; default a random one.", valueName: "uuid"),
         transform: { text in try parsed(text, expecting: "a UUID", UUID.init(uuidString:)) })
     var uuid: UUID?
 
@@ -371,9 +385,13 @@ struct ForgeNotification: ReceiptdCommand {
     var appAppleId: Int64?
 
     @Option(
-        help: ArgumentHelp("The member that names the app: data (default), summary, appData or externalPurchaseToken.", valueName: "name"),
+        help: ArgumentHelp(
+            "The member that names the app: data (default), summary, appData or externalPurchaseToken.",
+            valueName: "name"),
         transform: { text in
-            try parsed(text, expecting: "data, summary, appData or externalPurchaseToken", NotificationBlueprint.Section.init(rawValue:))
+            try parsed(
+                text, expecting: "data, summary, appData or externalPurchaseToken",
+                NotificationBlueprint.Section.init(rawValue:))
         })
     var section: NotificationBlueprint.Section = .data
 
@@ -445,7 +463,8 @@ private func forgeSignedData(
     do throws(UsageError) {
         let request = try SignedDataRequest(
             options, purchase: purchase, transaction: transaction, renewal: renewal, now: now)
-        jws = try request.sign(request.edited(make(request), by: options.members, flag: "--members", omitting: options.omit))
+        jws = try request.sign(
+            request.edited(make(request), by: options.members, flag: "--members", omitting: options.omit))
     } catch {
         printError("receiptd testing \(command): \(error)")
         return ExitStatus.usage

@@ -1,13 +1,14 @@
+import ArgumentParser
+import CryptoFloor
+import ReceiptEngine
+import ReceiptForge
+import ReceiptService
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import ArgumentParser
-import ReceiptEngine
-import ReceiptForge
-import ReceiptService
-import CryptoFloor
 
 /// `receiptd testing`: a test PKI, receipts and StoreKit 2 signed data made to order, for integration tests of
 /// backends that call receiptd.
@@ -78,7 +79,9 @@ private func appendStoreKitNote(toReadmeIn directory: String) throws {
           "trusted_roots": ["\(directory)/root.pem", "\(directory)/jws-root.pem"]
 
         """
-    guard var contents = FileManager.default.contents(atPath: readme) else { throw UsageError("\(readme): cannot read") }
+    guard var contents = FileManager.default.contents(atPath: readme) else {
+        throw UsageError("\(readme): cannot read")
+    }
     contents.append(contentsOf: note.utf8)
     try contents.write(to: URL(fileURLWithPath: readme))
 }
@@ -106,20 +109,25 @@ struct ForgeReceipt: ReceiptdCommand {
     var originalVersion: String?
 
     @Option(
-        help: ArgumentHelp("A UUID (iOS) or a MAC address (macOS); without it a random one is printed on stderr.", valueName: "id"),
+        help: ArgumentHelp(
+            "A UUID (iOS) or a MAC address (macOS); without it a random one is printed on stderr.", valueName: "id"),
         transform: { text in try parsed(text, expecting: deviceIdentifierForm, DeviceIdentifier.init) })
     var deviceId: DeviceIdentifier?
 
     @Option(
         help: ArgumentHelp("Production or Sandbox.", valueName: "env"),
         transform: { text in
-            try parsed(text, expecting: "Production or Sandbox") { ["Production": "Production", "Sandbox": "ProductionSandbox"][$0] }
+            try parsed(text, expecting: "Production or Sandbox") {
+                ["Production": "Production", "Sandbox": "ProductionSandbox"][$0]
+            }
         })
     var environment = "Production"
 
     @Option(
         help: ArgumentHelp("RFC 3339 (2026-01-01T00:00:00Z); default now.", valueName: "date"),
-        transform: { text in try parsed(text, expecting: "an RFC 3339 date (2026-01-01T00:00:00Z)") { ReceiptDate(rfc3339: $0) } })
+        transform: { text in
+            try parsed(text, expecting: "an RFC 3339 date (2026-01-01T00:00:00Z)") { ReceiptDate(rfc3339: $0) }
+        })
     var created: ReceiptDate?
 
     @Option(help: ArgumentHelp("An in-app transaction (repeatable): see below.", valueName: "spec"))
@@ -127,7 +135,8 @@ struct ForgeReceipt: ReceiptdCommand {
 
     @Option(
         help: ArgumentHelp("der (default) or base64.", valueName: "format"),
-        transform: { text in try parsed(text, expecting: "der or base64") { ["der", "base64"].contains($0) ? $0 : nil } })
+        transform: { text in try parsed(text, expecting: "der or base64") { ["der", "base64"].contains($0) ? $0 : nil }
+        })
     var format = "der"
 
     @Option(help: ArgumentHelp("Where to write it; default standard output.", valueName: "file"))

@@ -1,6 +1,6 @@
 import ArgumentParser
-import ReceiptService
 import CryptoFloor
+import ReceiptService
 
 #if canImport(Glibc)
 import Glibc
@@ -25,9 +25,12 @@ struct NewToken: ReceiptdCommand {
             """)
 
     @Option(
-        help: ArgumentHelp("Names the caller in the access log: 1 to 64 characters of 0-9 A-Z a-z . _ -", valueName: "name"),
+        help: ArgumentHelp(
+            "Names the caller in the access log: 1 to 64 characters of 0-9 A-Z a-z . _ -", valueName: "name"),
         transform: { text in
-            try parsed(text, expecting: "1 to 64 characters of 0-9 A-Z a-z . _ -") { APIToken.isValidName($0) ? $0 : nil }
+            try parsed(text, expecting: "1 to 64 characters of 0-9 A-Z a-z . _ -") {
+                APIToken.isValidName($0) ? $0 : nil
+            }
         })
     var name: String
 
@@ -38,7 +41,8 @@ struct NewToken: ReceiptdCommand {
             let known = APIScope.allCases.map(\.rawValue).joined(separator: ", ")
             var scopes = Set<APIScope>()
             for word in text.split(separator: ",", omittingEmptySubsequences: false) {
-                scopes.insert(try parsed(String(word), expecting: "a comma-separated list of \(known)", APIScope.init(rawValue:)))
+                scopes.insert(
+                    try parsed(String(word), expecting: "a comma-separated list of \(known)", APIScope.init(rawValue:)))
             }
             return scopes
         })

@@ -51,7 +51,9 @@ struct CommandLineTests {
 
     @Test func environmentVariables_appearInTheHelpOfTheCommandsThatReadThem() {
         let serve = helpText(of: Serve.self)
-        for variable in ["RECEIPTD_CONFIG", "RECEIPTD_HOST", "RECEIPTD_PORT", "RECEIPTD_API_TOKENS", "RECEIPTD_STORE_POSTGRES"] {
+        for variable in [
+            "RECEIPTD_CONFIG", "RECEIPTD_HOST", "RECEIPTD_PORT", "RECEIPTD_API_TOKENS", "RECEIPTD_STORE_POSTGRES",
+        ] {
             #expect(serve.contains(variable), "serve --help lacks \(variable)")
         }
         #expect(helpText(of: StoreSync.self).contains("RECEIPTD_STORE_POSTGRES"))
@@ -92,7 +94,8 @@ struct CommandLineTests {
         let folder = try ScratchFolder()
         let path = try folder.write(
             "receiptd.json",
-            #"{"apps": [{"bundle_id": "a", "server_api": {"key_id": "K", "issuer_id": "I", "private_key_file": "none.p8"}}]}"#)
+            #"{"apps": [{"bundle_id": "a", "server_api": {"key_id": "K", "issuer_id": "I", "private_key_file": "none.p8"}}]}"#
+        )
         let errors = CapturedLines()
         let status = runServe(
             arguments: ["--config", path, "--port", "0"], environment: [:], output: CapturedLines().sink,
