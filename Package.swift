@@ -24,6 +24,10 @@ let package = Package(
         .library(name: "ReceiptService", targets: ["ReceiptService"]),
         .library(name: "AppStoreServerAPI", targets: ["AppStoreServerAPI"]),
     ],
+    dependencies: [
+        // The executable's command line: commands, help, usage errors and shell completion from declarations.
+        .package(url: "https://github.com/apple/swift-argument-parser", .upToNextMinor(from: "1.8.2")),
+    ],
     targets: [
         .systemLibrary(
             name: "COpenSSL",
@@ -61,7 +65,7 @@ let package = Package(
             name: "receiptd",
             dependencies: [
                 "ReceiptService", "CryptoFloor", "ReceiptEngine", "StoreKitJWS", "Ledger", "ReceiptForge", "JSONText", "HTTP1Server",
-                "AppStoreServerAPI",
+                "AppStoreServerAPI", .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSettings,
             // A release build's DWARF is 4 MB of the static binary (SwiftPM compiles release with -g); the symbol table

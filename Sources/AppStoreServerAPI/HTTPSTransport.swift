@@ -7,6 +7,13 @@ package struct OutboundRequest: Sendable {
     package var url: String
     package var headers: [(name: String, value: String)]
     package var body: [UInt8]?
+
+    package init(method: String, url: String, headers: [(name: String, value: String)], body: [UInt8]?) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+    }
 }
 
 /// An answer as it came over the wire; only the headers the client reads are kept.
@@ -53,9 +60,13 @@ package final class HTTPSTransport: Sendable {
     package let maximumIdleHandles = 8
     private let idleHandles = Mutex<[EasyHandle]>([])
     private let openedConnections = Atomic<Int>(0)
+    /// Also http://, for `receiptd testing notification --post` to a test server; Apple is only ever reached over
+    /// https.
+    package let allowsPlainHTTP: Bool
 
-    package init(caFile: String?, timeoutSeconds: Int) {
+    package init(caFile: String?, timeoutSeconds: Int, allowsPlainHTTP: Bool = false) {
         self.caFile = caFile
+        self.allowsPlainHTTP = allowsPlainHTTP
         totalTimeoutSeconds = max(1, timeoutSeconds)
         connectTimeoutSeconds = min(totalTimeoutSeconds, 10)
     }
@@ -129,7 +140,7 @@ private final class EasyHandle: @unchecked Sendable {
         // The callbacks reach `reception` through an unretained pointer: it must live through curl_easy_perform.
         let options: [CURLcode] = [
             receiptd_curl_setopt_string(pointer, CURLOPT_URL, request.url),
-            receiptd_curl_https_only(pointer),
+            transport.allowsPlainHTTP ? receiptd_curl_http_or_https(pointer) : receiptd_curl_https_only(pointer),
             receiptd_curl_setopt_string(pointer, CURLOPT_CUSTOMREQUEST, request.method),
             receiptd_curl_setopt_long(pointer, CURLOPT_NOSIGNAL, 1),
             receiptd_curl_setopt_long(pointer, CURLOPT_SSL_VERIFYPEER, 1),

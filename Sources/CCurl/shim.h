@@ -34,4 +34,12 @@ static inline CURLcode receiptd_curl_https_only(CURL *handle) {
 #endif
 }
 
+static inline CURLcode receiptd_curl_http_or_https(CURL *handle) {
+#if LIBCURL_VERSION_NUM >= 0x075500
+    return curl_easy_setopt(handle, CURLOPT_PROTOCOLS_STR, "http,https");
+#else
+    return curl_easy_setopt(handle, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+}
+
 #endif

@@ -67,6 +67,8 @@ public protocol LedgerStore: Sendable {
         throws(LedgerError) -> Bool
     /// Gives the lease back, if `holder` still has it.
     func releaseSyncLease(bundleID: String, environment: String, holder: String) throws(LedgerError)
+    /// Who holds the sync lease of an app and environment, and until when; nil when nobody has ever held it.
+    func syncLease(bundleID: String, environment: String) throws(LedgerError) -> ServerAPISyncLease?
 }
 
 /// Where the ledger lives: `"store": {"sqlite": "PATH"}` or `"store": {"postgres": "CONNINFO"}`.

@@ -17,6 +17,17 @@ public struct ServerAPISyncCursor: Sendable, Equatable {
     }
 }
 
+/// A sync lease as the ledger holds it: which receiptd has it, and when it lapses (milliseconds since 1970).
+public struct ServerAPISyncLease: Sendable, Equatable {
+    public var holder: String
+    public var until: Int64
+
+    public init(holder: String, until: Int64) {
+        self.holder = holder
+        self.until = until
+    }
+}
+
 extension LedgerRecords {
     func syncCursor(bundleID: String, environment: String) throws(LedgerError) -> ServerAPISyncCursor? {
         try database.read { connection throws(LedgerError) in
@@ -94,6 +105,19 @@ extension LedgerRecords {
         }
     }
 
+    func syncLease(bundleID: String, environment: String) throws(LedgerError) -> ServerAPISyncLease? {
+        try database.read { connection throws(LedgerError) in
+            let rows = try connection.query(
+                """
+                SELECT lease_holder, lease_until FROM server_api_sync
+                WHERE bundle_id = $1 AND environment = $2 AND lease_holder IS NOT NULL
+                """,
+                [.text(bundleID), .text(environment)])
+            guard let row = rows.first, let holder = row.string(0) else { return nil }
+            return ServerAPISyncLease(holder: holder, until: try row.requiredInt64(1))
+        }
+    }
+
     func releaseSyncLease(bundleID: String, environment: String, holder: String) throws(LedgerError) {
         try database.write { connection throws(LedgerError) in
             try connection.execute(
@@ -107,6 +131,9 @@ extension LedgerRecords {
 }
 
 extension SQLiteLedger {
+    public func syncLease(bundleID: String, environment: String) throws(LedgerError) -> ServerAPISyncLease? {
+        try records.syncLease(bundleID: bundleID, environment: environment)
+    }
     public func acquireSyncLease(
         bundleID: String, environment: String, holder: String, now: Int64, until: Int64
     ) throws(LedgerError) -> Bool {
@@ -123,6 +150,9 @@ extension SQLiteLedger {
 }
 
 extension PostgresLedger {
+    public func syncLease(bundleID: String, environment: String) throws(LedgerError) -> ServerAPISyncLease? {
+        try records.syncLease(bundleID: bundleID, environment: environment)
+    }
     public func acquireSyncLease(
         bundleID: String, environment: String, holder: String, now: Int64, until: Int64
     ) throws(LedgerError) -> Bool {

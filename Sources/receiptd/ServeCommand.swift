@@ -16,15 +16,32 @@ import Glibc
 import Darwin
 #endif
 
-/// `receiptd serve`: loads the configuration, listens, serves until SIGTERM or SIGINT, then drains.
+/// `receiptd serve` from its arguments, for tests that run a server in-process: a usage error is printed to `errors`
+/// and returns 2, `--help` goes to `output`.
 ///
-/// The log goes to stdout through a bounded queue: a stdout nobody reads costs lines (dropped and counted in
-/// `receiptd_log_lines_dropped_total`), never answers. Failures before the server starts go to stderr at once.
-///
-/// - Parameter arguments: the arguments after `serve`.
-/// - Returns: the process exit status: 0 after a clean shutdown (or `--help`), 1 when the configuration is bad or the
-///   port cannot be bound, 2 for bad flags. Every failure is one line on stderr.
-func runServe(arguments: [String]) -> Int32 {
+/// - Parameters:
+///   - metrics: what `/metrics` shows; given so that the log's queue, made before, counts its dropped lines there.
+///   - started: called once serving, with what SIGTERM does, which then stops it instead of signals; for tests that
+///     run several servers in one process, where a signal cannot tell them apart.
+func runServe(
+    arguments: [String], environment: [String: String], output: @escaping LogSink, errors: LogSink,
+    metrics: ServiceMetrics = ServiceMetrics(), started: ((_ shutDown: @escaping @Sendable () -> Void) -> Void)? = nil
+) -> Int32 {
+    let command: Serve
+    switch parseCommand(Serve.self, arguments) {
+    case .success(let parsed): command = parsed
+    case .failure(let end):
+        end.status == ExitStatus.success ? output(end.message) : errors(end.message)
+        return end.status
+    }
+    return serve(
+        command.options, environment: environment, output: output, errors: errors, metrics: metrics, started: started)
+}
+
+/// `receiptd serve` as the process runs it. The log goes to stdout through a bounded queue: a stdout nobody reads
+/// costs lines (dropped and counted in `receiptd_log_lines_dropped_total`), never answers. Failures before the server
+/// starts go to stderr at once.
+func serveWithQueuedLog(_ options: ServeOptions) -> Int32 {
     let metrics = ServiceMetrics()
     let output: LogLineQueue
     do {
@@ -36,38 +53,30 @@ func runServe(arguments: [String]) -> Int32 {
     }
     // The last lines ("stopped", a failed start's ledger lines) must reach the terminal, unless stdout has stalled.
     defer { output.flush(timeout: .seconds(2)) }
-    return runServe(
-        arguments: arguments, environment: ProcessInfo.processInfo.environment, output: output.sink,
+    return serve(
+        options, environment: ProcessInfo.processInfo.environment, output: output.sink,
         errors: ServiceLog.standardError, metrics: metrics)
 }
 
-/// - Parameters:
-///   - metrics: what `/metrics` shows; given so that the log's queue, made before, counts its dropped lines there.
-///   - started: called once serving, with what SIGTERM does, which then stops it instead of signals; for tests that
-///     run several servers in one process, where a signal cannot tell them apart.
-func runServe(
-    arguments: [String], environment: [String: String], output: @escaping LogSink, errors: LogSink,
+/// Loads the configuration, runs the start-up checks, listens, serves until SIGTERM or SIGINT, then drains.
+///
+/// - Returns: the process exit status: 0 after a clean shutdown, 1 when the configuration is bad, a start-up check
+///   fails or the port cannot be bound. Every failure is one line on stderr.
+func serve(
+    _ options: ServeOptions, environment: [String: String], output: @escaping LogSink, errors: LogSink,
     metrics: ServiceMetrics = ServiceMetrics(), started: ((_ shutDown: @escaping @Sendable () -> Void) -> Void)? = nil
 ) -> Int32 {
-    let options: ServeOptions
-    do {
-        options = try ServeOptions(arguments: arguments)
-    } catch {
-        errors("receiptd serve: \(error)")
-        errors(ServeOptions.usage)
-        return ExitStatus.usage
-    }
-    if options.showHelp {
-        output(ServeOptions.usage)
-        return ExitStatus.success
-    }
     let configuration: ServiceConfiguration
     do {
         configuration = try ServiceConfiguration.resolve(
             options: options, environment: environment, fileExists: { FileManager.default.fileExists(atPath: $0) })
-        try configuration.checkServerAPIKeys()
     } catch {
         errors("receiptd: \(error)")
+        return ExitStatus.failure
+    }
+    let problems = StartupCheck.problems(in: configuration)
+    guard problems.isEmpty else {
+        for problem in problems { errors("receiptd: \(problem)") }
         return ExitStatus.failure
     }
 

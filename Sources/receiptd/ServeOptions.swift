@@ -1,4 +1,11 @@
+import ArgumentParser
 import ReceiptService
+
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 
 /// The flags of `receiptd serve`: `--config PATH`, `--host H`, `--port N`, `--log-format json|text`.
 struct ServeOptions: Sendable {
@@ -6,35 +13,14 @@ struct ServeOptions: Sendable {
     var host: String?
     var port: Int?
     var logFormat: ServiceConfiguration.LogFormat?
-    var showHelp = false
-
-    static let usage = """
-        usage: receiptd serve [--config PATH] [--host HOST] [--port PORT] [--log-format text|json]
-          environment: RECEIPTD_CONFIG, RECEIPTD_HOST, RECEIPTD_PORT (flags win over them), RECEIPTD_STORE_POSTGRES
-            (replaces the file's "store"), RECEIPTD_API_TOKENS (replaces its "api_tokens"); HTTPS_PROXY and NO_PROXY
-            for calls to Apple's App Store Server API
-          config: --config, else RECEIPTD_CONFIG when not empty, else Config/receiptd.json when present, else defaults
-          --port 0 picks a free port; the address is in the "listening" log line. SIGTERM or SIGINT drains and exits 0.
-        """
 
     init() {}
 
-    /// Parses the arguments after `serve`; both `--port 8080` and `--port=8080` are accepted, and a repeated flag
-    /// keeps its last value.
-    init(arguments: [String]) throws(ConfigurationError) {
-        do throws(UsageError) {
-            let reader = try ArgumentReader(arguments, options: ["--config", "--host", "--port", "--log-format"])
-            try reader.expectPositional(atMost: 0)
-            showHelp = reader.wantsHelp
-            configPath = reader.value("--config")
-            host = try reader.value("--host", expecting: "a host") { $0.isEmpty ? nil : $0 }
-            port = try reader.value("--port", expecting: "a port from 0 to 65535", Self.port)
-            logFormat = try reader.value("--log-format", expecting: "text or json") {
-                ServiceConfiguration.LogFormat(rawValue: $0)
-            }
-        } catch {
-            throw ConfigurationError(.invalidOverride, error.description)
-        }
+    init(configPath: String?, host: String?, port: Int?, logFormat: ServiceConfiguration.LogFormat?) {
+        self.configPath = configPath
+        self.host = host
+        self.port = port
+        self.logFormat = logFormat
     }
 
     static func port(_ text: String) -> Int? {
@@ -65,5 +51,45 @@ extension ServiceConfiguration {
         if let port = options.port { configuration.port = port }
         if let logFormat = options.logFormat { configuration.logFormat = logFormat }
         return configuration
+    }
+}
+
+/// `receiptd serve`.
+struct Serve: ReceiptdCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Serves the HTTP API until SIGTERM or SIGINT, then drains and exits 0.",
+        discussion: """
+            Environment: RECEIPTD_CONFIG (the config file when --config is not given), RECEIPTD_HOST, RECEIPTD_PORT \
+            (flags win over them), RECEIPTD_API_TOKENS (api_tokens entries, replacing the file's), \
+            RECEIPTD_STORE_POSTGRES (a PostgreSQL ledger, winning over the file's store); HTTPS_PROXY and NO_PROXY \
+            for calls to Apple's App Store Server API.
+            Config: --config, else RECEIPTD_CONFIG when not empty, else Config/receiptd.json when present, else \
+            defaults. --port 0 picks a free port; the address is in the "listening" log line.
+            Exit status: 0 after a clean shutdown; 1 a bad configuration, a start-up check that fails (see \
+            receiptd check-config) or a port that cannot be bound; 2 a usage error.
+            """)
+
+    @OptionGroup var config: ConfigOption
+
+    @Option(
+        help: ArgumentHelp("The address to listen on (default: the config's host).", valueName: "host"),
+        transform: { text in try parsed(text, expecting: "a host") { $0.isEmpty ? nil : $0 } })
+    var host: String?
+
+    @Option(
+        help: ArgumentHelp("The port to listen on, 0 to 65535 (default: the config's port).", valueName: "port"),
+        transform: { text in try parsed(text, expecting: "a port from 0 to 65535", ServeOptions.port) })
+    var port: Int?
+
+    @Option(
+        help: ArgumentHelp("How log lines are written: text or json.", valueName: "format"),
+        transform: { text in try parsed(text, expecting: "text or json", ServiceConfiguration.LogFormat.init(rawValue:))
+        })
+    var logFormat: ServiceConfiguration.LogFormat?
+
+    var options: ServeOptions { ServeOptions(configPath: config.config, host: host, port: port, logFormat: logFormat) }
+
+    func execute() -> Int32 {
+        serveWithQueuedLog(options)
     }
 }

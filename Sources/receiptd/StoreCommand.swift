@@ -3,92 +3,122 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import ArgumentParser
 import JSONText
 import Ledger
 import ReceiptEngine
 import ReceiptService
 import CryptoFloor
 
-let storeUsage = """
-    usage: receiptd store status [--config PATH] [--json]
-           receiptd store backup FILE [--config PATH]
-           receiptd store migrate [--config PATH]
-           receiptd store restore BACKUP [--config PATH]
-           receiptd store sync [--since DATE] [--until DATE] [--app BUNDLE] [--environment Production|Sandbox]
-      The ledger named by the config's "store" key, or by RECEIPTD_STORE_POSTGRES, which wins over the file.
-      `receiptd store COMMAND --help` for more. The connection string is never printed (it may hold a password).
-      exit status: 0 done; 1 no store configured, the database cannot be reached or is damaged, its schema is newer
-      than this receiptd, or (restore) a server holds it; 2 usage error
-    """
+/// `receiptd store status|backup|migrate|restore|sync`: what an operator needs from a shell to look after the ledger.
+struct Store: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Looks after the ledger: status, backup FILE, restore BACKUP, migrate, sync.",
+        discussion: """
+            The ledger is the one the config's "store" key names, or RECEIPTD_STORE_POSTGRES, which wins over the \
+            file. The connection string is never printed (it may hold a password).
+            """ + Store.environment,
+        subcommands: [StoreStatus.self, StoreBackup.self, StoreMigrate.self, StoreRestore.self, StoreSync.self])
 
-let storeStatusUsage = """
-    usage: receiptd store status [--config PATH] [--json]
-      Prints the backend, the ledger schema version (the database's and this receiptd's), the rows of each table,
-      and for SQLite the result of SQLite's quick_check. Changes nothing: a SQLite file that does not exist is
-      reported (or why it could not be created), not created, and an older schema is not migrated. Safe while
-      receiptd serve runs.
-      config: --config, else RECEIPTD_CONFIG when not empty, else Config/receiptd.json when present;
-              RECEIPTD_STORE_POSTGRES wins over the file's store
-      --json   one JSON object: backend, path (SQLite only), exists, schema_version, supported_schema_version,
-               counts, healthy, problems (what quick_check found)
-      exit status: 0 reported, healthy; 1 no store configured, the database cannot be reached, a missing SQLite file
-      cannot be created, quick_check finds damage, or its schema is newer than this receiptd; 2 usage error
-    """
+    static let environment = """
 
-let storeBackupUsage = """
-    usage: receiptd store backup FILE [--config PATH]
-      Writes a consistent copy of a SQLite ledger to FILE, a new file, while receiptd serve keeps running (one
-      snapshot: notifications committed after it starts are not in the copy, none is half in it). The copy is
-      written under a hidden temporary name in FILE's folder and named FILE only once complete and on disk. The copy
-      is a complete ledger: receiptd store restore FILE puts it back. A PostgreSQL ledger is backed up with pg_dump
-      instead.
-      exit status: 0 written; 1 no store configured, no database yet, FILE exists, or the copy failed;
-      2 usage error or a PostgreSQL store
-    """
+        Environment: RECEIPTD_CONFIG (the config file when --config is not given), RECEIPTD_STORE_POSTGRES (a \
+        PostgreSQL ledger, winning over the file's store).
+        """
+}
 
-let storeMigrateUsage = """
-    usage: receiptd store migrate [--config PATH]
-      Opens the ledger as receiptd serve does, creating it if missing and migrating its schema forward to this
-      receiptd's version in one transaction, and reports the versions before and after. serve does the same at
-      start-up; this lets you do it (and see it) first, e.g. after taking a backup.
-      exit status: 0 current; 1 no store configured, the database cannot be reached, or its schema is newer than
-      this receiptd; 2 usage error
-    """
+struct StoreStatus: ReceiptdCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status",
+        abstract: "Prints the backend, schema versions, rows per table and (SQLite) quick_check's result.",
+        discussion: """
+            Changes nothing: a SQLite file that does not exist is reported (or why it could not be created), not \
+            created, and an older schema is not migrated. Safe while receiptd serve runs.
+            Exit status: 0 reported, healthy; 1 no store configured, the database cannot be reached, a missing \
+            SQLite file cannot be created, quick_check finds damage, or its schema is newer than this receiptd; 2 a \
+            usage error.
+            """ + Store.environment)
 
-let storeRestoreUsage = """
-    usage: receiptd store restore BACKUP [--config PATH]
-      Replaces the SQLite ledger that "store" names with a copy of BACKUP (a file from receiptd store backup). Stop
-      the server first: restore refuses while a receiptd serve holds the ledger. BACKUP is copied next to the ledger,
-      the copy is checked (SQLite's integrity_check, a ledger schema version from 1 to this receiptd's; an older one
-      is migrated when the server starts) and renamed into place after the old -wal and -shm are removed, so the
-      ledger file is always either the old one or the whole backup. BACKUP itself is only read. A PostgreSQL ledger
-      is restored with pg_restore instead.
-      config: --config, else RECEIPTD_CONFIG when not empty, else Config/receiptd.json when present
-      exit status: 0 restored; 1 no store configured, a server holds the ledger, BACKUP is damaged, not a ledger or
-      newer than this receiptd, or a file cannot be read or written (the ledger is then unchanged); 2 usage error or
-      a PostgreSQL store
-    """
+    @OptionGroup var config: ConfigOption
 
-/// `receiptd store status|backup|migrate|restore`: what an operator needs from a shell to look after the ledger.
-func runStore(_ arguments: [String]) -> Int32 {
-    let rest = Array(arguments.dropFirst())
-    switch arguments.first {
-    case "status":
-        return runStoreCommand("status", rest, usage: storeStatusUsage, flags: ["--json"], positional: 0, storeStatus)
-    case "backup": return runStoreCommand("backup", rest, usage: storeBackupUsage, positional: 1, storeBackup)
-    case "migrate": return runStoreCommand("migrate", rest, usage: storeMigrateUsage, positional: 0, storeMigrate)
-    case "restore": return runStoreCommand("restore", rest, usage: storeRestoreUsage, positional: 1, storeRestore)
-    case "sync": return runStoreSync(rest)
-    case "--help", "-h", "help":
-        print(storeUsage)
-        return ExitStatus.success
-    case let other?:
-        printError(
-            "receiptd store: unknown command '\(other)'; expected status, backup, migrate, restore or sync\n\n\(storeUsage)")
-        return ExitStatus.usage
-    case nil:
-        printError("receiptd store: expected status, backup, migrate, restore or sync\n\n\(storeUsage)")
-        return ExitStatus.usage
+    @Flag(
+        help: ArgumentHelp(
+            "One JSON object: backend, path (SQLite only), exists, schema_version, supported_schema_version, counts, "
+                + "healthy, problems, server_api_sync."))
+    var json = false
+
+    func execute() -> Int32 {
+        runStoreCommand("status", configPath: config.config) { store throws(StoreCommandFailure) in
+            try storeStatus(json: json, store)
+        }
+    }
+}
+
+struct StoreBackup: ReceiptdCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "backup",
+        abstract: "Writes a consistent copy of a SQLite ledger to a new file while serve keeps running.",
+        discussion: """
+            One snapshot: notifications committed after it starts are not in the copy, none is half in it. The copy \
+            is written under a hidden temporary name in FILE's folder and named FILE only once complete and on disk. \
+            receiptd store restore FILE puts it back. A PostgreSQL ledger is backed up with pg_dump instead.
+            Exit status: 0 written; 1 no store configured, no database yet, FILE exists, or the copy failed; 2 a \
+            usage error or a PostgreSQL store.
+            """ + Store.environment)
+
+    @Argument(help: ArgumentHelp("The new file to write.", valueName: "file"))
+    var file: String
+
+    @OptionGroup var config: ConfigOption
+
+    func execute() -> Int32 {
+        runStoreCommand("backup", configPath: config.config) { store throws(StoreCommandFailure) in
+            try storeBackup(to: file, store)
+        }
+    }
+}
+
+struct StoreMigrate: ReceiptdCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "migrate",
+        abstract: "Creates the ledger if missing and migrates its schema to this receiptd's version.",
+        discussion: """
+            Opens the ledger as receiptd serve does, migrating its schema forward in one transaction, and reports \
+            the versions before and after. serve does the same at start-up; this lets you do it (and see it) first, \
+            e.g. after taking a backup.
+            Exit status: 0 current; 1 no store configured, the database cannot be reached, or its schema is newer \
+            than this receiptd; 2 a usage error.
+            """ + Store.environment)
+
+    @OptionGroup var config: ConfigOption
+
+    func execute() -> Int32 { runStoreCommand("migrate", configPath: config.config, storeMigrate) }
+}
+
+struct StoreRestore: ReceiptdCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "restore",
+        abstract: "Replaces the SQLite ledger with a copy of a backup; stop the server first.",
+        discussion: """
+            BACKUP (a file from receiptd store backup) is copied next to the ledger, the copy is checked (SQLite's \
+            integrity_check, a ledger schema version from 1 to this receiptd's; an older one is migrated when the \
+            server starts) and renamed into place after the old -wal and -shm are removed, so the ledger file is \
+            always either the old one or the whole backup. BACKUP itself is only read. restore refuses while a \
+            receiptd serve holds the ledger. A PostgreSQL ledger is restored with pg_restore instead.
+            Exit status: 0 restored; 1 no store configured, a server holds the ledger, BACKUP is damaged, not a \
+            ledger or newer than this receiptd, or a file cannot be read or written (the ledger is then unchanged); \
+            2 a usage error or a PostgreSQL store.
+            """ + Store.environment)
+
+    @Argument(help: ArgumentHelp("The backup to restore.", valueName: "backup"))
+    var backup: String
+
+    @OptionGroup var config: ConfigOption
+
+    func execute() -> Int32 {
+        runStoreCommand("restore", configPath: config.config) { store throws(StoreCommandFailure) in
+            try storeRestore(from: backup, store)
+        }
     }
 }
 
@@ -127,30 +157,13 @@ private struct ConfiguredStore {
 }
 
 private func runStoreCommand(
-    _ subcommand: String, _ arguments: [String], usage: String, flags: Set<String> = [], positional: Int,
-    _ command: (ArgumentReader, ConfiguredStore) throws(StoreCommandFailure) -> Void
+    _ subcommand: String, configPath: String?, _ command: (ConfiguredStore) throws(StoreCommandFailure) -> Void
 ) -> Int32 {
-    let name = "receiptd store \(subcommand)"
-    let reader: ArgumentReader
-    do {
-        reader = try ArgumentReader(arguments, options: ["--config"], flags: flags)
-        if reader.wantsHelp {
-            print(usage)
-            return ExitStatus.success
-        }
-        try reader.expectPositional(atMost: positional)
-        guard reader.positional.count == positional else {
-            throw UsageError(subcommand == "restore" ? "expected a BACKUP file" : "expected a FILE")
-        }
-    } catch {
-        printError("\(name): \(error)\n\n\(usage)")
-        return ExitStatus.usage
-    }
     do throws(StoreCommandFailure) {
-        try command(reader, try configuredStore(reader.value("--config")))
+        try command(try configuredStore(configPath))
         return ExitStatus.success
     } catch {
-        printError("\(name): \(error.message)")
+        printError("receiptd store \(subcommand): \(error.message)")
         return error.status
     }
 }
@@ -196,7 +209,7 @@ private func inspect(_ store: ConfiguredStore) throws(StoreCommandFailure) -> Le
 
 // MARK: - status
 
-private func storeStatus(_ reader: ArgumentReader, _ store: ConfiguredStore) throws(StoreCommandFailure) {
+private func storeStatus(json: Bool, _ store: ConfiguredStore) throws(StoreCommandFailure) {
     let inspection = try inspect(store)
     let supported = LedgerInspection.supportedSchemaVersion
     let version = inspection?.schemaVersion ?? 0
@@ -207,7 +220,7 @@ private func storeStatus(_ reader: ArgumentReader, _ store: ConfiguredStore) thr
             message: "\(store.name) is damaged: quick_check found \(problems.count == 1 ? "" : "\(problems.count) problems, the first: ")"
                 + "\(first); restore a backup (receiptd store restore)")
     }
-    if reader.isSet("--json") {
+    if json {
         var members: [(key: String, value: JSONValue)] = [("backend", .string(store.backend))]
         if let path = store.sqlitePath { members.append(("path", .string(path))) }
         members += [
@@ -290,8 +303,7 @@ private func countsJSON(_ counts: LedgerCounts) -> JSONValue {
 
 // MARK: - backup
 
-private func storeBackup(_ reader: ArgumentReader, _ store: ConfiguredStore) throws(StoreCommandFailure) {
-    let file = reader.positional[0]
+private func storeBackup(to file: String, _ store: ConfiguredStore) throws(StoreCommandFailure) {
     guard let path = store.sqlitePath else {
         throw StoreCommandFailure(
             message: "the store is PostgreSQL: back it up with pg_dump (see docs/ledger.md); this command copies "
@@ -327,8 +339,7 @@ private func storeBackup(_ reader: ArgumentReader, _ store: ConfiguredStore) thr
 
 // MARK: - restore
 
-private func storeRestore(_ reader: ArgumentReader, _ store: ConfiguredStore) throws(StoreCommandFailure) {
-    let backup = reader.positional[0]
+private func storeRestore(from backup: String, _ store: ConfiguredStore) throws(StoreCommandFailure) {
     guard let path = store.sqlitePath else {
         throw StoreCommandFailure(
             message: "the store is PostgreSQL: restore it with pg_restore (see docs/ledger.md); this command restores "
@@ -360,7 +371,7 @@ private func storeRestore(_ reader: ArgumentReader, _ store: ConfiguredStore) th
 
 // MARK: - migrate
 
-private func storeMigrate(_ reader: ArgumentReader, _ store: ConfiguredStore) throws(StoreCommandFailure) {
+private func storeMigrate(_ store: ConfiguredStore) throws(StoreCommandFailure) {
     let before = try inspect(store)?.schemaVersion ?? 0
     if let path = store.sqlitePath {
         // As serve does: the default config's folder is git-ignored and may not exist yet.

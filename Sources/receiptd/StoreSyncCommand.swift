@@ -7,89 +7,112 @@ import AppStoreServerAPI
 #if canImport(Glibc)
 import Glibc
 #endif
+import ArgumentParser
 import Ledger
 import ReceiptEngine
 import ReceiptService
 
-let storeSyncUsage = """
-    usage: receiptd store sync [--since DATE] [--until DATE] [--app BUNDLE] [--environment Production|Sandbox]
-                               [--config PATH]
-      Fetches Apple's notification history (App Store Server API) for the span and takes each notification into the
-      ledger exactly as a delivery to POST /v1/notifications would: verified the same way, recorded once per uuid (one
-      already delivered changes nothing), a refused one never stored. Apps: those with a "server_api" key, or --app.
-      Environments: Production and Sandbox as "environments" allows, or --environment.
-      DATE: 2026-11-01 or 2026-11-01T12:00:00Z (UTC). --until defaults to now; --since to where the last complete sync
-      of that app and environment stopped (the cursor in the ledger), else as far back as Apple keeps history (180
-      days in Production, 30 in Sandbox). A span without gaps moves the cursor forward.
-      Prints, per app and environment, the pages read and the notifications new, already known and refused.
-      exit status: 0 every notification is in the ledger; 1 some were refused or not stored, Apple could not be
-      reached or refused the key, or no store is configured; 2 usage error
-    """
-
 /// `receiptd store sync`: heals the ledger from Apple's notification history.
-func runStoreSync(_ arguments: [String], now: Int64 = Int64(wallClockSeconds() * 1000)) -> Int32 {
-    let reader: ArgumentReader
-    let span: (since: Int64?, until: Int64?)
-    let environments: [AppStoreEnvironment]?
-    do {
-        reader = try ArgumentReader(arguments, options: ["--config", "--since", "--until", "--app", "--environment"])
-        if reader.wantsHelp {
-            print(storeSyncUsage)
-            return ExitStatus.success
-        }
-        try reader.expectPositional(atMost: 0)
-        span = (try reader.value("--since").map(syncDate), try reader.value("--until").map(syncDate))
-        if let since = span.since, let until = span.until, since >= until { throw UsageError("--since must be before --until") }
-        environments = try reader.value("--environment").map { name throws(UsageError) in
-            guard let environment = AppStoreEnvironment(rawValue: name) else {
-                throw UsageError("--environment: expected Production or Sandbox")
-            }
-            return [environment]
-        }
-    } catch {
-        printError("receiptd store sync: \(error)\n\n\(storeSyncUsage)")
-        return ExitStatus.usage
+struct StoreSync: ReceiptdCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sync",
+        abstract: "Takes Apple's notification history for a span into the ledger.",
+        discussion: """
+            Fetches Apple's notification history (App Store Server API) for the span and takes each notification \
+            into the ledger exactly as a delivery to POST /v1/notifications would: verified the same way, recorded \
+            once per uuid, a refused one never stored. Apps: those with a "server_api" key, or --app. Environments: \
+            Production and Sandbox as "environments" allows, or --environment.
+            DATE: 2026-11-01 or 2026-11-01T12:00:00Z (UTC). --until defaults to now; --since to where the last \
+            complete sync of that app and environment stopped (the cursor in the ledger), else as far back as Apple \
+            keeps history (180 days in Production, 30 in Sandbox). A span without gaps moves the cursor forward.
+            One receiptd at a time syncs an app and environment (a lease in the ledger): another one's sync is \
+            skipped (exit 3), or waited for with --wait.
+            Prints, per app and environment, the pages read and the notifications new, already known and refused.
+            Exit status: 0 every notification of the span is in the ledger; 1 some were refused or not stored, \
+            Apple could not be reached or refused the key, or no store is configured; 2 a usage error; 3 skipped: \
+            another receiptd holds the sync lease of an app and environment (nothing else failed).
+            """ + Store.environment)
+
+    @Option(help: ArgumentHelp("The start of the span (UTC).", valueName: "date"), transform: { try syncDate($0) })
+    var since: Int64?
+
+    @Option(help: ArgumentHelp("The end of the span (UTC), default now.", valueName: "date"), transform: { try syncDate($0) })
+    var until: Int64?
+
+    @Option(help: ArgumentHelp("Only this app (a bundle id in the config's apps).", valueName: "bundle"))
+    var app: String?
+
+    @Option(
+        help: ArgumentHelp("Only this environment: Production or Sandbox.", valueName: "environment"),
+        transform: { text in try parsed(text, expecting: "Production or Sandbox", AppStoreEnvironment.init(rawValue:)) })
+    var environment: AppStoreEnvironment?
+
+    @Flag(help: "When another receiptd is syncing an app and environment, wait for it to finish, then sync.")
+    var wait = false
+
+    @OptionGroup var config: ConfigOption
+
+    func validate() throws {
+        if let since, let until, since >= until { throw ArgumentParser.ValidationError("--since must be before --until") }
     }
-    guard let configuration = serverAPICommandConfiguration("store sync", configPath: reader.value("--config")) else {
-        return ExitStatus.failure
-    }
-    var apps = configuration.serverAPIApps
-    if let bundleID = reader.value("--app") {
-        guard configuration.app(bundleID: bundleID) != nil else {
-            printError("receiptd store sync: --app \(bundleID): no such app in the configuration's \"apps\"")
-            return ExitStatus.usage
-        }
-        apps = apps.filter { $0.bundleID == bundleID }
-        guard !apps.isEmpty else {
-            printError("receiptd store sync: \(bundleID) has no \"server_api\" key (key_id, issuer_id, private_key_file)")
+
+    func execute() -> Int32 { execute(now: Int64(wallClockSeconds() * 1000)) }
+
+    func execute(now: Int64) -> Int32 {
+        let environments = environment.map { [$0] }
+        guard let configuration = serverAPICommandConfiguration("store sync", configPath: config.config) else {
             return ExitStatus.failure
         }
-    }
-    guard !apps.isEmpty else {
-        printError("receiptd store sync: no app has a \"server_api\" key (key_id, issuer_id, private_key_file)")
-        return ExitStatus.failure
-    }
-    guard
-        let ledger = serverAPICommandLedger(
-            "store sync", configuration, neededFor: "the notifications would have nowhere to go")
-    else { return ExitStatus.failure }
-    let log = ServiceLog(format: configuration.logFormat, sink: { printError($0) })
-    let routes = ReceiptRoutes(
-        configuration: configuration, validator: configuration.makeValidator(),
-        jwsVerifier: configuration.makeJWSVerifier(), ledger: ledger, metrics: ServiceMetrics(), log: log)
-    let allowed = environments ?? AppStoreEnvironment.allCases.filter {
-        configuration.environments.map(\.rawValue).contains($0.rawValue)
-    }
-    var complete = true
-    for app in apps {
-        for environment in allowed {
-            let sync = NotificationHistorySync(
-                configuration: configuration, routes: routes, bundleID: app.bundleID, environment: environment,
-                report: { print($0) }, complain: { printError("receiptd store sync: \($0)") })
-            complete = sync.run(since: span.since, until: span.until ?? now, now: now) && complete
+        var apps = configuration.serverAPIApps
+        if let bundleID = app {
+            guard configuration.app(bundleID: bundleID) != nil else {
+                printError("receiptd store sync: --app \(bundleID): no such app in the configuration's \"apps\"")
+                return ExitStatus.usage
+            }
+            apps = apps.filter { $0.bundleID == bundleID }
+            guard !apps.isEmpty else {
+                printError("receiptd store sync: \(bundleID) has no \"server_api\" key (key_id, issuer_id, private_key_file)")
+                return ExitStatus.failure
+            }
         }
+        guard !apps.isEmpty else {
+            printError("receiptd store sync: no app has a \"server_api\" key (key_id, issuer_id, private_key_file)")
+            return ExitStatus.failure
+        }
+        guard
+            let ledger = serverAPICommandLedger(
+                "store sync", configuration, neededFor: "the notifications would have nowhere to go")
+        else { return ExitStatus.failure }
+        let log = ServiceLog(format: configuration.logFormat, sink: { printError($0) })
+        let routes = ReceiptRoutes(
+            configuration: configuration, validator: configuration.makeValidator(),
+            jwsVerifier: configuration.makeJWSVerifier(), ledger: ledger, metrics: ServiceMetrics(), log: log)
+        let allowed = environments ?? AppStoreEnvironment.allCases.filter {
+            configuration.environments.map(\.rawValue).contains($0.rawValue)
+        }
+        var complete = true
+        var skipped = false
+        for app in apps {
+            for environment in allowed {
+                var sync = NotificationHistorySync(
+                    configuration: configuration, routes: routes, bundleID: app.bundleID, environment: environment,
+                    report: { print($0) }, complain: { printError("receiptd store sync: \($0)") })
+                sync.waitForLease = wait
+                switch sync.run(since: since, until: until ?? now, now: now) {
+                case .complete: break
+                case .incomplete: complete = false
+                case .skipped(let holder, let leaseEnd):
+                    // Never a success: the span was not read, and a script must not take it for synced.
+                    printError(
+                        "receiptd store sync: skipped: \(app.bundleID) \(environment.rawValue) is being synced by \(holder) "
+                            + "until \(syncDateText(leaseEnd)); run again later, or with --wait")
+                    skipped = true
+                }
+            }
+        }
+        guard complete else { return ExitStatus.failure }
+        return skipped ? ExitStatus.skipped : ExitStatus.success
     }
-    return complete ? ExitStatus.success : ExitStatus.failure
 }
 
 /// One app and environment's sync: reads every page of the span and takes each notification.
@@ -121,9 +144,63 @@ struct NotificationHistorySync {
         var notStored = 0
     }
 
-    /// Prints what it did; true when every notification of the span is in the ledger.
-    func run(since requested: Int64?, until: Int64, now: Int64) -> Bool {
+    /// How a sync ended.
+    enum Outcome: Equatable {
+        /// Every notification of the span is in the ledger.
+        case complete
+        /// Something failed or was refused; what is in `complain`.
+        case incomplete
+        /// Another receiptd holds the lease of this app and environment until `until`: nothing was read.
+        case skipped(holder: String, until: Int64)
+    }
+
+    /// With `waitForLease`, a lease another receiptd holds is waited for (it lapses within 15 minutes even if that
+    /// receiptd died) instead of skipping the span.
+    var waitForLease = false
+
+    /// Prints what it did and says how it ended.
+    func run(since requested: Int64?, until: Int64, now: Int64) -> Outcome {
         let label = "\(bundleID) \(environment.rawValue)"
+        // One replica at a time per app and environment when several share a PostgreSQL ledger; the lease outlasts any
+        // sync (15 minutes) and lapses by itself if its holder dies.
+        let holder = Self.leaseHolder
+        func acquire(at instant: Int64) throws -> Bool {
+            try routes.ledger.withStore { (store) throws(LedgerError) in
+                try store.acquireSyncLease(
+                    bundleID: bundleID, environment: environment.rawValue, holder: holder, now: instant,
+                    until: instant + 900_000)
+            }
+        }
+        do {
+            var leased = try acquire(at: now)
+            var announced = false
+            while !leased {
+                let lease = try routes.ledger.withStore { (store) throws(LedgerError) in
+                    try store.syncLease(bundleID: bundleID, environment: environment.rawValue)
+                }
+                // Released between the two reads: try again at once.
+                guard let lease else {
+                    leased = try acquire(at: Int64(wallClockSeconds() * 1000))
+                    continue
+                }
+                guard waitForLease else { return .skipped(holder: lease.holder, until: lease.until) }
+                if !announced {
+                    report("\(label): waiting for \(lease.holder), syncing it until \(syncDateText(lease.until)) at most")
+                    announced = true
+                }
+                sleepSeconds(1)
+                leased = try acquire(at: Int64(wallClockSeconds() * 1000))
+            }
+        } catch {
+            complain("\(label): the ledger cannot be written: \(error)")
+            return .incomplete
+        }
+        defer {
+            _ = try? routes.ledger.withStore { (store) throws(LedgerError) in
+                try store.releaseSyncLease(bundleID: bundleID, environment: environment.rawValue, holder: holder)
+            }
+        }
+        // Read under the lease: a sync waited for has just moved it.
         let cursor: ServerAPISyncCursor?
         do {
             cursor = try routes.ledger.withStore { (store) throws(LedgerError) in
@@ -131,41 +208,19 @@ struct NotificationHistorySync {
             }
         } catch {
             complain("\(label): the ledger cannot be read: \(error)")
-            return false
-        }
-        // One replica at a time per app and environment when several share a PostgreSQL ledger; the lease outlasts any
-        // sync (15 minutes) and lapses by itself if its holder dies.
-        let holder = Self.leaseHolder
-        let leased: Bool
-        do {
-            leased = try routes.ledger.withStore { (store) throws(LedgerError) in
-                try store.acquireSyncLease(
-                    bundleID: bundleID, environment: environment.rawValue, holder: holder, now: now, until: now + 900_000)
-            }
-        } catch {
-            complain("\(label): the ledger cannot be written: \(error)")
-            return false
-        }
-        guard leased else {
-            report("\(label): another receiptd is syncing it now; skipped")
-            return true
-        }
-        defer {
-            _ = try? routes.ledger.withStore { (store) throws(LedgerError) in
-                try store.releaseSyncLease(bundleID: bundleID, environment: environment.rawValue, holder: holder)
-            }
+            return .incomplete
         }
         let since = max(requested ?? cursor?.syncedUntil ?? 0, now - historyWindow)
         guard since < until else {
             report("\(label): nothing to sync (\(syncDateText(since)) is not before \(syncDateText(until)))")
-            return true
+            return .complete
         }
         let client: AppStoreServerAPIClient
         do {
             client = try routes.serverAPIClients.client(bundleID: bundleID, environment: environment)
         } catch {
             complain("\(label): \(error.message)")
-            return false
+            return .incomplete
         }
         var counts = Counts()
         var token: String?
@@ -177,7 +232,7 @@ struct NotificationHistorySync {
             } catch {
                 report(summary(label, since, until, counts))
                 complain("\(label): \(error)")
-                return false
+                return .incomplete
             }
             counts.pages += 1
             for item in page.notifications {
@@ -190,11 +245,11 @@ struct NotificationHistorySync {
             token = page.hasMore ? page.paginationToken : nil
             if token != nil, !shouldContinue() {
                 report(summary(label, since, until, counts) + " (stopped before the end)")
-                return false
+                return .incomplete
             }
         } while token != nil
         report(summary(label, since, until, counts))
-        guard counts.refused == 0, counts.notStored == 0 else { return false }
+        guard counts.refused == 0, counts.notStored == 0 else { return .incomplete }
         do {
             try routes.ledger.withStore { (store) throws(LedgerError) in
                 try store.record(
@@ -204,9 +259,9 @@ struct NotificationHistorySync {
             routes.metrics.serverAPI.recordSync(app: bundleID, environment: environment.rawValue, at: Double(now) / 1000)
         } catch {
             complain("\(label): the cursor cannot be stored: \(error)")
-            return false
+            return .incomplete
         }
-        return true
+        return .complete
     }
 
     private func summary(_ label: String, _ since: Int64, _ until: Int64, _ counts: Counts) -> String {
@@ -219,9 +274,9 @@ struct NotificationHistorySync {
 }
 
 /// `--since`/`--until`: a day (`2026-11-01`, midnight UTC) or an RFC 3339 time, as milliseconds since 1970.
-func syncDate(_ text: String) throws(UsageError) -> Int64 {
+func syncDate(_ text: String) throws(ArgumentParser.ValidationError) -> Int64 {
     guard let date = ReceiptDate(rfc3339: text.utf8.count == 10 ? text + "T00:00:00Z" : text) else {
-        throw UsageError("\(text): expected a date like 2026-11-01 or 2026-11-01T12:00:00Z")
+        throw ArgumentParser.ValidationError("\(text): expected a date like 2026-11-01 or 2026-11-01T12:00:00Z")
     }
     return date.millisecondsSince1970
 }

@@ -1,66 +1,65 @@
-import ReceiptService
+import ArgumentParser
 import CryptoFloor
+import ReceiptService
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
-let tokenUsage = """
-    usage: receiptd token new --name NAME --scopes SCOPE[,SCOPE...]
-      Prints a new API token (32 random bytes from the kernel, base64url) once, and the api_tokens entry for it,
-      which holds only the token's SHA-256. Keep the token in the caller's secret store; add the entry to the
-      config's "api_tokens" (or RECEIPTD_API_TOKENS). Nothing is written anywhere.
-      --name     names the caller in the access log: 1 to 64 characters of 0-9 A-Z a-z . _ -
-      --scopes   comma-separated: validate, ledger:read, claim, metrics, support
-      exit status: 0 printed; 2 usage error
-    """
-
-/// `receiptd token new`.
-func runToken(_ arguments: [String]) -> Int32 {
-    runToken(arguments, output: { print($0) }, errors: printError, randomBytes: systemRandomBytes)
+/// `receiptd token`.
+struct Token: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Makes API tokens for the config's api_tokens.", subcommands: [NewToken.self])
 }
 
-func runToken(
-    _ arguments: [String], output: (String) -> Void, errors: (String) -> Void, randomBytes: (Int) -> [UInt8]
-) -> Int32 {
-    guard arguments.first == "new" else {
-        if let first = arguments.first, ["--help", "-h", "help"].contains(first) {
-            output(tokenUsage)
-            return ExitStatus.success
-        }
-        errors("receiptd token: expected new\n\n\(tokenUsage)")
-        return ExitStatus.usage
-    }
-    let name: String
-    var scopes = Set<APIScope>()
-    do throws(UsageError) {
-        let reader = try ArgumentReader(Array(arguments.dropFirst()), options: ["--name", "--scopes"])
-        if reader.wantsHelp {
-            output(tokenUsage)
-            return ExitStatus.success
-        }
-        try reader.expectPositional(atMost: 0)
-        name = try reader.required("--name")
-        guard APIToken.isValidName(name) else {
-            throw UsageError("--name: expected 1 to 64 characters of 0-9 A-Z a-z . _ -, not \(name)")
-        }
-        for text in try reader.required("--scopes").split(separator: ",", omittingEmptySubsequences: false) {
-            guard let scope = APIScope(rawValue: String(text)) else {
-                let known = APIScope.allCases.map(\.rawValue).joined(separator: ", ")
-                throw UsageError("--scopes: expected a comma-separated list of \(known), not \(text)")
+/// `receiptd token new`.
+struct NewToken: ReceiptdCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "new",
+        abstract: "Prints a new API token once, and the api_tokens entry for it.",
+        discussion: """
+            The token is 32 random bytes from the kernel, base64url; the entry holds only its SHA-256. Keep the token \
+            in the caller's secret store; add the entry to the config's "api_tokens" (or RECEIPTD_API_TOKENS, which \
+            serve reads instead of the file's). Nothing is written anywhere.
+            Exit status: 0 printed; 2 a usage error.
+            """)
+
+    @Option(
+        help: ArgumentHelp(
+            "Names the caller in the access log: 1 to 64 characters of 0-9 A-Z a-z . _ -", valueName: "name"),
+        transform: { text in
+            try parsed(text, expecting: "1 to 64 characters of 0-9 A-Z a-z . _ -") {
+                APIToken.isValidName($0) ? $0 : nil
             }
-            scopes.insert(scope)
-        }
-    } catch {
-        errors("receiptd token new: \(error)\n\n\(tokenUsage)")
-        return ExitStatus.usage
+        })
+    var name: String
+
+    @Option(
+        help: ArgumentHelp(
+            "Comma-separated: \(APIScope.allCases.map(\.rawValue).joined(separator: ", ")).", valueName: "scope,..."),
+        transform: { text in
+            let known = APIScope.allCases.map(\.rawValue).joined(separator: ", ")
+            var scopes = Set<APIScope>()
+            for word in text.split(separator: ",", omittingEmptySubsequences: false) {
+                scopes.insert(
+                    try parsed(String(word), expecting: "a comma-separated list of \(known)", APIScope.init(rawValue:)))
+            }
+            return scopes
+        })
+    var scopes: Set<APIScope>
+
+    func execute() -> Int32 {
+        execute(output: { print($0) }, randomBytes: systemRandomBytes)
     }
-    // RFC 4648 §5 without padding: safe in a header, a URL, a shell and a YAML string as it is.
-    let token = Base64.encode(randomBytes(32), alphabet: .url)
-    let entry = APIToken(name: name, token: token, scopes: scopes)
-    output("token: \(token)")
-    output("api_tokens entry: \(entry.configurationJSON)")
-    return ExitStatus.success
+
+    func execute(output: (String) -> Void, randomBytes: (Int) -> [UInt8]) -> Int32 {
+        // RFC 4648 §5 without padding: safe in a header, a URL, a shell and a YAML string as it is.
+        let token = Base64.encode(randomBytes(32), alphabet: .url)
+        let entry = APIToken(name: name, token: token, scopes: scopes)
+        output("token: \(token)")
+        output("api_tokens entry: \(entry.configurationJSON)")
+        return ExitStatus.success
+    }
 }
 
 /// The kernel's CSPRNG (`getentropy` is `getrandom` for up to 256 bytes); blocks only until it is first seeded at

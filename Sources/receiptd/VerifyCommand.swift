@@ -8,108 +8,130 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import ArgumentParser
 import JSONText
 import ReceiptEngine
 import ReceiptService
 import StoreKitJWS
 import CryptoFloor
 
-let verifyUsage = """
-    usage: receiptd verify FILE... [--config PATH] [--device-id ID] [--bundle-id ID] [--kind KIND] [--json]
-      Validates each file offline and prints its verdict. A file holds an App Store receipt (DER, or base64 as copied
-      from logs) or StoreKit 2 signed data: a compact JWS (a transaction, renewal info, app transaction or
-      notification), or a notification's body {"signedPayload": "..."}. Several files end with a summary, and --json
-      prints one object per file (with "file" when there are several).
-      config: --config, else RECEIPTD_CONFIG when not empty, else Config/receiptd.json when present, else defaults
-      --device-id ID   the device the receipts and signed data must be bound to (a UUID on iOS, a MAC address on macOS)
-      --bundle-id ID   accept this app instead of the configured ones
-      --kind KIND      require signed data of this kind: transaction, renewal_info, app_transaction or notification;
-                       anything else, a receipt too, is invalid (kind_mismatch)
-      exit status: 0 when every file is valid, 1 when any is not, 2 on a usage error or an unreadable file
-    """
-
 /// `receiptd verify FILE... [--config PATH] [--device-id ID] [--bundle-id ID] [--kind KIND] [--json]`
-func runVerify(_ arguments: [String]) -> Int32 {
-    let reader: ArgumentReader
-    let configuration: ServiceConfiguration
-    let device: DeviceIdentifier?
-    let requiredKind: SignedDataKind?
-    do {
-        reader = try ArgumentReader(
-            arguments, options: ["--config", "--device-id", "--bundle-id", "--kind"], flags: ["--json"])
-        if reader.wantsHelp {
-            print(verifyUsage)
-            return ExitStatus.success
-        }
-        guard !reader.positional.isEmpty else { throw UsageError("verify needs at least one file") }
-        device = try reader.value("--device-id", expecting: deviceIdentifierForm, DeviceIdentifier.init)
-        // A receipt file is told by its bytes, so only the StoreKit 2 kinds are worth requiring.
-        requiredKind = try reader.value(
-            "--kind", expecting: SignedDataKind.jwsKinds.map(\.rawValue).joined(separator: ", "),
-            { SignedDataKind(rawValue: $0).flatMap { SignedDataKind.jwsKinds.contains($0) ? $0 : nil } })
-        configuration = try ServiceConfiguration.resolve(
-            configPath: reader.value("--config"), environment: ProcessInfo.processInfo.environment,
-            fileExists: { FileManager.default.fileExists(atPath: $0) })
-    } catch {
-        printError("receiptd verify: \(error)")
-        return ExitStatus.usage
+struct Verify: ReceiptdCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Validates receipts and StoreKit 2 signed data offline and prints each verdict.",
+        discussion: """
+            A file holds an App Store receipt (DER, or base64 as copied from logs) or StoreKit 2 signed data: a \
+            compact JWS (a transaction, renewal info, app transaction or notification), or a notification's body \
+            {"signedPayload": "..."}. `-` reads standard input. Several files end with a summary, and --json prints \
+            one object per file (with "file" when there are several).
+            Environment: RECEIPTD_CONFIG (the config file when --config is not given; empty means defaults).
+            Exit status: 0 every file is valid; 1 any is not; 2 a usage error or an unreadable file.
+            """)
+
+    @Argument(help: ArgumentHelp("The receipts or signed data to validate (`-`: standard input).", valueName: "file"))
+    var files: [String]
+
+    @OptionGroup var config: ConfigOption
+
+    @Option(
+        help: ArgumentHelp(
+            "The device the receipts and signed data must be bound to (a UUID on iOS, a MAC address on macOS).",
+            valueName: "id"),
+        transform: { text in try parsed(text, expecting: deviceIdentifierForm, DeviceIdentifier.init) })
+    var deviceId: DeviceIdentifier?
+
+    @Option(help: ArgumentHelp("Accept this app instead of the configured ones.", valueName: "id"))
+    var bundleId: String?
+
+    @Option(
+        help: ArgumentHelp(
+            "Require this kind: receipt, transaction, renewal_info, app_transaction or notification; anything else is "
+                + "invalid (kind_mismatch), as with ?kind= over HTTP.",
+            valueName: "kind"),
+        transform: { text in
+            try parsed(
+                text, expecting: SignedDataKind.allCases.map(\.rawValue).joined(separator: ", "),
+                SignedDataKind.init(rawValue:))
+        })
+    var kind: SignedDataKind?
+
+    @Flag(help: "Print each verdict as JSON.")
+    var json = false
+
+    func validate() throws {
+        guard !files.isEmpty else { throw ArgumentParser.ValidationError("verify needs at least one file") }
     }
 
-    let files = reader.positional
-    let expectedBundleID = reader.value("--bundle-id")
-    let validator = configuration.makeValidator()
-    let verifier = makeJWSVerifier(configuration, expectedBundleID: expectedBundleID)
-    let json = reader.isSet("--json")
-    let showProgress = files.count > 1 && isatty(STDERR_FILENO) == 1
-    var tally: [String: Int] = [:]
-    var unreadable = 0
-    var readSignedData = false
-    for (index, file) in files.enumerated() {
-        if showProgress {
-            StandardStream.error.write("\r[\(index + 1)/\(files.count)] \(file)\u{1B}[K")
+    func execute() -> Int32 {
+        let configuration: ServiceConfiguration
+        do {
+            configuration = try ServiceConfiguration.resolve(
+                configPath: config.config, environment: ProcessInfo.processInfo.environment,
+                fileExists: { FileManager.default.fileExists(atPath: $0) })
+        } catch {
+            printError("receiptd verify: \(error)")
+            return ExitStatus.usage
         }
-        let data: [UInt8]
-        switch readInput(file) {
-        case .success(let bytes): data = bytes
-        case .failure(let problem):
-            if showProgress { StandardStream.error.write("\n") }
-            printError("receiptd verify: \(file): \(problem.description)")
-            unreadable += 1
-            continue
-        }
-        let verdict: JSONValue
-        let report: String
-        if let jws = signedData(in: data) {
-            readSignedData = true
-            let result = verifier.verify(jws, deviceIdentifier: device, requiredKind: requiredKind)
-            tally[result.error?.code.rawValue ?? "valid", default: 0] += 1
-            verdict = JWSResultJSON.value(of: result)
-            report = json ? "" : VerdictReport.text(for: result, file: files.count > 1 ? file : nil)
-        } else {
-            // Files hold DER as Xcode and StoreKit write it, or base64 as it is copied from logs.
-            let bytes = ReceiptText.decodeDEROrBase64(data)
-            let result = validator.validate(
-                bytes, deviceIdentifier: device, expectedBundleID: expectedBundleID, requiredKind: requiredKind)
-            tally[result.error?.code.rawValue ?? "valid", default: 0] += 1
-            verdict = ResultJSON.value(of: result)
-            report = json ? "" : VerdictReport.text(for: result, file: files.count > 1 ? file : nil)
-        }
-        if json {
-            let value = files.count > 1 ? verdict.prepending(key: "file", .string(file)) : verdict
-            StandardStream.output.write(value.serialized(pretty: files.count == 1) + [0x0A])
-        } else {
-            if showProgress { StandardStream.error.write("\r\u{1B}[K") }
-            print(report)
-        }
+        return verify(configuration)
     }
-    if showProgress { StandardStream.error.write("\r\u{1B}[K") }
-    if files.count > 1 && !json {
-        print(
-            VerdictReport.summary(
-                tally, unreadable: unreadable, total: files.count, noun: readSignedData ? "files" : "receipts"))
+
+    private func verify(_ configuration: ServiceConfiguration) -> Int32 {
+        let device = deviceId
+        let requiredKind = kind
+        let expectedBundleID = bundleId
+        let validator = configuration.makeValidator()
+        let verifier = makeJWSVerifier(configuration, expectedBundleID: expectedBundleID)
+        let showProgress = files.count > 1 && isatty(STDERR_FILENO) == 1
+        var tally: [String: Int] = [:]
+        var unreadable = 0
+        var readSignedData = false
+        for (index, file) in files.enumerated() {
+            if showProgress {
+                StandardStream.error.write("\r[\(index + 1)/\(files.count)] \(file)\u{1B}[K")
+            }
+            let data: [UInt8]
+            switch readInput(file) {
+            case .success(let bytes): data = bytes
+            case .failure(let problem):
+                if showProgress { StandardStream.error.write("\n") }
+                printError("receiptd verify: \(file): \(problem.description)")
+                unreadable += 1
+                continue
+            }
+            let verdict: JSONValue
+            let report: String
+            if let jws = signedData(in: data) {
+                readSignedData = true
+                let result = verifier.verify(jws, deviceIdentifier: device, requiredKind: requiredKind)
+                tally[result.error?.code.rawValue ?? "valid", default: 0] += 1
+                verdict = JWSResultJSON.value(of: result)
+                report = json ? "" : VerdictReport.text(for: result, file: files.count > 1 ? file : nil)
+            } else {
+                // Files hold DER as Xcode and StoreKit write it, or base64 as it is copied from logs.
+                let bytes = ReceiptText.decodeDEROrBase64(data)
+                let result = validator.validate(
+                    bytes, deviceIdentifier: device, expectedBundleID: expectedBundleID, requiredKind: requiredKind)
+                tally[result.error?.code.rawValue ?? "valid", default: 0] += 1
+                verdict = ResultJSON.value(of: result)
+                report = json ? "" : VerdictReport.text(for: result, file: files.count > 1 ? file : nil)
+            }
+            if json {
+                let value = files.count > 1 ? verdict.prepending(key: "file", .string(file)) : verdict
+                StandardStream.output.write(value.serialized(pretty: files.count == 1) + [0x0A])
+            } else {
+                if showProgress { StandardStream.error.write("\r\u{1B}[K") }
+                print(report)
+            }
+        }
+        if showProgress { StandardStream.error.write("\r\u{1B}[K") }
+        if files.count > 1 && !json {
+            print(
+                VerdictReport.summary(
+                    tally, unreadable: unreadable, total: files.count, noun: readSignedData ? "files" : "receipts"))
+        }
+        if unreadable > 0 { return ExitStatus.usage }
+        return tally.keys.allSatisfy { $0 == "valid" } ? ExitStatus.success : ExitStatus.failure
     }
-    if unreadable > 0 { return ExitStatus.usage }
-    return tally.keys.allSatisfy { $0 == "valid" } ? ExitStatus.success : ExitStatus.failure
 }
 
 /// The configured verifier; with `--bundle-id`, one that accepts that app instead of the configured ones (keeping

@@ -76,10 +76,14 @@ struct APITokenConfigurationTests {
     func newToken(_ arguments: [String]) -> (status: Int32, output: [String], errors: [String]) {
         var output: [String] = []
         var errors: [String] = []
-        let status = runToken(
-            ["new"] + arguments, output: { output.append($0) }, errors: { errors.append($0) },
-            randomBytes: systemRandomBytes)
-        return (status, output, errors)
+        switch parseCommand(NewToken.self, arguments) {
+        case .success(let command):
+            let status = command.execute(output: { output.append($0) }, randomBytes: systemRandomBytes)
+            return (status, output, errors)
+        case .failure(let end):
+            if end.status == ExitStatus.success { output.append(end.message) } else { errors.append(end.message) }
+            return (end.status, output, errors)
+        }
     }
 
     @Test func tokenNew_printsAFreshTokenAndItsEntry() throws {
@@ -128,7 +132,7 @@ struct APITokenConfigurationTests {
         #expect(result.status == 0)
         let help = result.output.joined(separator: "\n")
         let flags = Set(help.split(whereSeparator: { " \n[],".contains($0) }).filter { $0.hasPrefix("--") })
-        #expect(flags == ["--name", "--scopes"])
+        #expect(flags == ["--name", "--scopes", "--help"])
     }
 }
 

@@ -79,6 +79,9 @@ final class ObservedStore: LedgerStore {
     func releaseSyncLease(bundleID: String, environment: String, holder: String) throws(LedgerError) {
         try base.releaseSyncLease(bundleID: bundleID, environment: environment, holder: holder)
     }
+    func syncLease(bundleID: String, environment: String) throws(LedgerError) -> ServerAPISyncLease? {
+        try base.syncLease(bundleID: bundleID, environment: environment)
+    }
     func schemaVersion() throws(LedgerError) -> Int { try base.schemaVersion() }
     func counts() throws(LedgerError) -> LedgerCounts { try base.counts() }
 }

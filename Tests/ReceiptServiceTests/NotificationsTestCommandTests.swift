@@ -24,7 +24,7 @@ struct NotificationsTestCommandTests {
             Issue.record("the test notification was not recorded")
             return
         }
-        #expect(runNotifications(["test", "--app", JWSPKI.bundleID, "--config", scene.configPath, "--timeout", "5"]) == ExitStatus.success)
+        #expect(runReceiptd(["notifications", "test", "--app", JWSPKI.bundleID, "--config", scene.configPath, "--timeout", "5"]) == ExitStatus.success)
         let paths = try scene.fake.requests().map { $0["path"] }
         #expect(paths.first == .string("/inApps/v1/notifications/test"))
         #expect(paths.dropFirst().allSatisfy { $0 == .string("/inApps/v1/notifications/test/test-token-1") })
@@ -33,11 +33,11 @@ struct NotificationsTestCommandTests {
     @Test func testNotification_thatNeverArrives_exitsOne() throws {
         let scene = try StoreSyncTests.scene(history: [])
         try scene.fake.update([("testNotification", .string(try Self.testNotification("test-lost")))])
-        #expect(runNotifications(["test", "--app", JWSPKI.bundleID, "--config", scene.configPath, "--timeout", "0.5"]) == ExitStatus.failure)
+        #expect(runReceiptd(["notifications", "test", "--app", JWSPKI.bundleID, "--config", scene.configPath, "--timeout", "0.5"]) == ExitStatus.failure)
     }
 
     @Test(arguments: [["test"], ["test", "--app", "a", "--environment", "Xcode"], ["test", "--app", "a", "--timeout", "0"], ["send"]])
     func notifications_usageErrors_exitTwo(arguments: [String]) {
-        #expect(runNotifications(arguments) == ExitStatus.usage)
+        #expect(runReceiptd(["notifications"] + arguments) == ExitStatus.usage)
     }
 }

@@ -72,11 +72,11 @@ struct OrderLookupRouteTests {
         let orders: JSONValue = .object([("MQR7Z2JTKS", .array([.string(try Self.transaction("8101"))]))])
         let scene = try Self.scene(orders: orders)
         try scene.fake.update([("orders", orders), ("transactions", .object([("8101", .array([.string(try Self.transaction("8101"))]))]))])
-        #expect(runLookup(["order", "MQR7Z2JTKS", "--config", scene.configPath]) == ExitStatus.success)
-        #expect(runLookup(["transaction", "8101", "--config", scene.configPath]) == ExitStatus.success)
-        #expect(runLookup(["order", "NOSUCHORDER", "--config", scene.configPath]) == ExitStatus.failure)
-        #expect(runLookup(["transaction", "9999", "--config", scene.configPath]) == ExitStatus.failure)
-        #expect(runLookup(["refund", "1", "--config", scene.configPath]) == ExitStatus.usage)
+        #expect(runReceiptd(["lookup", "order", "MQR7Z2JTKS", "--config", scene.configPath]) == ExitStatus.success)
+        #expect(runReceiptd(["lookup", "transaction", "8101", "--config", scene.configPath]) == ExitStatus.success)
+        #expect(runReceiptd(["lookup", "order", "NOSUCHORDER", "--config", scene.configPath]) == ExitStatus.failure)
+        #expect(runReceiptd(["lookup", "transaction", "9999", "--config", scene.configPath]) == ExitStatus.failure)
+        #expect(runReceiptd(["lookup", "refund", "1", "--config", scene.configPath]) == ExitStatus.usage)
     }
 
     @Test func whenTheAppleLaneIsFull_orderIs503ServerAPIBusy_withoutAskingApple() throws {

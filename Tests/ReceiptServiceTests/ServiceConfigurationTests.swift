@@ -163,7 +163,7 @@ struct ServiceConfigurationTests {
         #expect {
             try ServiceConfiguration.load(contentsOfFile: "/nonexistent/receiptd.json")
         } throws: { error in
-            (error as? ConfigurationError)?.description == "config /nonexistent/receiptd.json: cannot read the file"
+            (error as? ConfigurationError)?.description == "config /nonexistent/receiptd.json: cannot read the file: No such file or directory"
         }
     }
 
@@ -211,7 +211,7 @@ struct ServiceConfigurationTests {
         let folder = try ScratchFolder()
         let file = try folder.write("receiptd.json", "{\"host\": \"10.0.0.1\", \"port\": 7000}")
         let fromEnvironment = try ServiceConfiguration.resolve(
-            options: ServeOptions(arguments: []),
+            options: ServeOptions(),
             environment: ["RECEIPTD_CONFIG": file, "RECEIPTD_HOST": "0.0.0.0", "RECEIPTD_PORT": "7001"],
             fileExists: { _ in false })
         #expect(fromEnvironment.host == "0.0.0.0")
@@ -219,7 +219,7 @@ struct ServiceConfigurationTests {
         #expect(fromEnvironment.sourcePath == file)
 
         let fromFlags = try ServiceConfiguration.resolve(
-            options: ServeOptions(arguments: ["--host", "::1", "--port=7002", "--log-format", "json"]),
+            options: parseCommand(Serve.self, ["--host", "::1", "--port=7002", "--log-format", "json"]).get().options,
             environment: ["RECEIPTD_CONFIG": file, "RECEIPTD_HOST": "0.0.0.0", "RECEIPTD_PORT": "7001"],
             fileExists: { _ in false })
         #expect(fromFlags.host == "::1")
@@ -232,7 +232,7 @@ struct ServiceConfigurationTests {
         let flagFile = try folder.write("flag.json", "{\"port\": 1111}")
         let envFile = try folder.write("env.json", "{\"port\": 2222}")
         let configuration = try ServiceConfiguration.resolve(
-            options: ServeOptions(arguments: ["--config", flagFile]), environment: ["RECEIPTD_CONFIG": envFile],
+            options: parseCommand(Serve.self, ["--config", flagFile]).get().options, environment: ["RECEIPTD_CONFIG": envFile],
             fileExists: { _ in false })
         #expect(configuration.port == 1111)
     }
@@ -272,7 +272,11 @@ struct ServiceConfigurationTests {
 
     @Test(arguments: [["--port", "http"], ["--port"], ["--log-format", "xml"], ["--verbose"], ["--port=99999"]])
     func badFlag_isRefused(arguments: [String]) {
-        #expect(throws: ConfigurationError.self) { try ServeOptions(arguments: arguments) }
+        #expect {
+            try parseCommand(Serve.self, arguments).get()
+        } throws: { error in
+            (error as? ParseEnd)?.status == ExitStatus.usage
+        }
     }
 
     @Test func badPortInEnvironment_namesTheVariable() {

@@ -37,6 +37,6 @@ struct StoreCommandTests {
         (["backup"], ExitStatus.usage), (["status", "extra"], ExitStatus.usage),
     ])
     func usageMistakes_exitTwo_andHelp_exitsZero(arguments: [String], status: Int32) {
-        #expect(runStore(arguments) == status)
+        #expect(runReceiptd(["store"] + arguments) == status)
     }
 }

@@ -38,7 +38,7 @@ struct StoreRestoreCommandTests {
     }
 
     private func restore(_ world: World, _ backup: String) -> Int32 {
-        runStore(["restore", backup, "--config", world.config])
+        runReceiptd(["store", "restore", backup, "--config", world.config])
     }
 
     @Test func restore_ofABackup_replacesTheLedger_exitZero() throws {
@@ -81,35 +81,35 @@ struct StoreRestoreCommandTests {
         (["restore", "a.sqlite", "--json"], ExitStatus.usage), (["restore", "--help"], ExitStatus.success),
     ])
     func restoreUsage(arguments: [String], status: Int32) {
-        #expect(runStore(arguments) == status)
+        #expect(runReceiptd(["store"] + arguments) == status)
     }
 
     @Test func restoreHelp_listsOnlyTheAcceptedFlags() {
-        let flags = storeRestoreUsage.split(whereSeparator: { !($0.isLetter || $0 == "-") })
+        let flags = helpText(of: StoreRestore.self).split(whereSeparator: { !($0.isLetter || $0 == "-") })
             .filter { $0.hasPrefix("--") }
-        #expect(Set(flags) == ["--config"])
+        #expect(Set(flags) == ["--config", "--help", "--version"])
     }
 
     // MARK: - status
 
     @Test func status_ofAMissingFileThatCanBeCreated_exitZero_andCreatesNothing() throws {
         let world = try World(store: #"{"sqlite": "not-yet/ledger.sqlite"}"#)
-        #expect(runStore(["status", "--config", world.config]) == ExitStatus.success)
+        #expect(runReceiptd(["store", "status", "--config", world.config]) == ExitStatus.success)
         #expect(!FileManager.default.fileExists(atPath: world.folder + "/not-yet"))
     }
 
     @Test func status_ofAFileThatCannotBeCreated_exitOne() throws {
         let world = try World(store: #"{"sqlite": "occupied/ledger.sqlite"}"#)
         try Data("a file, not a folder".utf8).write(to: URL(fileURLWithPath: world.folder + "/occupied"))
-        #expect(runStore(["status", "--config", world.config]) == ExitStatus.failure)
+        #expect(runReceiptd(["store", "status", "--config", world.config]) == ExitStatus.failure)
     }
 
     @Test func status_ofADamagedLedger_exitOne() throws {
         let world = try World()
         try world.makeLedger(at: world.ledgerPath, transactions: 400)
         try damage(world.ledgerPath)
-        #expect(runStore(["status", "--config", world.config]) == ExitStatus.failure)
-        #expect(runStore(["status", "--config", world.config, "--json"]) == ExitStatus.failure)
+        #expect(runReceiptd(["store", "status", "--config", world.config]) == ExitStatus.failure)
+        #expect(runReceiptd(["store", "status", "--config", world.config, "--json"]) == ExitStatus.failure)
     }
 
     // MARK: - serve

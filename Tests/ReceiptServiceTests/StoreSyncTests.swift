@@ -71,7 +71,7 @@ struct StoreSyncTests {
             }
         }
 
-        #expect(runStoreSync(["--config", scene.configPath, "--environment", "Production"]) == ExitStatus.failure)
+        #expect(runReceiptd(["store", "sync", "--config", scene.configPath, "--environment", "Production"]) == ExitStatus.failure)
         let ledger = try openLedger(.sqlite(path: scene.ledgerPath))
         for uuid in uuids { #expect(try ledger.notification(uuid: uuid) != nil, "\(uuid) missing") }
         #expect(try ledger.notification(uuid: "forged-1") == nil)
@@ -80,7 +80,7 @@ struct StoreSyncTests {
         #expect(try ledger.syncCursor(bundleID: JWSPKI.bundleID, environment: "Production") == nil)
 
         try scene.fake.update([("pageSize", .integer(2)), ("notifications", Self.history(genuine))])
-        #expect(runStoreSync(["--config", scene.configPath, "--environment", "Production"]) == ExitStatus.success)
+        #expect(runReceiptd(["store", "sync", "--config", scene.configPath, "--environment", "Production"]) == ExitStatus.success)
         #expect(try ledger.counts().notifications == 5)
         #expect(try ledger.syncCursor(bundleID: JWSPKI.bundleID, environment: "Production") != nil)
         let requests = try scene.fake.requests()
@@ -115,20 +115,34 @@ struct StoreSyncTests {
 
     @Test func syncLeasedByAnotherReplica_isSkipped() throws {
         let scene = try Self.scene(history: [try Self.notification("leased-1")])
+        let lapses = Int64(Date().timeIntervalSince1970 * 1000) + 600_000
         _ = try Self.routes(scene).ledger.withStore { (store) throws(LedgerError) in
             try store.acquireSyncLease(
-                bundleID: JWSPKI.bundleID, environment: "Production", holder: "another-replica", now: 0, until: .max)
+                bundleID: JWSPKI.bundleID, environment: "Production", holder: "another-replica", now: 0, until: lapses)
         }
-        #expect(runStoreSync(["--config", scene.configPath, "--environment", "Production"]) == ExitStatus.success)
+        // Never 0 for a span it did not read: a script would take it for synced.
+        #expect(runReceiptd(["store", "sync", "--config", scene.configPath, "--environment", "Production"]) == ExitStatus.skipped)
         #expect(try scene.fake.requests().isEmpty)
         #expect(try openLedger(.sqlite(path: scene.ledgerPath)).notification(uuid: "leased-1") == nil)
+    }
+
+    @Test func syncWithWait_waitsForAnotherReplicasLease_thenSyncs() throws {
+        let scene = try Self.scene(history: [try Self.notification("leased-2")])
+        let lapses = Int64(Date().timeIntervalSince1970 * 1000) + 1_500
+        _ = try Self.routes(scene).ledger.withStore { (store) throws(LedgerError) in
+            try store.acquireSyncLease(
+                bundleID: JWSPKI.bundleID, environment: "Production", holder: "another-replica", now: 0, until: lapses)
+        }
+        let arguments = ["store", "sync", "--config", scene.configPath, "--environment", "Production", "--wait"]
+        #expect(runReceiptd(arguments) == ExitStatus.success)
+        #expect(try openLedger(.sqlite(path: scene.ledgerPath)).notification(uuid: "leased-2") != nil)
     }
 
     @Test func syncWithAppleUnreachable_exitsOne_andMovesNoCursor() throws {
         let scene = try Self.scene(history: [])
         let fault: JSONValue = .object([("status", .integer(401))])
         try scene.fake.update([("faults", .object([("/inApps/v1/notifications/history", .array([fault]))]))])
-        #expect(runStoreSync(["--config", scene.configPath, "--environment", "Production"]) == ExitStatus.failure)
+        #expect(runReceiptd(["store", "sync", "--config", scene.configPath, "--environment", "Production"]) == ExitStatus.failure)
         let ledger = try openLedger(.sqlite(path: scene.ledgerPath))
         #expect(try ledger.syncCursor(bundleID: JWSPKI.bundleID, environment: "Production") == nil)
     }
@@ -139,7 +153,7 @@ struct StoreSyncTests {
     ])
     func sync_usageErrors_exitTwo(arguments: [String]) throws {
         let scene = try Self.scene(history: [])
-        #expect(runStoreSync(["--config", scene.configPath] + arguments) == ExitStatus.usage)
+        #expect(runReceiptd(["store", "sync", "--config", scene.configPath] + arguments) == ExitStatus.usage)
     }
 
     @Test(arguments: [

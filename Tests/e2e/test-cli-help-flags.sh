@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Every flag a `--help` lists is one the command accepts: for each command named in `receiptd --help`, each
-# `--flag` its own `--help` shows is tried, with a value and without, and must never be "unknown argument".
+# Every command `receiptd --help` lists (and every subcommand of those) answers --help, `receiptd help COMMAND` says
+# the same, and each `--flag` its help shows is one the command accepts: tried with a value and without, it must never
+# be refused as unknown.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 work="$(mktemp -d)"
@@ -14,47 +15,53 @@ receiptd = sys.argv[1]
 
 def run(args):
     done = subprocess.run([receiptd, *args], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
-    return done.stdout + done.stderr
+    return done.returncode, done.stdout + done.stderr
 
-# "receiptd store status|backup FILE|migrate [--config PATH]" names three commands; words stop at the first flag,
-# placeholder or bracket.
-commands = []
-for line in run(["--help"]).splitlines():
-    words = line.split()
-    if len(words) < 2 or words[0] != "receiptd":
-        continue
-    path = []
-    for word in words[1:]:
-        if not re.fullmatch(r"[a-z][a-z0-9-]*(\|[a-zA-Z][A-Za-z0-9-]*)*", word):
-            break
-        path.append(word)
-    if not path or path[0] in ("help", "version"):
-        continue
-    *parents, last = path
-    for alternative in last.split("|"):
-        if alternative.islower():
-            commands.append(parents + [alternative])
-# The forms after an alternative ("backup FILE|migrate") start with the next alternative.
-if not commands:
-    sys.exit("FAIL: receiptd --help names no commands")
+def section(text, title):
+    """The lines of one section of ArgumentParser's help (SUBCOMMANDS:, OPTIONS:)."""
+    lines, inside = [], False
+    for line in text.splitlines():
+        if re.fullmatch(r"[A-Z ]+:.*", line):
+            inside = line.startswith(title)
+            continue
+        if inside:
+            lines.append(line)
+    return lines
 
 failures = 0
 tried = 0
-for command in commands:
-    usage = run([*command, "--help"])
-    if "usage: receiptd" not in usage:
-        print(f"FAIL: receiptd {' '.join(command)} --help prints no usage")
+commands = 0
+pending = [[]]
+while pending:
+    command = pending.pop(0)
+    status, usage = run([*command, "--help"])
+    name = " ".join(["receiptd", *command])
+    if status != 0 or f"USAGE: {name}" not in usage:
+        print(f"FAIL: {name} --help: exit {status}, no usage")
         failures += 1
         continue
-    for flag in sorted(set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", usage))):
-        if flag == "--help":
+    if command:
+        commands += 1
+        status, via_help = run(["help", *command])
+        if status != 0 or via_help != usage:
+            print(f"FAIL: receiptd help {' '.join(command)} differs from {name} --help (exit {status})")
+            failures += 1
+    subcommands = [m.group(1) for line in section(usage, "SUBCOMMANDS") if (m := re.match(r"  ([a-z][a-z0-9-]*)\b", line))]
+    pending += [[*command, sub] for sub in subcommands if sub != "help"]
+    if subcommands:
+        continue
+    for flag in sorted(set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", "\n".join(section(usage, "OPTIONS"))))):
+        if flag in ("--help", "--version"):
             continue
         tried += 1
-        refusals = [run([*command, flag, *value]) for value in (["x"], [])]
-        if all(f"unknown argument {flag}" in output for output in refusals):
-            print(f"FAIL: receiptd {' '.join(command)} --help lists {flag}, which it refuses as unknown")
+        refusals = [run([*command, flag, *value])[1] for value in (["x"], [])]
+        if all(f"Unknown option '{flag}'" in output for output in refusals):
+            print(f"FAIL: {name} --help lists {flag}, which it refuses as unknown")
             failures += 1
 
-print(f"{tried - failures} passed, {failures} failed")
+if commands < 20:
+    print(f"FAIL: receiptd --help led to only {commands} commands")
+    failures += 1
+print(f"{commands} commands, {tried - failures} flags passed, {failures} failed")
 sys.exit(1 if failures else 0)
 PY

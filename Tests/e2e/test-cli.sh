@@ -67,6 +67,21 @@ contains "the field is named" err.txt "expires"
 check "missing --ca" 2 "$R" testing receipt --bundle-id b --app-version 1
 check "bad environment" 2 "$R" testing receipt --ca ca --bundle-id b --app-version 1 --environment Staging
 check "unknown command" 2 "$R" frobnicate
+check "help for an unknown command" 2 "$R" help frobnicate
+check "a group without its command" 2 "$R" store
+check "--kind receipt, as ?kind=receipt" 0 "$R" verify good.der --config config.json --kind receipt
+check "a bad --kind" 2 "$R" verify good.der --config config.json --kind receipts
+contains "the kinds are named" err.txt "renewal_info"
+for shell in bash zsh fish; do
+    check "a $shell completion script" 0 "$R" --generate-completion-script "$shell"
+    contains "the $shell script completes store restore" out.txt "restore"
+done
+check "an unknown shell" 2 "$R" --generate-completion-script tcsh
+check "check-config of a good config" 0 "$R" check-config --config config.json
+contains "check-config says so" out.txt "check-config: ok"
+echo '{"trusted_roots": ["ca/missing.pem"]}' > broken.json
+check "check-config of a broken config" 1 "$R" check-config --config broken.json
+contains "check-config names the file" err.txt "missing.pem"
 
 check "--version" 0 "$R" --version
 contains "--version names the program" out.txt "receiptd "
@@ -74,7 +89,7 @@ check "version" 0 "$R" version
 for command in serve verify testing "testing init-ca" "testing receipt" "help verify"; do
     # shellcheck disable=SC2086 # the subcommand is two words
     check "$command --help" 0 "$R" $command --help
-    contains "$command --help prints its usage" out.txt "usage: receiptd"
+    contains "$command --help prints its usage" out.txt "USAGE: receiptd"
 done
 check "serve --help" 0 "$R" serve --help
 for variable in RECEIPTD_CONFIG RECEIPTD_HOST RECEIPTD_PORT RECEIPTD_STORE_POSTGRES RECEIPTD_API_TOKENS; do

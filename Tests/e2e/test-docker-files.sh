@@ -11,7 +11,8 @@ swift build -c release --static-swift-stdlib --product receiptd >/dev/null
 # README's one small binary: FoundationEssentials rather than Foundation, whose ICU data made it 76 MB, and no DWARF.
 binary=.build/release/receiptd
 size=$(stat -c %s "$binary")
-[ "$size" -lt 25000000 ] || { echo "test-docker-files: $binary is $size bytes, over README's 25 MB" >&2; exit 1; }
+# 24.8 MB before swift-argument-parser, and issue 27 allows the command line's packages 3 MB more (it took 2.0 MB).
+[ "$size" -lt 27800000 ] || { echo "test-docker-files: $binary is $size bytes, over 27.8 MB" >&2; exit 1; }
 # grep -c reads nm's whole output: grep -q would quit early, and pipefail would count nm's SIGPIPE as no match.
 foundation_symbols=$(nm "$binary" | grep -c -e '\$s10Foundation' -e 'FoundationInternationalization' -e 'icudt[0-9]*_dat' || true)
 if [ "$foundation_symbols" -gt 0 ]; then

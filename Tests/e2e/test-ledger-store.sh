@@ -180,7 +180,7 @@ expect_exit 2 "$WORK/usage.out" "$RECEIPTD" store backup --config "$CONFIG"
 expect_exit 2 "$WORK/usage.out" "$RECEIPTD" store frobnicate
 for command in status backup migrate; do
     expect_exit 0 "$WORK/help.out" "$RECEIPTD" store "$command" --help
-    grep -q "^usage: receiptd store $command" "$WORK/help.out" || fail "store $command --help printed no usage"
+    grep -q "^USAGE: receiptd store $command" "$WORK/help.out" || fail "store $command --help printed no usage"
 done
 
 echo "test-ledger-store: status, online backup, migrate and their failures behave on a SQLite ledger" \

@@ -225,8 +225,9 @@ contains "summary counts each code" out.txt "certificate_untrusted  1"
 check "an unreadable file among them" 2 "$R" verify transaction.jws missing.jws --config config.json
 
 # --- usage errors -------------------------------------------------------------------------------------------------
-check "unknown --kind" 2 "$R" verify transaction.jws --kind receipt
+check "unknown --kind" 2 "$R" verify transaction.jws --kind receipts
 contains "the kinds are named" err.txt "renewal_info"
+check "--kind receipt of a transaction, as ?kind=receipt" 1 "$R" verify transaction.jws --kind receipt
 check "transaction without --ca" 2 "$R" testing transaction --bundle-id com.example.app
 check "transaction without --bundle-id" 2 "$R" testing transaction --ca ca
 check "a --ca without the EC chain" 2 "$R" testing transaction --ca no-such-ca --bundle-id com.example.app
@@ -239,13 +240,13 @@ check "bad --auto-renew" 2 "$R" testing renewal-info --ca ca --auto-renew maybe
 check "renewal info names no app" 2 "$R" testing renewal-info --ca ca --bundle-id b
 check "notification without --type" 2 "$R" testing notification --ca ca --bundle-id b
 check "bad --uuid" 2 "$R" testing notification --ca ca --type TEST --bundle-id b --uuid 42
-check "--post to https" 2 "$R" testing notification --ca ca --type TEST --bundle-id b --post https://example.com/
+check "--post to ftp" 2 "$R" testing notification --ca ca --type TEST --bundle-id b --post ftp://example.com/
 check "--post where nothing listens" 1 "$R" testing notification --ca ca --type TEST --bundle-id b \
     --post http://127.0.0.1:9/
 check "unknown testing command" 2 "$R" testing subscription
 for command in transaction renewal-info app-transaction notification; do
     check "testing $command --help" 0 "$R" testing "$command" --help
-    contains "testing $command --help prints its usage" out.txt "usage: receiptd testing $command"
+    contains "testing $command --help prints its usage" out.txt "USAGE: receiptd testing $command"
 done
 check "verify --help names --kind" 0 "$R" verify --help
 contains "verify --help" out.txt "--kind"

@@ -9,6 +9,11 @@ public import StoreKitJWS
 import Ledger
 import JSONText
 internal import CryptoFloor
+#if canImport(Glibc)
+internal import Glibc
+#elseif canImport(Darwin)
+internal import Darwin
+#endif
 
 /// Why receiptd cannot start with the configuration it was given. `description` is the one line printed to stderr,
 /// e.g. `config Config/x.json: apps[0].bundle_id: expected a string`.
@@ -235,7 +240,7 @@ extension ServiceConfiguration {
     /// Reads a configuration file; relative `trusted_roots` resolve against the file's folder.
     public static func load(contentsOfFile path: String) throws(ConfigurationError) -> ServiceConfiguration {
         guard let data = FileManager.default.contents(atPath: path) else {
-            throw ConfigurationError(.unreadableFile, "config \(path): cannot read the file")
+            throw ConfigurationError(.unreadableFile, "config \(path): cannot read the file: \(unreadableReason(path))")
         }
         let folder = path.deletingLastPathComponent
         return try parse([UInt8](data), path: path, baseDirectory: folder.isEmpty ? "." : folder)
@@ -441,4 +446,13 @@ struct ConfigurationReader {
         }
         return apps
     }
+}
+
+/// Why a file cannot be read, in errno's words ("No such file or directory", "Permission denied", "Is a directory"):
+/// Foundation's read only says that it failed.
+private func unreadableReason(_ path: String) -> String {
+    var status = stat()
+    if stat(path, &status) == 0, status.st_mode & S_IFMT == S_IFDIR { return String(cString: strerror(EISDIR)) }
+    guard access(path, R_OK) != 0 else { return "it changed while being read" }
+    return String(cString: strerror(errno))
 }
