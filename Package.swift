@@ -24,6 +24,12 @@ let package = Package(
         .library(name: "ReceiptService", targets: ["ReceiptService"]),
         .library(name: "AppStoreServerAPI", targets: ["AppStoreServerAPI"]),
     ],
+    dependencies: [
+        // Counters, gauges and histograms as swift-metrics values, rendered for `/metrics` by swift-prometheus: the
+        // exposition format Prometheus' own parser reads, written once. Neither pulls in SwiftNIO.
+        .package(url: "https://github.com/apple/swift-metrics.git", .upToNextMinor(from: "2.13.0")),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", .upToNextMinor(from: "2.4.1")),
+    ],
     targets: [
         .systemLibrary(
             name: "COpenSSL",
@@ -54,6 +60,8 @@ let package = Package(
             name: "ReceiptService",
             dependencies: [
                 "CryptoFloor", "ReceiptEngine", "StoreKitJWS", "Ledger", "JSONText", "HTTP1Server", "AppStoreServerAPI",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             swiftSettings: strictSettings),
         // Every command (`serve`, `verify`, `testing`) and its flags; the modules below know nothing of a command line.

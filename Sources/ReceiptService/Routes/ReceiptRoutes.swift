@@ -205,8 +205,8 @@ public struct ReceiptRoutes: Sendable {
     /// ledger's database, which would stall every other connection on that loop.
     public func mayAnswerInline(_ request: HTTPRequest) -> Bool {
         let route = Route.match(request.path).route
-        // An order lookup waits on Apple, with or without a ledger.
-        return route != .order && (!ledger.isConfigured || !route.usesLedger)
+        // An order lookup waits on Apple, with or without a ledger; rendering the metrics takes their registry's lock.
+        return route != .order && route != .metrics && (!ledger.isConfigured || !route.usesLedger)
     }
 
     private func respond(to request: HTTPRequest, route: Route, id: Substring?) -> HTTPResponse {
