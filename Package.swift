@@ -25,8 +25,9 @@ let package = Package(
         .library(name: "AppStoreServerAPI", targets: ["AppStoreServerAPI"]),
     ],
     dependencies: [
-        // Counters, gauges and histograms as swift-metrics values, rendered for `/metrics` by swift-prometheus: the
-        // exposition format Prometheus' own parser reads, written once. Neither pulls in SwiftNIO.
+        // `/metrics`: swift-prometheus's counters, gauges and histograms (swift-metrics handlers) and its rendering of
+        // them, the exposition Prometheus' own parser reads. swift-metrics comes with it and is pinned here so that
+        // neither moves past a minor version unseen. Neither pulls in SwiftNIO.
         .package(url: "https://github.com/apple/swift-metrics.git", .upToNextMinor(from: "2.13.0")),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", .upToNextMinor(from: "2.4.1")),
     ],
@@ -60,7 +61,6 @@ let package = Package(
             name: "ReceiptService",
             dependencies: [
                 "CryptoFloor", "ReceiptEngine", "StoreKitJWS", "Ledger", "JSONText", "HTTP1Server", "AppStoreServerAPI",
-                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             swiftSettings: strictSettings),
