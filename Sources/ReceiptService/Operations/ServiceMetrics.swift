@@ -1,7 +1,8 @@
 public import Prometheus
 public import ReceiptEngine
-internal import Synchronization
 internal import AppStoreServerAPI
+internal import Dispatch
+internal import Synchronization
 
 /// The metrics behind `GET /metrics`: swift-prometheus counters, gauges and a histogram in one registry, which
 /// renders them as the Prometheus text exposition (format 0.0.4).
@@ -9,8 +10,8 @@ internal import AppStoreServerAPI
 /// One instance per server, injected into the routes: its own registry, no global metrics system, so tests read
 /// exactly what their own requests did. Recording on the request path takes no lock: every series a request can
 /// touch is found without the registry (an immutable table and an atomic reference) and counted with an atomic add;
-/// request durations are tallied in atomics and handed to the registry's histogram, whose `record` locks, only when
-/// `/metrics` is read.
+/// request durations are tallied in atomics and handed to the registry's histogram, whose `record` locks, off the
+/// request path.
 public final class ServiceMetrics: Sendable {
     /// Upper bounds in seconds: a cached-chain validation takes well under a millisecond, a first one a few.
     public static let durationBuckets: [Double] = [
@@ -62,7 +63,6 @@ public final class ServiceMetrics: Sendable {
     private let validations: [String: SeriesCounter]
     private let verdicts: [VerdictKey: SeriesCounter]
     private let durations: DurationTally
-    private let durationHistogram: ValueHistogram
     private let notificationConflicts: Counter
     private let logLinesDropped: Counter
     private let openConnections: Gauge
@@ -99,9 +99,9 @@ public final class ServiceMetrics: Sendable {
         self.validations = validations
         self.verdicts = verdicts
 
-        durations = DurationTally(bounds: Self.durationBuckets)
-        durationHistogram = registry.makeValueHistogram(
-            descriptor: Self.durationFamily.descriptor, buckets: Self.durationBuckets)
+        durations = DurationTally(
+            into: registry.makeValueHistogram(descriptor: Self.durationFamily.descriptor, buckets: Self.durationBuckets),
+            bounds: Self.durationBuckets)
         notificationConflicts = registry.makeCounter(descriptor: Self.notificationConflictsFamily.descriptor)
         logLinesDropped = registry.makeCounter(descriptor: Self.logLinesDroppedFamily.descriptor)
         openConnections = registry.makeGauge(descriptor: Self.openConnectionsFamily.descriptor)
@@ -160,7 +160,7 @@ public final class ServiceMetrics: Sendable {
 
     /// The exposition text of every series in the registry.
     public func exposition() -> String {
-        durations.publish(into: durationHistogram)
+        durations.publish()
         // Read outside any lock of ours: the source belongs to the server and takes its own lock.
         let source = openConnectionsSource.withLock { $0 }
         openConnections.set(to: Double(source?() ?? 0))
@@ -208,7 +208,8 @@ final class SeriesCounter: Sendable {
 
 /// Request durations tallied per bucket in atomics, so recording one takes no lock. `publish` hands the tally since
 /// the previous call to the registry's histogram at each bucket's mean: every bucket's count, the count and the sum
-/// stay what recording each duration would have made them.
+/// stay what recording each duration would have made them. It runs on every scrape and, off the request path, every
+/// second, so a scrape never replays more than a second of requests one `record` at a time.
 final class DurationTally: Sendable {
     private final class Bucket: Sendable {
         let count = Atomic<Int>(0)
@@ -218,12 +219,23 @@ final class DurationTally: Sendable {
     private let bounds: [Double]
     /// One per bound, and a last one for durations beyond the largest.
     private let buckets: [Bucket]
+    private let histogram: ValueHistogram
     private let published: Mutex<[(count: Int, nanoseconds: Int)]>
 
-    init(bounds: [Double]) {
+    init(into histogram: ValueHistogram, bounds: [Double]) {
         self.bounds = bounds
+        self.histogram = histogram
         buckets = (0...bounds.count).map { _ in Bucket() }
         published = Mutex(Array(repeating: (0, 0), count: bounds.count + 1))
+        publishEverySecond()
+    }
+
+    /// Ends a second after the tally is released.
+    private func publishEverySecond() {
+        DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + 1) { [weak self] in
+            self?.publish()
+            self?.publishEverySecond()
+        }
     }
 
     func record(seconds: Double) {
@@ -235,7 +247,7 @@ final class DurationTally: Sendable {
         bucket.count.wrappingAdd(1, ordering: .relaxed)
     }
 
-    func publish(into histogram: ValueHistogram) {
+    func publish() {
         published.withLock { published in
             for (index, bucket) in buckets.enumerated() {
                 let count = bucket.count.load(ordering: .relaxed)
