@@ -9,9 +9,11 @@ swift build -c release --static-swift-stdlib --product receiptd >/dev/null
     || { echo "test-docker-files: .build/release is not the release build just made" >&2; exit 1; }
 
 # README's one small binary: FoundationEssentials rather than Foundation, whose ICU data made it 76 MB, and no DWARF.
+# 24.8 MB before its three Swift packages, which issue 27 allows 3 MB together (swift-metrics and swift-prometheus
+# took 0.6 MB).
 binary=.build/release/receiptd
 size=$(stat -c %s "$binary")
-[ "$size" -lt 25000000 ] || { echo "test-docker-files: $binary is $size bytes, over README's 25 MB" >&2; exit 1; }
+[ "$size" -lt 27800000 ] || { echo "test-docker-files: $binary is $size bytes, over README's 27.8 MB" >&2; exit 1; }
 # grep -c reads nm's whole output: grep -q would quit early, and pipefail would count nm's SIGPIPE as no match.
 foundation_symbols=$(nm "$binary" | grep -c -e '\$s10Foundation' -e 'FoundationInternationalization' -e 'icudt[0-9]*_dat' || true)
 if [ "$foundation_symbols" -gt 0 ]; then
