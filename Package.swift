@@ -27,6 +27,11 @@ let package = Package(
     dependencies: [
         // The executable's command line: commands, help, usage errors and shell completion from declarations.
         .package(url: "https://github.com/apple/swift-argument-parser", .upToNextMinor(from: "1.8.2")),
+        // `/metrics`: swift-prometheus's counters, gauges and histograms (swift-metrics handlers) and its rendering of
+        // them, the exposition Prometheus' own parser reads. swift-metrics comes with it and is pinned here so that
+        // neither moves past a minor version unseen. Neither pulls in SwiftNIO.
+        .package(url: "https://github.com/apple/swift-metrics.git", .upToNextMinor(from: "2.13.0")),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", .upToNextMinor(from: "2.4.1")),
     ],
     targets: [
         .systemLibrary(
@@ -58,6 +63,7 @@ let package = Package(
             name: "ReceiptService",
             dependencies: [
                 "CryptoFloor", "ReceiptEngine", "StoreKitJWS", "Ledger", "JSONText", "HTTP1Server", "AppStoreServerAPI",
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             swiftSettings: strictSettings),
         // Every command (`serve`, `verify`, `testing`) and its flags; the modules below know nothing of a command line.

@@ -46,7 +46,7 @@ func serveWithQueuedLog(_ options: ServeOptions) -> Int32 {
     let output: LogLineQueue
     do {
         output = try LogLineQueue(
-            write: { StandardStream.output.write($0) }, lineDropped: { metrics.recordLogLineDropped() })
+            write: { StandardStream.output.write($0) }, lineDropped: { metrics.recordLogLinesDropped() })
     } catch {
         printError("receiptd: cannot start the log's writer thread: \(error)")
         return ExitStatus.failure

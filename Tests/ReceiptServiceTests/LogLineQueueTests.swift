@@ -111,8 +111,8 @@ struct LogLineQueueTests {
     @Test func droppedLines_showInMetrics() {
         let metrics = ServiceMetrics()
         #expect(metrics.exposition().contains("\nreceiptd_log_lines_dropped_total 0\n"))
-        metrics.recordLogLineDropped()
-        metrics.recordLogLineDropped()
+        metrics.recordLogLinesDropped()
+        metrics.recordLogLinesDropped()
         let lines = metrics.exposition().split(separator: "\n")
         #expect(lines.contains("# TYPE receiptd_log_lines_dropped_total counter"))
         #expect(lines.contains("receiptd_log_lines_dropped_total 2"))

@@ -224,7 +224,8 @@ public struct ReceiptRoutes: Sendable {
     /// ledger's database or on Apple, which would stall every other connection on that loop.
     public func mayAnswerInline(_ request: HTTPRequest) -> Bool {
         let route = Route.match(request.path).route
-        return !route.waitsOnApple && (!ledger.isConfigured || !route.usesLedger)
+        // Rendering the metrics takes their registry's lock.
+        return !route.waitsOnApple && route != .metrics && (!ledger.isConfigured || !route.usesLedger)
     }
 
     private func respond(to request: HTTPRequest, route: Route, id: Substring?, apple: AppleAdmission) -> HTTPResponse {
