@@ -83,6 +83,9 @@ public final class PostgresLedger: LedgerStore {
 
     public func checkWritable() throws(LedgerError) { try records.checkWritable() }
 
+    /// PostgreSQL finds its own damage on the pages a statement reads; a read that answers is all that can be asked.
+    public func checkIntegrity() throws(LedgerError) { try records.ping() }
+
     public func schemaVersion() throws(LedgerError) -> Int { try records.schemaVersion() }
 
     public func counts() throws(LedgerError) -> LedgerCounts { try records.counts() }

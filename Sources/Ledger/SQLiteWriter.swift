@@ -18,9 +18,11 @@ final class SQLiteWriter: Sendable {
     private let connection: SQLiteConnection
     private let queue = DispatchQueue(label: "receiptd.ledger.sqlite-writer")
     private let state = Mutex(State())
-    /// How long a caller waits for its group to commit: three times store_timeout, since the group may wait for the
-    /// one before it, and each waits at most store_timeout for a lock (`busy_timeout`), which then fails as `locked`
-    /// well before this runs out. A write that commits after its caller gave up is still kept.
+    /// Writes waiting for their group beyond which a new one is turned away `busy` at once: a stalled disk must not
+    /// gather callers (and their memory) without bound.
+    static let maximumPending = 2 * maximumGroupSize
+    /// How long a caller waits for its group to commit: store_timeout, however many groups queue before it (a disk
+    /// that stalls holds every one of them). A write that commits after its caller gave up is still kept.
     private let timeout: Double
 
     private struct State {
@@ -31,7 +33,7 @@ final class SQLiteWriter: Sendable {
 
     init(connection: SQLiteConnection, timeout: Double = LedgerConfiguration.defaultTimeout) {
         self.connection = connection
-        self.timeout = 3 * timeout
+        self.timeout = timeout
     }
 
     /// Runs `body` on the writer's connection between groups.
@@ -47,6 +49,9 @@ final class SQLiteWriter: Sendable {
         let write = PendingWrite(body)
         let startDrain = try state.withLock { (state) throws(LedgerError) in
             guard !state.isClosed else { throw LedgerError(.unavailable, "the ledger is closed") }
+            guard state.pending.count < Self.maximumPending else {
+                throw LedgerError(.busy, "\(Self.maximumPending) writes already wait for the SQLite writer")
+            }
             state.pending.append(write)
             if state.draining { return false }
             state.draining = true
@@ -184,7 +189,7 @@ private final class PendingWrite<Result: Sendable>: GroupedWrite, @unchecked Sen
         // A disk that stalls (a network volume, a dying device) must not hold the caller longer than store_timeout.
         // The write may still commit after the caller was told it failed; notifications and receipts are idempotent,
         // so the retry that follows changes nothing.
-        guard done.wait(timeout: .now() + timeout) == .success else {
+        guard done.wait(timeout: LedgerDeadline.bounding(.now() + timeout)) == .success else {
             throw LedgerError(.unavailable, "the SQLite write did not commit within \(timeout) s", reason: .timeout)
         }
         guard let outcome else { throw LedgerError(.queryFailed, "a grouped write finished without a result") }

@@ -26,6 +26,9 @@ struct RequestProblem: Error, Sendable, Hashable {
         case revoked
         case storeNotConfigured = "store_not_configured"
         case storeUnavailable = "store_unavailable"
+        /// Every ledger connection, or the SQLite writer's queue, is taken right now: retry this request after
+        /// `Retry-After`; the ledger is up (`/readyz` stays 200).
+        case storeBusy = "store_busy"
         /// `/v1/orders`: Apple knows no such order.
         case orderNotFound = "order_not_found"
         case serverAPINotConfigured = "server_api_not_configured"
@@ -75,6 +78,8 @@ struct RequestProblem: Error, Sendable, Hashable {
     /// What the upload was instead of a receipt (`pem`, `text`, `json`…), as `receiptd verify` tells it.
     var reason: String? = nil
     var detail: Detail? = nil
+    /// Seconds for `Retry-After`, when trying again soon is expected to work.
+    var retryAfter: Int? = nil
 
     static func badRequest(_ detail: Detail, _ message: String) -> RequestProblem {
         RequestProblem(status: 400, code: .badRequest, message: message, detail: detail)

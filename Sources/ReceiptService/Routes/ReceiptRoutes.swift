@@ -469,7 +469,7 @@ public struct ReceiptRoutes: Sendable {
                     status: problem.status.code, code: problem.code.rawValue, message: problem.message,
                     reason: problem.reason))
         }
-        return json(
+        var response = json(
             status: problem.status,
             .object([
                 (
@@ -479,6 +479,8 @@ public struct ReceiptRoutes: Sendable {
                         detail: problem.detail?.rawValue)
                 )
             ]))
+        if let retryAfter = problem.retryAfter { response.headers.add(name: .retryAfter, value: String(retryAfter)) }
+        return response
     }
 
     func json(status: HTTPStatus, _ value: JSONValue) -> HTTPResponse {
