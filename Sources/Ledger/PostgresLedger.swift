@@ -25,6 +25,7 @@ public final class PostgresLedger: LedgerStore {
         connectionString: String, poolSize: Int, schemaVersion: Int,
         timeout: Double = LedgerConfiguration.defaultTimeout, clock: @escaping LedgerClock
     ) throws(LedgerError) {
+        try PostgresConnection.checkParses(connectionString)
         let pool = ConnectionPool(capacity: poolSize, timeout: timeout) { deadline throws(LedgerError) in
             try PostgresConnection(connectionString: connectionString, timeout: timeout, deadline: deadline)
         }

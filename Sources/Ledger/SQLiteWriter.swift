@@ -21,8 +21,9 @@ final class SQLiteWriter: Sendable {
     /// Writes waiting for their group beyond which a new one is turned away `busy` at once: a stalled disk must not
     /// gather callers (and their memory) without bound.
     static let maximumPending = 2 * maximumGroupSize
-    /// How long a caller waits for its group to commit: store_timeout, however many groups queue before it (a disk
-    /// that stalls holds every one of them). A write that commits after its caller gave up is still kept.
+    /// How long a caller waits for its group to commit, however many groups queue before it (a disk that stalls
+    /// holds every one of them): store_timeout and a little, so that a lock held elsewhere (`busy_timeout`, which is
+    /// store_timeout) fails as `locked` first. A write that commits after its caller gave up is still kept.
     private let timeout: Double
 
     private struct State {
@@ -33,7 +34,7 @@ final class SQLiteWriter: Sendable {
 
     init(connection: SQLiteConnection, timeout: Double = LedgerConfiguration.defaultTimeout) {
         self.connection = connection
-        self.timeout = timeout
+        self.timeout = timeout + 0.5
     }
 
     /// Runs `body` on the writer's connection between groups.

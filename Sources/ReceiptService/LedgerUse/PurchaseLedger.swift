@@ -75,7 +75,10 @@ public final class PurchaseLedger: Sendable {
         var isClosed = false
     }
 
-    /// How often the background task asks a healthy database whether it still answers, in seconds.
+    /// What a request's ledger work may take beyond `store_timeout`, in seconds: enough for the database's own
+    /// timeouts (a lock wait, a statement timeout), which say why they fired, to end a wait before the bare deadline.
+    static let reasonGrace = 0.5
+    /// How often the background task writes its heartbeat to a healthy database, in seconds.
     static let heartbeatInterval = 1.0
     /// The first and the longest pause between tries of a database that does not answer, in seconds.
     static let backoff = (first: 0.05, longest: 2.0)
@@ -176,7 +179,9 @@ public final class PurchaseLedger: Sendable {
         }
         defer { state.withLock { $0.inFlight -= 1 } }
         do {
-            return try LedgerDeadline.within(seconds: storeTimeout) { () throws(LedgerError) in try body(store) }
+            return try LedgerDeadline.within(seconds: storeTimeout + Self.reasonGrace) { () throws(LedgerError) in
+                try body(store)
+            }
         } catch {
             note(failure: error, callerMayBeAtFault: true)
             throw .unavailable(error)
@@ -373,7 +378,7 @@ public final class PurchaseLedger: Sendable {
     public func openNow() throws(LedgerError) -> LedgerError? {
         guard open != nil else { return nil }
         let error = healthQueue.sync(execute: { probeOnce() })
-        if let error, error.code == .schemaTooNew { throw error }
+        if let error, error.code == .schemaTooNew || error.code == .invalidConfiguration { throw error }
         return error
     }
 
