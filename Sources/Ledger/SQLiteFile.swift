@@ -147,7 +147,8 @@ extension SQLiteConnection {
     func integrityProblems(thorough: Bool = false) -> [String] {
         do throws(LedgerError) {
             let rows = try query(thorough ? "PRAGMA integrity_check" : "PRAGMA quick_check", [])
-            let lines = rows.compactMap { $0.string(0) }
+            // One row may hold many findings, a line each: a damaged file reports hundreds.
+            let lines = rows.compactMap { $0.string(0) }.flatMap { $0.split(separator: "\n").map(String.init) }
             return lines == ["ok"] ? [] : lines
         } catch {
             return [error.message]

@@ -37,8 +37,9 @@ public final class SQLiteLedger: LedgerStore {
         guard problems.isEmpty else {
             throw LedgerError(
                 .corrupt,
-                "the SQLite database at \(path) fails quick_check: \(problems.prefix(3).joined(separator: "; "))",
-                reason: .corrupt)
+                "the SQLite database at \(path) is damaged: quick_check found \(problems.count) problem"
+                    + "\(problems.count == 1 ? "" : "s"), the first: \(problems.prefix(3).joined(separator: "; ")); "
+                    + "restore a backup (receiptd store restore)", reason: .corrupt)
         }
         try writerConnection.inTransaction(begin: "BEGIN IMMEDIATE") { () throws(LedgerError) in
             try LedgerSchema.migrate(writerConnection, to: schemaVersion)

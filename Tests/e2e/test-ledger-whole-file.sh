@@ -152,7 +152,7 @@ timeout 30 "$RECEIPTD" store restore "$WORK/backup.sqlite" --config "$CONFIG" 2>
 [ "$status" = 1 ] || fail "store restore while the server runs exited $status, not 1"
 grep -q 'another receiptd serves' "$WORK/restore.err" || fail "restore's refusal says: $(cat "$WORK/restore.err")"
 backed_up="$(timeout 30 "$RECEIPTD" store status --config "$CONFIG" --json | jq .counts.notifications)"
-echo "one server: a second serve exits 1 naming the file; status and backup work beside it; restore refuses"
+echo "one server: a second serve (also through a symbolic or hard link) exits 1 naming the file and process; status and backup work beside it; restore refuses"
 
 # ============================== 3. restore over what a kill -9 leaves ================================================
 # A notification after the backup, then kill -9: the -wal holds history the backup lacks.
