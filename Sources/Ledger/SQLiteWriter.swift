@@ -30,6 +30,8 @@ final class SQLiteWriter: Sendable {
         var pending: [any GroupedWrite] = []
         var draining = false
         var isClosed = false
+        /// Why the last group failed to commit; nil once one committed.
+        var lastGroupFailure: LedgerError.Reason?
     }
 
     init(connection: SQLiteConnection, timeout: Double = LedgerConfiguration.defaultTimeout) {
@@ -59,7 +61,15 @@ final class SQLiteWriter: Sendable {
             return true
         }
         if startDrain { queue.async { self.drain() } }
-        return try write.wait(timeout: timeout)
+        do throws(LedgerError) {
+            return try write.wait(timeout: timeout)
+        } catch where error.reason == .timeout && state.withLock({ $0.lastGroupFailure }) == .locked {
+            // Queued behind groups that each waited out busy_timeout for a lock another process holds: the lock is
+            // the cause, not the disk.
+            throw LedgerError(
+                .unavailable, "the SQLite write waited behind writes kept from committing by another process's lock",
+                reason: .locked)
+        }
     }
 
     /// Refuses new writes, lets the queued ones commit, then folds the write-ahead log into the database file
@@ -121,6 +131,7 @@ final class SQLiteWriter: Sendable {
         do throws(LedgerError) {
             try connection.execute("BEGIN IMMEDIATE")
         } catch {
+            state.withLock { $0.lastGroupFailure = error.reason }
             for write in group { write.finish(error) }
             return
         }
@@ -137,9 +148,11 @@ final class SQLiteWriter: Sendable {
             try connection.execute("COMMIT")
         } catch {
             try? connection.execute("ROLLBACK")
+            state.withLock { $0.lastGroupFailure = error.reason }
             for write in group { write.finish(error) }
             return
         }
+        state.withLock { $0.lastGroupFailure = nil }
         for write in group { write.finish(nil) }
     }
 }

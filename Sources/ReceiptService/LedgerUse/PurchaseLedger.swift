@@ -73,6 +73,8 @@ public final class PurchaseLedger: Sendable {
         var observer: (@Sendable (Health) -> Void)?
         /// Set by `close`: nothing opens, probes or uses the store again.
         var isClosed = false
+        /// A heartbeat asked for by a client's successful write is queued.
+        var heartbeatQueued = false
     }
 
     /// What a request's ledger work may take beyond `store_timeout`, in seconds: enough for the database's own
@@ -247,6 +249,22 @@ public final class PurchaseLedger: Sendable {
         }
     }
 
+    /// A client's write went through while the ledger is not ready: the heartbeat, which alone decides, runs now
+    /// rather than at its next turn.
+    private func heartbeatSoon() {
+        let queue = state.withLock { state -> Bool in
+            guard state.health.reason != nil, !state.heartbeatQueued, !state.isClosed else { return false }
+            state.heartbeatQueued = true
+            return true
+        }
+        guard queue else { return }
+        healthQueue.async { [weak self] in
+            guard let self else { return }
+            self.state.withLock { $0.heartbeatQueued = false }
+            _ = self.probeOnce()
+        }
+    }
+
     /// The background task's heartbeat write (and integrity check) went through: the one proof that brings a failed
     /// store back. A client's write is not: on a nearly full disk some writes fit and others fail.
     private func noteHeartbeat() {
@@ -317,6 +335,7 @@ public final class PurchaseLedger: Sendable {
         guard !new.isEmpty else { return }
         defer { forget(new.map(\.originalTransactionID)) }
         try store.record(transactions: new, source: source)
+        heartbeatSoon()
         written.withLock { written in
             for facts in new where (written[key(facts)]?.signedDate ?? .min) <= facts.signedDate {
                 written.remember((facts.signedDate, facts.payloadJSON.hashValue), for: key(facts))
@@ -329,6 +348,7 @@ public final class PurchaseLedger: Sendable {
     ) throws(LedgerError) {
         defer { forget([renewal.originalTransactionID]) }
         try store.record(renewal: renewal, source: source)
+        heartbeatSoon()
     }
 
     public func record(_ notification: NotificationFacts, in store: any LedgerStore) throws(LedgerError)
@@ -339,6 +359,7 @@ public final class PurchaseLedger: Sendable {
                 .compactMap { $0 })
         }
         let write = try store.record(notification)
+        heartbeatSoon()
         return write
     }
 
