@@ -2,7 +2,7 @@ internal import Dispatch
 internal import Synchronization
 
 /// Up to `capacity` connections, each lent to one caller at a time; callers beyond that wait for one to return, at
-/// most `checkoutTimeout` seconds (then `unavailable`, reason `timeout`).
+/// most `timeout` seconds or until the caller's ``LedgerDeadline`` (then `busy`).
 ///
 /// Connections open lazily and stay open. One that reports itself broken is not reused: the next caller opens a
 /// fresh one, which is how the ledger comes back by itself after its database returns.
@@ -31,10 +31,11 @@ final class ConnectionPool<Connection: PooledConnection>: Sendable {
         _ body: (_ connection: Connection, _ reused: Bool, _ deadline: DispatchTime) throws(LedgerError) -> Result
     ) throws(LedgerError) -> Result {
         guard !isClosed.load(ordering: .acquiring) else { throw LedgerError(.unavailable, "the ledger is closed") }
-        let deadline = DispatchTime.now() + timeout
+        let deadline = LedgerDeadline.bounding(DispatchTime.now() + timeout)
         // Without a limit, a database that stopped answering would gather every caller here for as long as it hangs.
+        // A full pool is busy, not down: those holding the connections learn (and report) whether the database hangs.
         guard slots.wait(timeout: deadline) == .success else {
-            throw LedgerError(.unavailable, "no database connection came free within \(timeout) s", reason: .timeout)
+            throw LedgerError(.busy, "every database connection stayed taken by other requests for \(timeout) s")
         }
         defer { slots.signal() }
         let connection: Connection

@@ -11,6 +11,12 @@ public struct LedgerError: Error, Sendable, Hashable, CustomStringConvertible {
 
         /// The database cannot be reached, opened, locked or written right now; retrying later may succeed.
         public static let unavailable = Code(rawValue: "unavailable")
+        /// Every connection or the writer's queue is taken by other requests right now: this one call was turned away
+        /// (answer 503 with `Retry-After: 1`); the database itself is fine, so this says nothing about its health.
+        public static let busy = Code(rawValue: "busy")
+        /// The store's configuration cannot be used as written (a PostgreSQL connection string libpq cannot parse):
+        /// waiting will not help, the configuration must change.
+        public static let invalidConfiguration = Code(rawValue: "invalid_configuration")
         /// The database was migrated by a newer receiptd; this binary must not touch it.
         public static let schemaTooNew = Code(rawValue: "schema_too_new")
         /// The database rejected a value (a constraint, a type, a size, a NUL character in text).

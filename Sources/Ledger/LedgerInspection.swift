@@ -17,6 +17,9 @@ public struct LedgerInspection: Sendable, Hashable {
     public var counts: LedgerCounts?
     /// What SQLite's `quick_check` finds wrong with the file; empty when it is sound (and always for PostgreSQL).
     public var problems: [String] = []
+    /// False when damage kept the schema version from being read: `schemaVersion` 0 then means "unknown", not "no
+    /// ledger yet".
+    public var isReadable = true
 
     /// Reads the version and counts of the configured database, and for SQLite runs `quick_check`; nil for a SQLite
     /// file that does not exist yet (nothing is created). Fails `unavailable` when the database cannot be reached, or
@@ -35,12 +38,19 @@ public struct LedgerInspection: Sendable, Hashable {
                 }
                 return nil
             }
-            let connection = try SQLiteConnection(path: path)
+            let connection: SQLiteConnection
+            do throws(LedgerError) {
+                connection = try SQLiteConnection(path: path)
+            } catch where error.reason == .corrupt {
+                // Not a database at all (SQLITE_NOTADB): damaged, as quick_check would say, not unreachable.
+                return LedgerInspection(schemaVersion: 0, counts: nil, problems: [error.message], isReadable: false)
+            }
             defer { connection.close() }
             let problems = connection.integrityProblems()
             // A damaged file may fail the counts too: its problems are the answer then.
             guard problems.isEmpty else {
-                var inspection = (try? read(connection)) ?? LedgerInspection(schemaVersion: 0, counts: nil)
+                var inspection = (try? read(connection))
+                    ?? LedgerInspection(schemaVersion: 0, counts: nil, isReadable: false)
                 inspection.problems = problems
                 return inspection
             }

@@ -135,8 +135,9 @@ struct LedgerRecords<Database: LedgerDatabase>: Sendable {
         try database.read { connection throws(LedgerError) in try connection.execute("SELECT 1") }
     }
 
-    /// Rewrites the schema version as it is: a durable commit through the write path that changes nothing, so a full
-    /// disk, a read-only volume or a held lock fails it as it fails real writes.
+    /// Rewrites the schema version as it is: on PostgreSQL a new row version and a flushed commit record (MVCC writes
+    /// even an unchanged row), so a full disk, a read-only server or a held lock fails it as it fails real writes.
+    /// SQLite skips such an update; its ledger beats a header field instead.
     func checkWritable() throws(LedgerError) {
         try database.write { connection throws(LedgerError) in
             try connection.execute("UPDATE ledger_schema SET version = version")

@@ -42,9 +42,13 @@ public protocol LedgerStore: Sendable {
     /// Succeeds when the database answers a trivial query: for readiness checks.
     func ping() throws(LedgerError)
 
-    /// Succeeds when the database commits a write (one that changes nothing): how readiness learns that writes work
-    /// again after one failed, without waiting for a client's write.
+    /// Succeeds when the database commits a real write (a heartbeat that changes no ledger data) and has room for
+    /// more, within `store_timeout`: the only thing that makes a ledger ready.
     func checkWritable() throws(LedgerError)
+
+    /// Succeeds when the database shows no damage (SQLite's `quick_check`): asked before a ledger once found corrupt
+    /// is called ready again, since writes may still succeed on a damaged file.
+    func checkIntegrity() throws(LedgerError)
 
     /// The schema version the database is at.
     func schemaVersion() throws(LedgerError) -> Int

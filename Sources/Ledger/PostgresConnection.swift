@@ -173,6 +173,25 @@ final class PostgresConnection: PooledConnection, @unchecked Sendable {
         return first
     }
 
+    /// Fails `invalid_configuration` with libpq's own words about the bad part (any password masked) when libpq
+    /// cannot parse the connection string: no amount of retrying would connect with it. A plain word (no `=`, not a
+    /// URI) is a database name, as libpq takes it.
+    static func checkParses(_ connectionString: String) throws(LedgerError) {
+        let isURI = connectionString.hasPrefix("postgresql://") || connectionString.hasPrefix("postgres://")
+        guard isURI || connectionString.contains("=") else { return }
+        var message: UnsafeMutablePointer<CChar>?
+        guard let parsed = PQconninfoParse(connectionString, &message) else {
+            defer { if let message { PQfreemem(message) } }
+            let reason = message.map { firstLine(String(cString: $0)) } ?? "out of memory"
+            throw LedgerError(
+                .invalidConfiguration,
+                "libpq cannot parse the PostgreSQL connection string: "
+                    + "\(redactingSecrets(of: connectionString, in: reason)); fix the store's \"postgres\" value (or "
+                    + "RECEIPTD_STORE_POSTGRES)")
+        }
+        PQconninfoFree(parsed)
+    }
+
     /// The connection string's `options` with `statement_timeout` added, or nil when it sets its own: that `options`
     /// keyword comes after the connection string and so replaces what it says.
     static func options(addingStatementTimeout timeout: Double, to connectionString: String) -> String? {

@@ -25,6 +25,7 @@ public final class PostgresLedger: LedgerStore {
         connectionString: String, poolSize: Int, schemaVersion: Int,
         timeout: Double = LedgerConfiguration.defaultTimeout, clock: @escaping LedgerClock
     ) throws(LedgerError) {
+        try PostgresConnection.checkParses(connectionString)
         let pool = ConnectionPool(capacity: poolSize, timeout: timeout) { deadline throws(LedgerError) in
             try PostgresConnection(connectionString: connectionString, timeout: timeout, deadline: deadline)
         }
@@ -82,6 +83,9 @@ public final class PostgresLedger: LedgerStore {
     public func ping() throws(LedgerError) { try records.ping() }
 
     public func checkWritable() throws(LedgerError) { try records.checkWritable() }
+
+    /// PostgreSQL finds its own damage on the pages a statement reads; a read that answers is all that can be asked.
+    public func checkIntegrity() throws(LedgerError) { try records.ping() }
 
     public func schemaVersion() throws(LedgerError) -> Int { try records.schemaVersion() }
 

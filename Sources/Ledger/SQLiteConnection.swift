@@ -1,4 +1,5 @@
 internal import CSQLite
+internal import Glibc
 
 /// One SQLite connection and its prepared statements; the only owner of a `sqlite3` handle.
 ///
@@ -16,13 +17,21 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
         let status = sqlite3_open_v2(path, &opened, flags, nil)
         guard status == SQLITE_OK, let opened else {
             let reason = opened.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            let systemError = opened.map { sqlite3_system_errno($0) } ?? 0
             sqlite3_close_v2(opened)
             throw LedgerError(
                 .unavailable, "cannot open the SQLite database at \(path): \(reason) (\(status))",
-                reason: Self.reason(status))
+                reason: Self.reason(status, systemError: systemError))
         }
         handle = opened
         sqlite3_extended_result_codes(handle, 1)
+        // SQLite quietly opens a file it may not write read-only; the ledger would then fail every write.
+        guard sqlite3_db_readonly(handle, "main") != 1 else {
+            throw LedgerError(
+                .unavailable,
+                "the SQLite database at \(path) is read-only: make the file and its folder writable by the user "
+                    + "receiptd runs as, on a volume mounted read-write", reason: .readOnly)
+        }
         // Other processes (a second receiptd, a backup, sqlite3 by hand) may hold the write lock for a moment.
         // Bounded by store_timeout like every other wait, so a lock held elsewhere costs a request at most that.
         try execute("PRAGMA busy_timeout = \(Int64((timeout * 1000).rounded(.up)))")
@@ -140,13 +149,24 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
             code = .unavailable
         }
         // The extended code (e.g. 1032 SQLITE_READONLY_DBMOVED) is what tells an operator which of its kind it is.
-        return LedgerError(code, "SQLite \(operation): \(reason) (\(status))", reason: Self.reason(status))
+        return LedgerError(
+            code, "SQLite \(operation): \(reason) (\(status))",
+            reason: Self.reason(status, systemError: sqlite3_system_errno(handle)))
     }
 
     /// What an (extended) result code says about the database; a statement's own fault (a constraint, a bad value)
     /// counts too, since the ledger's statements only fail so when the schema or the data is damaged.
-    static func reason(_ status: Int32) -> LedgerError.Reason {
-        switch status & 0xff {
+    ///
+    /// SQLite reports a volume remounted read-only, or one that filled up mid-write, as an I/O error
+    /// (`SQLITE_IOERR_WRITE`, `_FSYNC`…); the operating system's `errno` behind it tells which.
+    static func reason(_ status: Int32, systemError: Int32 = 0) -> LedgerError.Reason {
+        switch (status & 0xff, systemError) {
+        case (SQLITE_IOERR, EROFS), (SQLITE_IOERR, EACCES), (SQLITE_IOERR, EPERM), (SQLITE_CANTOPEN, EROFS):
+            return .readOnly
+        case (SQLITE_IOERR, ENOSPC), (SQLITE_IOERR, EDQUOT): return .diskFull
+        default: break
+        }
+        return switch status & 0xff {
         case SQLITE_FULL: .diskFull
         case SQLITE_READONLY, SQLITE_PERM: .readOnly
         case SQLITE_CORRUPT, SQLITE_NOTADB: .corrupt

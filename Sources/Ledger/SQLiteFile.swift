@@ -3,32 +3,43 @@ internal import Glibc
 /// One server's claim on a SQLite ledger file: two `receiptd serve` on one file would each trust what they remember
 /// (the subscriptions they read, the writes they made) and answer stale state.
 ///
-/// An exclusive `flock` on the sidecar file `PATH.lock`, taken without waiting and held until this value goes away;
-/// the kernel drops it when the process dies, `kill -9` included, so a crash leaves no stale lock. Not a POSIX
-/// (`fcntl`) lock, which is what SQLite takes on the database: those belong to the process, so a second claim from
-/// the same process would succeed, and they only make writers take turns. A `flock` belongs to the open file
-/// description, so two claims conflict even within one process. The lock file is never deleted: a holder would
-/// otherwise keep a lock on a name nobody else opens. Linux emulates `flock` on NFS; SQLite's WAL needs a local disk
-/// anyway.
+/// The claim follows the file, not the name it was reached by: an exclusive `flock` on the database file itself (so a
+/// hard link finds it), and one on the sidecar `REALPATH.lock`, REALPATH being the path with every symbolic link
+/// resolved (so a symbolic link finds it, and so does a server starting before the file exists). Both are taken
+/// without waiting and held until this value goes away; the kernel drops them when the process dies, `kill -9`
+/// included, so a crash leaves no stale lock. Not POSIX (`fcntl`) locks, which is what SQLite takes on the database:
+/// those belong to the process, so a second claim from the same process would succeed, and they only make writers
+/// take turns. A `flock` belongs to the open file description, so two claims conflict even within one process.
+///
+/// Closing any descriptor of the database drops the process's POSIX locks on it, SQLite's included: this value must
+/// outlive every SQLite connection to the file (`serve` closes the ledger first). The lock file is never deleted: a
+/// holder would otherwise keep a lock on a name nobody else opens. Linux emulates `flock` on NFS; SQLite's WAL needs a
+/// local disk anyway.
 public final class SQLiteFileLock: Sendable {
-    /// The database file this lock guards.
+    /// The database file this lock guards, as it was named.
     public let databasePath: String
+    /// The sidecar lock file: `REALPATH.lock`.
+    public let lockPath: String
     private let descriptor: Int32
+    /// The database file's own descriptor, or -1 when it did not exist yet.
+    private let databaseDescriptor: Int32
 
-    /// The sidecar lock file of a database: `PATH.lock`.
-    public static func lockPath(forDatabaseAt path: String) -> String { path + ".lock" }
-
-    public var lockPath: String { Self.lockPath(forDatabaseAt: databasePath) }
+    /// The sidecar lock file of a database: `REALPATH.lock`.
+    public static func lockPath(forDatabaseAt path: String) -> String { resolvingLinks(path) + ".lock" }
 
     /// Takes the lock on `databasePath` (creating the lock file, not the database), or fails `in_use` at once when
-    /// another holds it; the lock file then says which process, when it could write its id.
+    /// another holds it, naming the process when it can tell.
     public init(databasePath: String) throws(LedgerError) {
-        let lockPath = Self.lockPath(forDatabaseAt: databasePath)
+        let realPath = Self.resolvingLinks(databasePath)
+        let lockPath = realPath + ".lock"
         var descriptor = retryingInterrupts { open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644) }
         // flock needs no write permission: a lock file made by another user can still be locked.
         if descriptor < 0 && errno == EACCES { descriptor = retryingInterrupts { open(lockPath, O_RDONLY | O_CLOEXEC) } }
         guard descriptor >= 0 else {
-            throw LedgerError(.unavailable, "cannot open the lock file \(lockPath): \(systemMessage())")
+            throw LedgerError(
+                .unavailable,
+                "cannot open the lock file \(lockPath): \(systemMessage()); the folder of \(realPath) must be "
+                    + "writable by the user receiptd runs as, on a volume mounted read-write")
         }
         guard retryingInterrupts({ flock(descriptor, LOCK_EX | LOCK_NB) }) == 0 else {
             let reason = errno == EWOULDBLOCK ? nil : systemMessage()
@@ -40,19 +51,92 @@ public final class SQLiteFileLock: Sendable {
                 "another receiptd serves \(databasePath)\(holder.map { " (process \($0))" } ?? ""): it holds "
                     + "\(lockPath); one server per SQLite file")
         }
+        let databaseDescriptor = retryingInterrupts { open(realPath, O_RDONLY | O_CLOEXEC) }
+        if databaseDescriptor >= 0 && retryingInterrupts({ flock(databaseDescriptor, LOCK_EX | LOCK_NB) }) != 0 {
+            let reason = errno == EWOULDBLOCK ? nil : systemMessage()
+            let holder = Self.flockHolder(of: databaseDescriptor)
+            Glibc.close(databaseDescriptor)
+            Glibc.close(descriptor)
+            if let reason { throw LedgerError(.unavailable, "cannot lock \(realPath): \(reason)") }
+            throw LedgerError(
+                .inUse,
+                "another receiptd serves \(databasePath) under another name (a hard link)"
+                    + "\(holder.map { " (process \($0))" } ?? ""): it holds a lock on the file itself; one server per "
+                    + "SQLite file")
+        }
         self.databasePath = databasePath
+        self.lockPath = lockPath
         self.descriptor = descriptor
+        self.databaseDescriptor = databaseDescriptor
         let text = Array("\(getpid())\n".utf8)
         if ftruncate(descriptor, 0) == 0 { _ = text.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) } }
     }
 
-    deinit { Glibc.close(descriptor) }
+    deinit {
+        if databaseDescriptor >= 0 { Glibc.close(databaseDescriptor) }
+        Glibc.close(descriptor)
+    }
+
+    /// `path` with every symbolic link resolved; for a file not created yet, its folder's resolved, plus its name.
+    static func resolvingLinks(_ path: String) -> String {
+        if let resolved = realPath(path) { return resolved }
+        let folder = SQLiteFile.folder(of: path)
+        guard let resolvedFolder = realPath(folder) else { return path }
+        return (resolvedFolder == "/" ? "" : resolvedFolder) + "/" + SQLiteFile.name(of: path)
+    }
+
+    private static func realPath(_ path: String) -> String? {
+        guard let resolved = Glibc.realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
 
     private static func holder(_ descriptor: Int32) -> Int32? {
         var bytes = [UInt8](repeating: 0, count: 16)
         let count = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, 0) }
         guard count > 0 else { return nil }
         return String(decoding: bytes[..<count], as: UTF8.self).split(separator: "\n").first.flatMap { Int32($0) }
+    }
+
+    /// Who holds a `flock` on the file open as `descriptor`, from `/proc/locks` (`1: FLOCK ADVISORY WRITE PID
+    /// MAJOR:MINOR:INODE 0 EOF`): a hard link has no lock file of its own to say.
+    private static func flockHolder(of descriptor: Int32) -> Int32? {
+        var status = stat()
+        guard fstat(descriptor, &status) == 0 else { return nil }
+        let device = UInt64(status.st_dev)
+        let major = ((device >> 8) & 0xfff) | ((device >> 32) & ~UInt64(0xfff))
+        let minor = (device & 0xff) | ((device >> 12) & ~UInt64(0xff))
+        let file = String(major, radix: 16, uppercase: false).leftPadded(to: 2) + ":"
+            + String(minor, radix: 16, uppercase: false).leftPadded(to: 2) + ":" + String(status.st_ino)
+        guard let locks = readSmallFile("/proc/locks") else { return nil }
+        for line in locks.split(separator: "\n") {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard fields.count > 5, fields[1] == "FLOCK", fields[5] == file else { continue }
+            if let pid = Int32(fields[4]) { return pid }
+        }
+        return nil
+    }
+
+    private static func readSmallFile(_ path: String) -> String? {
+        let descriptor = retryingInterrupts { open(path, O_RDONLY | O_CLOEXEC) }
+        guard descriptor >= 0 else { return nil }
+        defer { Glibc.close(descriptor) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while bytes.count < 1 << 22 {
+            let count = buffer.withUnsafeMutableBytes { chunk in
+                retryingInterrupts { read(descriptor, chunk.baseAddress, chunk.count) }
+            }
+            guard count > 0 else { break }
+            bytes += buffer[..<count]
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(to width: Int) -> String {
+        count >= width ? self : String(repeating: "0", count: width - count) + self
     }
 }
 
@@ -63,7 +147,8 @@ extension SQLiteConnection {
     func integrityProblems(thorough: Bool = false) -> [String] {
         do throws(LedgerError) {
             let rows = try query(thorough ? "PRAGMA integrity_check" : "PRAGMA quick_check", [])
-            let lines = rows.compactMap { $0.string(0) }
+            // One row may hold many findings, a line each: a damaged file reports hundreds.
+            let lines = rows.compactMap { $0.string(0) }.flatMap { $0.split(separator: "\n").map(String.init) }
             return lines == ["ok"] ? [] : lines
         } catch {
             return [error.message]

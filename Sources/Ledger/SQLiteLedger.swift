@@ -1,4 +1,5 @@
 internal import Glibc
+internal import Synchronization
 
 /// The ledger in one SQLite file (WAL, `synchronous=FULL`): one grouped writer and a few readers.
 ///
@@ -9,6 +10,11 @@ public final class SQLiteLedger: LedgerStore {
     static let readerCount = 4
 
     let records: LedgerRecords<SQLiteDatabase>
+    private let path: String
+    private let heartbeats = Atomic<Int32>(0)
+    /// Free space below which the volume counts as full: SQLite may still rewrite pages of its write-ahead log there
+    /// (so small writes, and a heartbeat, succeed), while a write that needs new pages fails.
+    static let minimumFreeBytes: UInt64 = 1 << 20
 
     /// Opens (creating if missing) the database at `path`, checks it (`corrupt` when `quick_check` finds damage)
     /// and migrates it to the current schema.
@@ -31,7 +37,9 @@ public final class SQLiteLedger: LedgerStore {
         guard problems.isEmpty else {
             throw LedgerError(
                 .corrupt,
-                "the SQLite database at \(path) fails quick_check: \(problems.prefix(3).joined(separator: "; "))")
+                "the SQLite database at \(path) is damaged: quick_check found \(problems.count) problem"
+                    + "\(problems.count == 1 ? "" : "s"), the first: \(problems.prefix(3).joined(separator: "; ")); "
+                    + "restore a backup (receiptd store restore)", reason: .corrupt)
         }
         try writerConnection.inTransaction(begin: "BEGIN IMMEDIATE") { () throws(LedgerError) in
             try LedgerSchema.migrate(writerConnection, to: schemaVersion)
@@ -43,6 +51,7 @@ public final class SQLiteLedger: LedgerStore {
             }
         )
         records = LedgerRecords(database: database, clock: clock)
+        self.path = path
     }
 
     // The store's operations forward to `LedgerRecords`, the one implementation of the ledger's SQL that both
@@ -86,7 +95,36 @@ public final class SQLiteLedger: LedgerStore {
 
     public func ping() throws(LedgerError) { try records.ping() }
 
-    public func checkWritable() throws(LedgerError) { try records.checkWritable() }
+    /// A real write through the writer (a heartbeat counter in the database header, logged and fsynced like any
+    /// commit: SQLite skips an `UPDATE` that changes no byte), then the volume's free space, and for a file once found
+    /// damaged, `quick_check`.
+    public func checkWritable() throws(LedgerError) {
+        let beat = heartbeats.add(1, ordering: .relaxed).newValue & Int32.max
+        try records.database.writer.write { connection throws(LedgerError) in
+            try connection.execute("PRAGMA user_version = \(beat)")
+        }
+        var volume = statvfs()
+        if statvfs(SQLiteFile.folder(of: path), &volume) == 0 {
+            let free = UInt64(volume.f_bavail) * UInt64(volume.f_frsize)
+            guard free >= Self.minimumFreeBytes else {
+                throw LedgerError(
+                    .unavailable,
+                    "the volume of \(path) has \(free / 1024) KiB free, under the \(Self.minimumFreeBytes >> 10) KiB a "
+                        + "write may need: free space on it", reason: .diskFull)
+            }
+        }
+    }
+
+    public func checkIntegrity() throws(LedgerError) {
+        try records.database.readers.withConnection { connection, _, _ throws(LedgerError) in
+            let problems = connection.integrityProblems()
+            guard problems.isEmpty else {
+                throw LedgerError(
+                    .corrupt, "the SQLite database at \(path) fails quick_check: \(problems.prefix(3).joined(separator: "; "))",
+                    reason: .corrupt)
+            }
+        }
+    }
 
     public func schemaVersion() throws(LedgerError) -> Int { try records.schemaVersion() }
 

@@ -18,20 +18,25 @@ final class SQLiteWriter: Sendable {
     private let connection: SQLiteConnection
     private let queue = DispatchQueue(label: "receiptd.ledger.sqlite-writer")
     private let state = Mutex(State())
-    /// How long a caller waits for its group to commit: three times store_timeout, since the group may wait for the
-    /// one before it, and each waits at most store_timeout for a lock (`busy_timeout`), which then fails as `locked`
-    /// well before this runs out. A write that commits after its caller gave up is still kept.
+    /// Writes waiting for their group beyond which a new one is turned away `busy` at once: a stalled disk must not
+    /// gather callers (and their memory) without bound.
+    static let maximumPending = 2 * maximumGroupSize
+    /// How long a caller waits for its group to commit, however many groups queue before it (a disk that stalls
+    /// holds every one of them): store_timeout and a little, so that a lock held elsewhere (`busy_timeout`, which is
+    /// store_timeout) fails as `locked` first. A write that commits after its caller gave up is still kept.
     private let timeout: Double
 
     private struct State {
         var pending: [any GroupedWrite] = []
         var draining = false
         var isClosed = false
+        /// Why the last group failed to commit; nil once one committed.
+        var lastGroupFailure: LedgerError.Reason?
     }
 
     init(connection: SQLiteConnection, timeout: Double = LedgerConfiguration.defaultTimeout) {
         self.connection = connection
-        self.timeout = 3 * timeout
+        self.timeout = timeout + 0.5
     }
 
     /// Runs `body` on the writer's connection between groups.
@@ -47,13 +52,24 @@ final class SQLiteWriter: Sendable {
         let write = PendingWrite(body)
         let startDrain = try state.withLock { (state) throws(LedgerError) in
             guard !state.isClosed else { throw LedgerError(.unavailable, "the ledger is closed") }
+            guard state.pending.count < Self.maximumPending else {
+                throw LedgerError(.busy, "\(Self.maximumPending) writes already wait for the SQLite writer")
+            }
             state.pending.append(write)
             if state.draining { return false }
             state.draining = true
             return true
         }
         if startDrain { queue.async { self.drain() } }
-        return try write.wait(timeout: timeout)
+        do throws(LedgerError) {
+            return try write.wait(timeout: timeout)
+        } catch where error.reason == .timeout && state.withLock({ $0.lastGroupFailure }) == .locked {
+            // Queued behind groups that each waited out busy_timeout for a lock another process holds: the lock is
+            // the cause, not the disk.
+            throw LedgerError(
+                .unavailable, "the SQLite write waited behind writes kept from committing by another process's lock",
+                reason: .locked)
+        }
     }
 
     /// Refuses new writes, lets the queued ones commit, then folds the write-ahead log into the database file
@@ -115,6 +131,7 @@ final class SQLiteWriter: Sendable {
         do throws(LedgerError) {
             try connection.execute("BEGIN IMMEDIATE")
         } catch {
+            state.withLock { $0.lastGroupFailure = error.reason }
             for write in group { write.finish(error) }
             return
         }
@@ -131,9 +148,11 @@ final class SQLiteWriter: Sendable {
             try connection.execute("COMMIT")
         } catch {
             try? connection.execute("ROLLBACK")
+            state.withLock { $0.lastGroupFailure = error.reason }
             for write in group { write.finish(error) }
             return
         }
+        state.withLock { $0.lastGroupFailure = nil }
         for write in group { write.finish(nil) }
     }
 }
@@ -184,7 +203,7 @@ private final class PendingWrite<Result: Sendable>: GroupedWrite, @unchecked Sen
         // A disk that stalls (a network volume, a dying device) must not hold the caller longer than store_timeout.
         // The write may still commit after the caller was told it failed; notifications and receipts are idempotent,
         // so the retry that follows changes nothing.
-        guard done.wait(timeout: .now() + timeout) == .success else {
+        guard done.wait(timeout: LedgerDeadline.bounding(.now() + timeout)) == .success else {
             throw LedgerError(.unavailable, "the SQLite write did not commit within \(timeout) s", reason: .timeout)
         }
         guard let outcome else { throw LedgerError(.queryFailed, "a grouped write finished without a result") }

@@ -242,6 +242,8 @@ private func storeStatus(json: Bool, _ store: ConfiguredStore) throws(StoreComma
     switch inspection {
     case nil:
         lines.append("schema: none (the file does not exist yet; receiptd serve or receiptd store migrate creates it)")
+    case let inspection? where !inspection.isReadable:
+        lines.append("schema: unreadable (the file is damaged)")
     case let inspection? where inspection.schemaVersion == 0:
         lines.append("schema: none (no ledger tables yet; receiptd serve or receiptd store migrate creates them)")
     case let inspection? where inspection.schemaVersion < supported:

@@ -77,6 +77,48 @@ struct SQLiteWholeFileTests {
         #expect(Self.exists(path + ".lock"))
     }
 
+    @Test func secondLockThroughASymbolicLink_isInUse_namingTheProcess() throws {
+        let path = Scratch.newPath("served.sqlite")
+        try SQLiteLedger(path: path, clock: TestClock.fixed).close()
+        let first = try SQLiteFileLock(databasePath: path)
+        let fileLink = Scratch.newPath("link-to-file.sqlite")
+        try FileManager.default.createSymbolicLink(atPath: fileLink, withDestinationPath: path)
+        let folderLink = Scratch.newPath("link-to-folder")
+        try FileManager.default.createSymbolicLink(
+            atPath: folderLink, withDestinationPath: (path as NSString).deletingLastPathComponent)
+        for other in [fileLink, folderLink + "/served.sqlite"] {
+            let error = ledgerError { _ = try SQLiteFileLock(databasePath: other) }
+            #expect(error?.code == .inUse, "\(other)")
+            #expect(error?.message.contains("process \(getpid())") == true, "\(other)")
+            #expect(error?.message.contains(other) == true)
+        }
+        withExtendedLifetime(first) {}
+    }
+
+    @Test func secondLockThroughAHardLink_isInUse_namingTheProcess() throws {
+        let path = Scratch.newPath("served.sqlite")
+        try SQLiteLedger(path: path, clock: TestClock.fixed).close()
+        var first: SQLiteFileLock? = try SQLiteFileLock(databasePath: path)
+        let hardLink = Scratch.newPath("hard-link.sqlite")
+        #expect(link(path, hardLink) == 0)
+        let error = ledgerError { _ = try SQLiteFileLock(databasePath: hardLink) }
+        #expect(error?.code == .inUse)
+        #expect(error?.message.contains("hard link") == true)
+        #expect(error?.message.contains("process \(getpid())") == true)
+        // Once the first goes, the file is free under any name.
+        #expect(first != nil)
+        first = nil
+        #expect(throws: Never.self) { _ = try SQLiteFileLock(databasePath: hardLink) }
+    }
+
+    @Test func inspectionOfAFileThatIsNotADatabase_saysDamaged_notEmpty() throws {
+        let path = Scratch.newPath("garbage.sqlite")
+        try Data(repeating: 0x5A, count: 16384).write(to: URL(fileURLWithPath: path))
+        let inspection = try #require(try LedgerInspection.read(.sqlite(path: path)))
+        #expect(!inspection.problems.isEmpty)
+        #expect(!inspection.isReadable)
+    }
+
     // MARK: - start-up
 
     @Test func damagedFile_isRefusedAtOpen_asCorrupt() throws {

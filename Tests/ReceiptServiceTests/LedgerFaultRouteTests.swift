@@ -65,6 +65,7 @@ final class ObservedStore: LedgerStore {
     }
     func ping() throws(LedgerError) { try base.ping() }
     func checkWritable() throws(LedgerError) { try base.checkWritable() }
+    func checkIntegrity() throws(LedgerError) { try base.checkIntegrity() }
     func close() throws(LedgerError) { try base.close() }
     func syncCursor(bundleID: String, environment: String) throws(LedgerError) -> ServerAPISyncCursor? {
         try base.syncCursor(bundleID: bundleID, environment: environment)
@@ -175,7 +176,7 @@ struct LedgerFaultRouteTests {
         #expect(captured.count("ledger available") == 1)
     }
 
-    @Test func ledgerWorkBeyondTheBound_answers503AtOnce_withoutATurn() throws {
+    @Test func ledgerWorkBeyondTheBound_answersStoreBusyAtOnce_withoutATurn_andStaysReady() throws {
         let store = ObservedStore(try makeLedger(.sqlite))
         let ledger = PurchaseLedger(store: store, maximumConcurrentWork: 2)
         let routes = LedgerService.routes(ledger)
@@ -195,7 +196,9 @@ struct LedgerFaultRouteTests {
 
         let refused = routes.deliver(try Self.renewal(3))
         #expect(refused.status == 503)
-        #expect(refused.errorCode == "store_unavailable")
+        #expect(refused.errorCode == "store_busy")
+        #expect(refused.headers.values(for: .retryAfter) == ["1"])
+        #expect(routes.handle(get("/readyz")).status == 200)
         #expect(store.requestCalls.load(ordering: .relaxed) == 2)
         // Too much work at once says nothing about the database.
         #expect(ledger.health == .available)

@@ -130,6 +130,19 @@ timeout 20 "$RECEIPTD" serve --config "$CONFIG" --port 0 >"$WORK/second.out" 2>"
 [ "$status" = 1 ] || fail "a second serve on the same file exited $status, not 1: $(cat "$WORK/second.err")"
 grep -qF "$LEDGER" "$WORK/second.err" && grep -q 'another receiptd serves' "$WORK/second.err" \
     || fail "the second serve's error does not name the file and the reason: $(cat "$WORK/second.err")"
+# The lock follows the file, not its name: a symbolic link to it, or a hard link, reaches the same ledger.
+ln -s "$LEDGER" "$WORK/symlinked.sqlite"
+ln "$LEDGER" "$WORK/ledger/hard-linked.sqlite"
+for other in symlinked.sqlite ledger/hard-linked.sqlite; do
+    printf '{"store": {"sqlite": "%s"}}\n' "$other" >"$WORK/other.json"
+    status=0
+    timeout 20 "$RECEIPTD" serve --config "$WORK/other.json" --port 0 >"$WORK/second.out" 2>"$WORK/second.err" \
+        || status=$?
+    [ "$status" = 1 ] || fail "a second serve through $other exited $status, not 1: $(cat "$WORK/second.err")"
+    grep -q 'another receiptd serves' "$WORK/second.err" && grep -q "process $RECEIPTD_PID" "$WORK/second.err" \
+        || fail "the second serve through $other does not name the reason and the process: $(cat "$WORK/second.err")"
+done
+rm "$WORK/symlinked.sqlite" "$WORK/ledger/hard-linked.sqlite"
 [ "$(readyz "$BASE_URL")" = 200 ] || fail "the first server is not ready after the second one was refused"
 timeout 30 "$RECEIPTD" store status --config "$CONFIG" >/dev/null || fail "store status failed beside the server"
 timeout 60 "$RECEIPTD" store backup "$WORK/backup.sqlite" --config "$CONFIG" >/dev/null \
@@ -139,7 +152,7 @@ timeout 30 "$RECEIPTD" store restore "$WORK/backup.sqlite" --config "$CONFIG" 2>
 [ "$status" = 1 ] || fail "store restore while the server runs exited $status, not 1"
 grep -q 'another receiptd serves' "$WORK/restore.err" || fail "restore's refusal says: $(cat "$WORK/restore.err")"
 backed_up="$(timeout 30 "$RECEIPTD" store status --config "$CONFIG" --json | jq .counts.notifications)"
-echo "one server: a second serve exits 1 naming the file; status and backup work beside it; restore refuses"
+echo "one server: a second serve (also through a symbolic or hard link) exits 1 naming the file and process; status and backup work beside it; restore refuses"
 
 # ============================== 3. restore over what a kill -9 leaves ================================================
 # A notification after the backup, then kill -9: the -wal holds history the backup lacks.
@@ -207,9 +220,13 @@ timeout 60 "$RECEIPTD" serve --config "$CONFIG" --port 0 >"$WORK/damaged.out" 2>
 [ "$status" = 1 ] || fail "serve on a damaged ledger exited $status, not 1"
 grep -qF "$LEDGER" "$WORK/damaged.err" || fail "serve's error does not name the file: $(cat "$WORK/damaged.err")"
 ! grep -q '"listening"\|listening address' "$WORK/damaged.out" || fail "serve listened on a damaged ledger"
+lines=$(cat "$WORK/damaged.out" "$WORK/damaged.err" | wc -l)
+[ "$lines" -le 6 ] || fail "serve's refusal of a damaged ledger took $lines lines: $(head -c 2000 "$WORK/damaged.err")"
 status=0
-timeout 60 "$RECEIPTD" store status --config "$CONFIG" >/dev/null 2>&1 || status=$?
+timeout 60 "$RECEIPTD" store status --config "$CONFIG" >"$WORK/damaged-status.out" 2>&1 || status=$?
 [ "$status" = 1 ] || fail "store status on a damaged ledger exited $status, not 1"
+grep -q 'damaged' "$WORK/damaged-status.out" && ! grep -q 'no ledger tables yet' "$WORK/damaged-status.out" \
+    || fail "store status does not say the file is damaged: $(cat "$WORK/damaged-status.out")"
 echo "damaged: serve exits 1 naming the file, store status exits 1"
 
 # ============================== 6. PostgreSQL down at start: served, with the cause in the log =======================
@@ -222,3 +239,10 @@ grep -q 'no-such-socket-dir' "$SERVER_LOG" || fail "the log does not give libpq'
 stop_server || fail "the server with PostgreSQL down did not stop cleanly"
 unset RECEIPTD_STORE_POSTGRES
 echo "postgres down at start: served (readyz 503), the cause logged without the password"
+status=0
+RECEIPTD_STORE_POSTGRES="host=db password=s3cr3t-pw dbname='unterminated" \
+    timeout 20 "$RECEIPTD" serve --config "$CONFIG" --port 0 >"$WORK/conninfo.out" 2>"$WORK/conninfo.err" || status=$?
+[ "$status" = 1 ] || fail "serve with a connection string libpq cannot parse exited $status, not 1"
+grep -q 'unterminated quoted string' "$WORK/conninfo.err" && ! grep -q 's3cr3t-pw' "$WORK/conninfo.err" \
+    || fail "serve's refusal of a bad connection string says: $(cat "$WORK/conninfo.err")"
+echo "postgres connection string libpq cannot parse: exit 1 with libpq's words, without the password"

@@ -697,6 +697,16 @@ def check_storekit_and_ledger(store_url, stateless_url):
     _, _, payload = request(store_url, "POST", n, later_delivery, as_json, label="notification, ledger back",
                             expect=200)
     expect_member(payload, ("duplicate",), False, "notification, ledger back")
+    # Readiness comes back with the server's own heartbeat write, which a client's successful write hastens.
+    ready_at = urllib.parse.urlsplit(store_url)
+    for _ in range(50):
+        probe = http.client.HTTPConnection(ready_at.hostname, ready_at.port, timeout=5)
+        probe.request("GET", "/readyz")
+        status = probe.getresponse().status
+        probe.close()
+        if status == 200:
+            break
+        time.sleep(0.1)
     request(store_url, "GET", "/readyz", label="readyz, ledger back", expect=200)
 
 

@@ -5,11 +5,14 @@ import Synchronization
 /// The ledger as the service uses it: configured or not, reachable or not, and never the cause of a wrong answer.
 ///
 /// One background task owns the database's health: it opens the store (again and again, with back-off, while the
-/// database is down at start), pings it every second, and is the only one to try it again once it was found
-/// unreachable or frozen. Requests meanwhile answer at once without the ledger: a frozen database costs the one
-/// request that found it so one `store_timeout`, not every request. A write that fails (disk full, read-only,
-/// corrupt) marks the ledger unavailable for `/readyz` until a write succeeds. A schema newer than this binary is
-/// never retried: it needs a newer receiptd.
+/// database is down at start), writes a heartbeat to it every second, and is the only one to try it again once it
+/// was found unreachable or frozen. Requests meanwhile answer at once without the ledger: a frozen database costs the
+/// one request that found it so one `store_timeout`, not every request, and all of a request's ledger work shares
+/// that one `store_timeout`. A write that fails (disk full, read-only, corrupt) marks the ledger unavailable for
+/// `/readyz`; only the background task's heartbeat write (and, after damage, an integrity check) makes it available
+/// again, so readiness does not flap with the writes that happen to fit. A full pool or writer queue turns the one
+/// request away (`busy`) and says nothing about health. A schema newer than this binary is never retried: it needs
+/// a newer receiptd.
 public final class PurchaseLedger: Sendable {
     /// Why an operation that needs the ledger cannot run.
     public enum Unavailability: Error, Sendable, Equatable {
@@ -44,6 +47,8 @@ public final class PurchaseLedger: Sendable {
     private let healthQueue = DispatchQueue(label: "receiptd.ledger.health")
     /// Requests doing ledger work at once, beyond which one answers 503 at once rather than take another thread.
     private let maximumConcurrentWork: Int
+    /// `store_timeout`: the longest all of one request's ledger work may wait, together.
+    private let storeTimeout: Double
     /// What this process already wrote, by source and transaction id, with the signing time and a hash of the
     /// payload it wrote: a receipt validated again (backends re-check stored receipts nightly) then costs the ledger
     /// a read, not a write. Another payload signed at the same time still goes to the ledger, whose tie-breaks decide.
@@ -68,9 +73,14 @@ public final class PurchaseLedger: Sendable {
         var observer: (@Sendable (Health) -> Void)?
         /// Set by `close`: nothing opens, probes or uses the store again.
         var isClosed = false
+        /// A heartbeat asked for by a client's successful write is queued.
+        var heartbeatQueued = false
     }
 
-    /// How often the background task asks a healthy database whether it still answers, in seconds.
+    /// What a request's ledger work may take beyond `store_timeout`, in seconds: enough for the database's own
+    /// timeouts (a lock wait, a statement timeout), which say why they fired, to end a wait before the bare deadline.
+    static let reasonGrace = 0.5
+    /// How often the background task writes its heartbeat to a healthy database, in seconds.
     static let heartbeatInterval = 1.0
     /// The first and the longest pause between tries of a database that does not answer, in seconds.
     static let backoff = (first: 0.05, longest: 2.0)
@@ -84,28 +94,34 @@ public final class PurchaseLedger: Sendable {
     ///   - maximumConcurrentWork: requests that may wait on the ledger at once (each holds a thread): enough to keep
     ///     four pooled connections and SQLite's group commit busy, few enough that a hung database cannot take the
     ///     server's threads.
+    ///   - storeTimeout: the longest one request's ledger calls may wait in all.
     public convenience init(
         opening open: (@Sendable () throws(LedgerError) -> any LedgerStore)?, isExclusiveWriter: Bool = false,
-        maximumConcurrentWork: Int = 32
+        maximumConcurrentWork: Int = 32, storeTimeout: Double = LedgerConfiguration.defaultTimeout
     ) {
         self.init(
-            open: open, store: nil, isExclusiveWriter: isExclusiveWriter, maximumConcurrentWork: maximumConcurrentWork)
+            open: open, store: nil, isExclusiveWriter: isExclusiveWriter, maximumConcurrentWork: maximumConcurrentWork,
+            storeTimeout: storeTimeout)
     }
 
     /// A ledger on a store that is already open (tests, benchmarks); a SQLite one is taken to be this process's own.
-    public convenience init(store: any LedgerStore, maximumConcurrentWork: Int = 32) {
+    public convenience init(
+        store: any LedgerStore, maximumConcurrentWork: Int = 32,
+        storeTimeout: Double = LedgerConfiguration.defaultTimeout
+    ) {
         self.init(
             open: { store }, store: store, isExclusiveWriter: store is SQLiteLedger,
-            maximumConcurrentWork: maximumConcurrentWork)
+            maximumConcurrentWork: maximumConcurrentWork, storeTimeout: storeTimeout)
     }
 
     private init(
         open: (@Sendable () throws(LedgerError) -> any LedgerStore)?, store: (any LedgerStore)?,
-        isExclusiveWriter: Bool, maximumConcurrentWork: Int
+        isExclusiveWriter: Bool, maximumConcurrentWork: Int, storeTimeout: Double
     ) {
         self.open = open
         self.isExclusiveWriter = isExclusiveWriter
         self.maximumConcurrentWork = maximumConcurrentWork
+        self.storeTimeout = storeTimeout
         let health = store != nil || open == nil
             ? Health.available
             : .unavailable(reason: .unreachable, message: "the store is not open yet", since: unixMillisecondsNow())
@@ -140,8 +156,9 @@ public final class PurchaseLedger: Sendable {
         if let missed { observer(missed) }
     }
 
-    /// Runs `body` on the store. Fails at once, without touching the database, while it is known to be unreachable
-    /// or frozen, and when `maximumConcurrentWork` requests already wait on it.
+    /// Runs `body` on the store, every ledger wait in it ending `storeTimeout` from now. Fails at once, without
+    /// touching the database, while it is known to be unreachable or frozen, and (`busy`) when
+    /// `maximumConcurrentWork` requests already wait on it.
     public func withStore<Result>(
         _ body: (any LedgerStore) throws(LedgerError) -> Result
     ) throws(Unavailability) -> Result {
@@ -152,8 +169,7 @@ public final class PurchaseLedger: Sendable {
                 return .failure(LedgerError(.unavailable, message, reason: reason))
             }
             guard state.inFlight < maximumConcurrentWork else {
-                return .failure(LedgerError(
-                    .unavailable, "\(maximumConcurrentWork) requests already wait on the ledger", reason: .timeout))
+                return .failure(LedgerError(.busy, "\(maximumConcurrentWork) requests already wait on the ledger"))
             }
             state.inFlight += 1
             return .success(store)
@@ -165,7 +181,9 @@ public final class PurchaseLedger: Sendable {
         }
         defer { state.withLock { $0.inFlight -= 1 } }
         do {
-            return try body(store)
+            return try LedgerDeadline.within(seconds: storeTimeout + Self.reasonGrace) { () throws(LedgerError) in
+                try body(store)
+            }
         } catch {
             note(failure: error, callerMayBeAtFault: true)
             throw .unavailable(error)
@@ -194,20 +212,18 @@ public final class PurchaseLedger: Sendable {
         scheduleProbe(after: delay)
     }
 
-    /// Opens the store if it is not open, else pings it, or after a failed write writes to it: a server that is not
-    /// ready gets no traffic, so readiness must not wait for a client's write to come back. Only ever runs on
-    /// `healthQueue`.
+    /// Opens the store if it is not open, then writes its heartbeat: readiness means writes work, and a server that
+    /// is not ready gets no traffic, so readiness must not wait for a client's write to come back. A file once found
+    /// damaged is checked as well, since writes may still succeed on it. Only ever runs on `healthQueue`.
     private func probeOnce() -> LedgerError? {
         guard let open else { return nil }
         let (current, reason, isClosed) = state.withLock { ($0.store, $0.health.reason, $0.isClosed) }
         guard !isClosed else { return nil }
         do throws(LedgerError) {
-            if let current, let reason, !Self.holdsRequests(reason) {
+            if let current {
                 try current.checkWritable()
-                note(success: .write)
-            } else if let current {
-                try current.ping()
-                note(success: .read)
+                if reason == .corrupt { try current.checkIntegrity() }
+                noteHeartbeat()
             } else {
                 let opened = try open()
                 // A close that came while the store was opening wins: the new store is closed, never used.
@@ -220,8 +236,12 @@ public final class PurchaseLedger: Sendable {
                     try? opened.close()
                     return nil
                 }
-                note(success: .read)
+                try opened.checkWritable()
+                noteHeartbeat()
             }
+            return nil
+        } catch where error.code == .busy {
+            // Other requests hold every connection: that is load, and says nothing about the database.
             return nil
         } catch {
             note(failure: error, callerMayBeAtFault: false)
@@ -229,14 +249,28 @@ public final class PurchaseLedger: Sendable {
         }
     }
 
-    private enum Work { case read, write }
+    /// A client's write went through while the ledger is not ready: the heartbeat, which alone decides, runs now
+    /// rather than at its next turn.
+    private func heartbeatSoon() {
+        let queue = state.withLock { state -> Bool in
+            guard state.health.reason != nil, !state.heartbeatQueued, !state.isClosed else { return false }
+            state.heartbeatQueued = true
+            return true
+        }
+        guard queue else { return }
+        healthQueue.async { [weak self] in
+            guard let self else { return }
+            self.state.withLock { $0.heartbeatQueued = false }
+            _ = self.probeOnce()
+        }
+    }
 
-    /// A read proves that the database answers again; only a write proves that it takes writes again.
-    private func note(success work: Work) {
+    /// The background task's heartbeat write (and integrity check) went through: the one proof that brings a failed
+    /// store back. A client's write is not: on a nearly full disk some writes fit and others fail.
+    private func noteHeartbeat() {
         let change: (Health, (@Sendable (Health) -> Void)?)? = state.withLock { state in
             state.hasTried = true
-            guard let reason = state.health.reason else { return nil }
-            guard work == .write || Self.holdsRequests(reason) else { return nil }
+            guard state.health.reason != nil else { return nil }
             state.health = .available
             state.requestsHeld = false
             guard state.announced != nil else { return nil }
@@ -301,7 +335,7 @@ public final class PurchaseLedger: Sendable {
         guard !new.isEmpty else { return }
         defer { forget(new.map(\.originalTransactionID)) }
         try store.record(transactions: new, source: source)
-        note(success: .write)
+        heartbeatSoon()
         written.withLock { written in
             for facts in new where (written[key(facts)]?.signedDate ?? .min) <= facts.signedDate {
                 written.remember((facts.signedDate, facts.payloadJSON.hashValue), for: key(facts))
@@ -314,7 +348,7 @@ public final class PurchaseLedger: Sendable {
     ) throws(LedgerError) {
         defer { forget([renewal.originalTransactionID]) }
         try store.record(renewal: renewal, source: source)
-        note(success: .write)
+        heartbeatSoon()
     }
 
     public func record(_ notification: NotificationFacts, in store: any LedgerStore) throws(LedgerError)
@@ -325,7 +359,7 @@ public final class PurchaseLedger: Sendable {
                 .compactMap { $0 })
         }
         let write = try store.record(notification)
-        note(success: .write)
+        heartbeatSoon()
         return write
     }
 
@@ -365,7 +399,7 @@ public final class PurchaseLedger: Sendable {
     public func openNow() throws(LedgerError) -> LedgerError? {
         guard open != nil else { return nil }
         let error = healthQueue.sync(execute: { probeOnce() })
-        if let error, error.code == .schemaTooNew { throw error }
+        if let error, error.code == .schemaTooNew || error.code == .invalidConfiguration { throw error }
         return error
     }
 

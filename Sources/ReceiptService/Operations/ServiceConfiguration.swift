@@ -160,11 +160,11 @@ public struct ServiceConfiguration: Sendable {
                 let folder = path.deletingLastPathComponent
                 if !folder.isEmpty { try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) }
                 return try openLedger(.sqlite(path: path), timeout: timeout)
-            }, isExclusiveWriter: true)
+            }, isExclusiveWriter: true, storeTimeout: timeout)
         case .postgres(let connectionString)?:
             return PurchaseLedger(opening: { () throws(LedgerError) in
                 try openLedger(.postgres(connectionString: connectionString), timeout: timeout)
-            })
+            }, storeTimeout: timeout)
         }
     }
 

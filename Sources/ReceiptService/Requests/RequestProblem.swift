@@ -26,6 +26,9 @@ struct RequestProblem: Error, Sendable, Hashable {
         case revoked
         case storeNotConfigured = "store_not_configured"
         case storeUnavailable = "store_unavailable"
+        /// Every ledger connection, or the SQLite writer's queue, is taken right now: retry this request after
+        /// `Retry-After`; the ledger is up (`/readyz` stays 200).
+        case storeBusy = "store_busy"
         /// `/v1/orders`: Apple knows no such order.
         case orderNotFound = "order_not_found"
         case serverAPINotConfigured = "server_api_not_configured"
@@ -92,7 +95,7 @@ struct RequestProblem: Error, Sendable, Hashable {
     var detail: Detail? = nil
     /// Apple's numeric `errorCode`, when the problem is an error Apple answered.
     var appleErrorCode: Int64? = nil
-    /// Seconds after which the request may succeed: sent as `Retry-After`.
+    /// Seconds after which trying again is expected to work: sent as `Retry-After`.
     var retryAfterSeconds: Int? = nil
 
     static func badRequest(_ detail: Detail, _ message: String) -> RequestProblem {

@@ -244,6 +244,10 @@ extension ReceiptRoutes {
                 status: .serviceUnavailable, code: .storeNotConfigured,
                 message: "this receiptd keeps no ledger: add \"store\" to its config ({\"sqlite\": \"PATH\"} or "
                     + "{\"postgres\": \"CONNINFO\"})")
+        case .unavailable(let error) where error.code == .busy:
+            RequestProblem(
+                status: .serviceUnavailable, code: .storeBusy,
+                message: "the ledger is busy with other requests; try again in a second", retryAfterSeconds: 1)
         case .unavailable(let error):
             RequestProblem(
                 status: .serviceUnavailable, code: .storeUnavailable,

@@ -520,12 +520,12 @@ public struct ReceiptRoutes: Sendable {
     // MARK: - Answers
 
     func problem(_ problem: RequestProblem, html wantsHTML: Bool = false) -> HTTPResponse {
-        var response = problemWithoutHeaders(problem, html: wantsHTML)
-        if let seconds = problem.retryAfterSeconds { response.headers.add(name: "Retry-After", value: String(seconds)) }
+        var response = problemWithoutRetryAfter(problem, html: wantsHTML)
+        if let seconds = problem.retryAfterSeconds { response.headers.add(name: .retryAfter, value: String(seconds)) }
         return response
     }
 
-    private func problemWithoutHeaders(_ problem: RequestProblem, html wantsHTML: Bool) -> HTTPResponse {
+    private func problemWithoutRetryAfter(_ problem: RequestProblem, html wantsHTML: Bool) -> HTTPResponse {
         if wantsHTML {
             return html(
                 status: problem.status,
@@ -533,7 +533,7 @@ public struct ReceiptRoutes: Sendable {
                     status: problem.status.code, code: problem.code.rawValue, message: problem.message,
                     reason: problem.reason))
         }
-        return json(
+        var response = json(
             status: problem.status,
             .object([
                 (
@@ -543,6 +543,7 @@ public struct ReceiptRoutes: Sendable {
                         detail: problem.detail?.rawValue, appleErrorCode: problem.appleErrorCode)
                 )
             ]))
+        return response
     }
 
     func json(status: HTTPStatus, _ value: JSONValue) -> HTTPResponse {
