@@ -85,13 +85,13 @@ struct LedgerBoundsRouteTests {
         #expect(routes.claim("7000", account: "alice").status == 503)
         #expect(Self.seconds(since: claimStart) < 1.5)
         LedgerFaultRouteTests.await { ledger.health.reason == .timeout }
-        let ready = routes.handle(get("/readyz"))
+        let ready = routes.handle(get("/readyz"), on: .main)
         #expect(ready.status == 503)
         #expect(ready.json?["reason"] == .string("timeout"))
 
         stall.signal()
-        LedgerFaultRouteTests.await { routes.handle(get("/readyz")).status == 200 }
-        #expect(routes.handle(get("/readyz")).status == 200)
+        LedgerFaultRouteTests.await { routes.handle(get("/readyz"), on: .main).status == 200 }
+        #expect(routes.handle(get("/readyz"), on: .main).status == 200)
         #expect(routes.claim("7000", account: "alice").status == 200)
     }
 
@@ -117,7 +117,7 @@ struct LedgerBoundsRouteTests {
             }
         }
         #expect(ledger.health == .available)
-        #expect(routes.handle(get("/readyz")).status == 200)
+        #expect(routes.handle(get("/readyz"), on: .main).status == 200)
     }
 
     @Test func connectionStringLibpqCannotParse_isAStartUpError_namingTheBadPart_withoutThePassword() throws {
@@ -208,7 +208,7 @@ struct LedgerVolumeRouteTests {
         var answers: [String] = []
         for number in 1...12 {
             _ = routes.deliver(try LedgerFaultRouteTests.renewal(number))
-            let ready = routes.handle(get("/readyz"))
+            let ready = routes.handle(get("/readyz"), on: .main)
             answers.append("\(ready.status.code) \(ready.json?["reason"].map { "\($0)" } ?? "")")
             usleep(250_000)
         }
@@ -216,8 +216,8 @@ struct LedgerVolumeRouteTests {
         #expect(captured.count("ledger unavailable") == 1)
 
         try FileManager.default.removeItem(atPath: filler)
-        LedgerFaultRouteTests.await { routes.handle(get("/readyz")).status == 200 }
-        #expect(routes.handle(get("/readyz")).status == 200)
+        LedgerFaultRouteTests.await { routes.handle(get("/readyz"), on: .main).status == 200 }
+        #expect(routes.handle(get("/readyz"), on: .main).status == 200)
         #expect(captured.count("ledger available") == 1)
     }
 

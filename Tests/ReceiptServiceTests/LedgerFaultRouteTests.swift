@@ -198,7 +198,7 @@ struct LedgerFaultRouteTests {
         #expect(refused.status == 503)
         #expect(refused.errorCode == "store_busy")
         #expect(refused.headers.values(for: .retryAfter) == ["1"])
-        #expect(routes.handle(get("/readyz")).status == 200)
+        #expect(routes.handle(get("/readyz"), on: .main).status == 200)
         #expect(store.requestCalls.load(ordering: .relaxed) == 2)
         // Too much work at once says nothing about the database.
         #expect(ledger.health == .available)

@@ -24,13 +24,13 @@ struct MetricsExpositionTests {
         let metrics = ServiceMetrics()
         metrics.observeOpenConnections { 2 }
         let routes = makeRoutes(metrics: metrics)
-        _ = routes.handle(get("/healthz"))
-        _ = routes.handle(post("/v1/validate", contentType: "application/octet-stream", body: junkDER))
-        _ = routes.handle(post("/v1/validate", contentType: "text/plain", text: "eyJhbGciOiJFUzI1NiJ9.e30.c2ln"))
+        _ = routes.handle(get("/healthz"), on: .main)
+        _ = routes.handle(post("/v1/validate", contentType: "application/octet-stream", body: junkDER), on: .main)
+        _ = routes.handle(post("/v1/validate", contentType: "text/plain", text: "eyJhbGciOiJFUzI1NiJ9.e30.c2ln"), on: .main)
         metrics.recordNotificationConflict()
         metrics.serverAPI.recordRequest(endpoint: "get_notification_history", outcome: "ok")
         metrics.serverAPI.recordSync(app: "com.example.app", environment: "Production", at: 0)
-        let response = routes.handle(get("/metrics"))
+        let response = routes.handle(get("/metrics"), on: .main)
         #expect(response.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8")
 
         let exposition = try Exposition(response.text)

@@ -533,7 +533,7 @@ public struct ReceiptRoutes: Sendable {
                     status: problem.status.code, code: problem.code.rawValue, message: problem.message,
                     reason: problem.reason))
         }
-        var response = json(
+        return json(
             status: problem.status,
             .object([
                 (
@@ -543,7 +543,6 @@ public struct ReceiptRoutes: Sendable {
                         detail: problem.detail?.rawValue, appleErrorCode: problem.appleErrorCode)
                 )
             ]))
-        return response
     }
 
     func json(status: HTTPStatus, _ value: JSONValue) -> HTTPResponse {

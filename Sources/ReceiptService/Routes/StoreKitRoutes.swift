@@ -144,7 +144,10 @@ extension ReceiptRoutes {
         // These key the ledger, and the transaction ids go on to Apple (backfill); a NUL in one failed every write
         // (PostgreSQL refuses NUL in text) and so was answered 503, for Apple to retry forever.
         if let member = Self.memberWithInvalidID(facts) {
-            log?.event("notification refused", [("code", "invalid_id"), ("member", member)])
+            // The uuid, clipped, so an operator can match the refusal against Apple's notification history.
+            log?.event(
+                "notification refused",
+                [("code", "invalid_id"), ("member", member), ("uuid", ServiceLog.clipped(facts.uuid))])
             return .invalidID(member: member)
         }
         let write: NotificationWrite
