@@ -13,7 +13,7 @@ import CryptoFloor
 /// `receiptd store status|backup|migrate|restore|sync`: what an operator needs from a shell to look after the ledger.
 struct Store: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Looks after the ledger: status, backup FILE, restore BACKUP, migrate, sync.",
+        abstract: "The ledger: status, backup, restore BACKUP, migrate, sync.",
         discussion: """
             The ledger is the one the config's "store" key names, or RECEIPTD_STORE_POSTGRES, which wins over the \
             file. The connection string is never printed (it may hold a password).

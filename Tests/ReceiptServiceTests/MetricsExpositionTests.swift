@@ -18,6 +18,7 @@ struct MetricsExpositionTests {
         ("receiptd_server_api_requests_total", "counter", ["endpoint", "outcome"]),
         ("receiptd_server_api_last_sync_age_seconds", "gauge", ["app", "environment"]),
         ("receiptd_log_lines_dropped_total", "counter", []),
+        ("receiptd_server_api_waiting_requests", "gauge", []),
     ]
 
     @Test func exposition_keepsEveryFamilyWithItsTypeHelpAndLabelNames() throws {

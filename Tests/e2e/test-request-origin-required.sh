@@ -16,6 +16,8 @@ fail() { echo "test-request-origin-required: FAIL: $*" >&2; exit 1; }
 # The modules' own C module maps, and the headers pkg-config gives their system libraries.
 flags=(-swift-version 6 -I "$MODULES")
 for map in "$E2E_ROOT"/Sources/C*/module.modulemap; do flags+=(-I "$(dirname "$map")"); done
+# And the C shims of the Swift packages ReceiptService depends on (swift-atomics', under swift-prometheus).
+for map in "$E2E_ROOT"/.build/checkouts/*/Sources/*/include/module.modulemap; do flags+=(-I "$(dirname "$map")"); done
 for package in openssl libpq libcurl sqlite3; do
     for include in $(pkg-config --cflags-only-I "$package" 2>/dev/null); do flags+=(-Xcc "$include"); done
 done
