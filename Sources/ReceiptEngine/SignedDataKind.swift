@@ -13,8 +13,8 @@ public enum SignedDataKind: String, Sendable, Hashable, CaseIterable {
     /// App Store Server Notifications V2 (`signedPayload`).
     case notification
 
-    /// The kinds StoreKit 2 signs as a compact JWS, in the order a payload's kind is told by.
-    public static let jwsKinds: [SignedDataKind] = [.transaction, .renewalInfo, .appTransaction, .notification]
+    /// The kinds StoreKit 2 signs as a compact JWS, in the order a payload's kind is told by (declaration order).
+    public static let jwsKinds: [SignedDataKind] = allCases.filter { $0.envelope == .jws }
 
     /// The kind in messages: "receipt", "renewal info".
     public var subject: String {
