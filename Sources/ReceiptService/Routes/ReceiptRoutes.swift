@@ -139,7 +139,7 @@ public struct ReceiptRoutes: Sendable {
     public let intake: LedgerIntake
     /// App Store Server API clients, kept across requests (their tokens are reused).
     public var serverAPIClients: ServerAPIClients { intake.serverAPIClients }
-    /// Where each notification's fate is written (stored, duplicate, refused, not stored); nil logs none.
+    /// Where the App Store Server API's failures are written (the intake writes each fact's fate); nil logs none.
     let log: ServiceLog?
     let clock: @Sendable () -> Date
     /// When these routes were made, which is when the server starts: `/healthz`'s `started_at`.
@@ -149,7 +149,7 @@ public struct ReceiptRoutes: Sendable {
     /// - Parameters:
     ///   - jwsVerifier: StoreKit 2 verification; by default made from the validator's policy.
     ///   - ledger: where verified data is remembered; stateless by default.
-    ///   - log: receives one event per notification Apple delivers.
+    ///   - log: receives one event per notification Apple delivers, and each fact the ledger could not take.
     ///   - clock: "now" for subscription activity and Apple's `request_date`; injected so tests are exact.
     public init(
         configuration: ServiceConfiguration, validator: ReceiptValidator, jwsVerifier: JWSVerifier? = nil,
