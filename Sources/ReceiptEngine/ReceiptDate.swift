@@ -47,17 +47,21 @@ public struct ReceiptDate: Sendable, Hashable, Comparable, CustomStringConvertib
             output.append(contentsOf: repeatElement(zero, count: max(0, 4 - year.count)))
             output.append(contentsOf: year)
         }
-        // No array of pairs to loop over: this runs for every date of every answer, and the array would be allocated.
-        func field(_ separator: Unicode.Scalar, _ value: Int) {
-            output.append(UInt8(ascii: separator))
-            output.append(zero + UInt8(value / 10))
-            output.append(zero + UInt8(value % 10))
-        }
-        field("-", c.month)
-        field("-", c.day)
-        field("T", c.hour)
-        field(":", c.minute)
-        field(":", c.second)
+        output.append(UInt8(ascii: "-"))
+        output.append(zero + UInt8(c.month / 10))
+        output.append(zero + UInt8(c.month % 10))
+        output.append(UInt8(ascii: "-"))
+        output.append(zero + UInt8(c.day / 10))
+        output.append(zero + UInt8(c.day % 10))
+        output.append(UInt8(ascii: "T"))
+        output.append(zero + UInt8(c.hour / 10))
+        output.append(zero + UInt8(c.hour % 10))
+        output.append(UInt8(ascii: ":"))
+        output.append(zero + UInt8(c.minute / 10))
+        output.append(zero + UInt8(c.minute % 10))
+        output.append(UInt8(ascii: ":"))
+        output.append(zero + UInt8(c.second / 10))
+        output.append(zero + UInt8(c.second % 10))
         output.append(UInt8(ascii: "Z"))
     }
 
