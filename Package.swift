@@ -136,7 +136,7 @@ let package = Package(
             name: "ReceiptServiceTests",
             dependencies: [
                 "ReceiptService", "ReceiptEngine", "ReceiptForge", "StoreKitJWS", "Ledger", "JSONText", "HTTP1Server",
-                "receiptd", "TestSupport", "AppStoreServerAPI",
+                "receiptd", "TestSupport", "AppStoreServerAPI", "CryptoFloor",
             ],
             swiftSettings: strictSettings
         ),

@@ -163,10 +163,10 @@ private struct DateScanner {
 
 /// Proleptic Gregorian calendar arithmetic (Howard Hinnant's days-from-civil), so that dates never go through
 /// Foundation's calendars, which are slow and locale-sensitive.
-struct CivilTime {
-    let year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int
+package struct CivilTime {
+    package let year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int
 
-    init(secondsSince1970: Int64) {
+    package init(secondsSince1970: Int64) {
         var days = secondsSince1970 / 86_400
         var rest = secondsSince1970 % 86_400
         if rest < 0 {
@@ -189,7 +189,7 @@ struct CivilTime {
         second = Int(rest % 60)
     }
 
-    static func daysSince1970(year: Int, month: Int, day: Int) -> Int {
+    package static func daysSince1970(year: Int, month: Int, day: Int) -> Int {
         let y = month <= 2 ? year - 1 : year
         let era = (y >= 0 ? y : y - 399) / 400
         let yoe = y - era * 400

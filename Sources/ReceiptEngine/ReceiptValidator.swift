@@ -28,7 +28,7 @@ public final class ReceiptValidator: Sendable {
     ) -> ValidationResult {
         var result = verdict(
             on: bytes, deviceIdentifier: deviceIdentifier, expectedBundleID: expectedBundleID, at: validationTime)
-        if let requiredKind, requiredKind != .receipt, result.isValid {
+        if let requiredKind, requiredKind.envelope == .jws, result.isValid {
             result.error = .kindMismatch(required: requiredKind, found: .receipt)
         }
         return result

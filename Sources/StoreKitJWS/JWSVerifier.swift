@@ -103,12 +103,12 @@ public final class JWSVerifier: Sendable {
         _ text: some Collection<UInt8>, deviceIdentifier: DeviceIdentifier? = nil, requiredKind: SignedDataKind? = nil,
         at validationTime: Date = Date()
     ) -> JWSValidationResult {
-        let readAs = requiredKind == .receipt ? nil : requiredKind
+        let readAs = requiredKind?.envelope == .jws ? requiredKind : nil
         // One conversion at the public edge (none for an array), so everything below runs specialized for [UInt8].
         var result = verify(
             Array(text), deviceIdentifier: deviceIdentifier, requiredKind: readAs, now: ReceiptDate(validationTime),
             nested: false)
-        if requiredKind == .receipt, result.isValid {
+        if requiredKind?.envelope == .pkcs7, result.isValid {
             result.error = .kindMismatch(required: .receipt, found: result.kind)
         }
         return result
@@ -231,7 +231,7 @@ public final class JWSVerifier: Sendable {
         SignedDataChecks(policy: policy, device: deviceIdentifier)
             .evaluate(claims, into: &result.checks, findings: &findings)
 
-        if kind == .notification {
+        if kind.carriesNestedJWS {
             verifyNested(in: jws.payload, now: now, into: &result, findings: &findings)
         }
         if let status = result.transaction?.subscriptionStatus(at: now) { result.subscriptions = [status] }
@@ -273,7 +273,7 @@ public final class JWSVerifier: Sendable {
         return SignedClaims(
             kind: kind, bundleID: bundleID, environment: environment, environmentText: environmentText,
             appAppleID: appAppleID,
-            applicationVersion: kind == .appTransaction ? PayloadField.string(payload, "applicationVersion") : nil,
+            applicationVersion: kind.carriesApplicationVersion ? PayloadField.string(payload, "applicationVersion") : nil,
             deviceBinding: binding, signedByXcode: signedByXcode)
     }
 

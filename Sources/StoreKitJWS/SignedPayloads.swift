@@ -82,7 +82,12 @@ extension SignedDataKind {
     }()
 
     /// The payload member that holds the signing time: the instant the chain must have been valid at.
-    var signingTimeMember: String { self == .appTransaction ? "receiptCreationDate" : "signedDate" }
+    var signingTimeMember: String {
+        switch self {
+        case .appTransaction: "receiptCreationDate"
+        case .receipt, .transaction, .renewalInfo, .notification: "signedDate"
+        }
+    }
 
     /// The members the ledger needs to record this kind; nil for receipts (recorded
     /// per purchase) and for kinds `/v1/validate` never records.

@@ -176,8 +176,7 @@ func serve(
     log.event("listening", listening)
     for note in configuration.startupNotes { log.event("note", [("message", note)]) }
     if let warning = configuration.authorizationWarning { log.event("warning", [("message", warning)]) }
-    let sync = ServerAPISyncSchedule(routes: routes, log: log)
-    sync?.start()
+    let sync = ServerAPISync.start(routes.intake, log: log)
     started?({ ShutdownSignals.shutDown(servers: servers, readiness: readiness, log: log, reason: "requested") })
 
     for server in servers { server.waitUntilStopped() }

@@ -32,7 +32,9 @@ struct SignedDataChecksTests {
         #expect(SignedDataKind.allCases.map(\.rawValue) == [
             "receipt", "transaction", "renewal_info", "app_transaction", "notification",
         ])
-        #expect(SignedDataKind.jwsKinds == SignedDataKind.allCases.filter { $0 != .receipt })
+        // The order a payload's kind is told by.
+        #expect(SignedDataKind.jwsKinds == [.transaction, .renewalInfo, .appTransaction, .notification])
+        #expect(SignedDataKind.allCases.filter { $0.envelope == .pkcs7 } == [.receipt])
         #expect(ValidationError.kindMismatch(required: .receipt, found: .transaction).code == .kindMismatch)
     }
 

@@ -160,7 +160,7 @@ struct LogValueClippingTests {
         let routes = NotificationLogTests.routes(PurchaseLedger(store: try makeLedger(.sqlite)), lines)
         let uuid = String(repeating: "u", count: 1_000_000)
         let notification = try SignedEvents.notification("SUBSCRIBED", "INITIAL_BUY", signed: -10, uuid: uuid)
-        _ = routes.takeNotification(notification)
+        _ = routes.intake.takeNotification(notification)
 
         let events = lines.all.compactMap { try? JSONValue(parsing: Array($0.utf8)) }
             .filter { $0["event"]?.stringValue?.hasPrefix("notification") == true }

@@ -20,7 +20,7 @@ struct NotificationsTestCommandTests {
         let scene = try StoreSyncTests.scene(history: [])
         try scene.fake.update([("testNotification", .string(payload))])
         // Apple's delivery through the configured URL, as POST /v1/notifications takes it.
-        guard case .recorded = try StoreSyncTests.routes(scene).takeNotification(payload) else {
+        guard case .recorded = try StoreSyncTests.routes(scene).intake.takeNotification(payload) else {
             Issue.record("the test notification was not recorded")
             return
         }

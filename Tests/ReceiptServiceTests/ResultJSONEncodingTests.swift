@@ -53,7 +53,7 @@ struct ResultJSONEncodingTests {
         let view = LedgerView(
             availability: index % 2 == 0 ? "available" : "unavailable",
             subscriptions: result.subscriptions.map {
-                ReceiptRoutes.subscriptionEntry($0, source: "ledger", asOf: ReceiptDate(millisecondsSince1970: 7))
+                LedgerView.subscriptionEntry($0, source: "ledger", asOf: ReceiptDate(millisecondsSince1970: 7))
             })
         #expect(ResultJSON.encode(result, ledger: view) == view.applied(to: ResultJSON.value(of: result)).serialized())
     }

@@ -42,7 +42,7 @@ struct ServerAPIBackfillTests {
         notification.signedTransactionInfo = first
         notification.signedRenewalInfo = nil
         let routes = try StoreSyncTests.routes(scene)
-        guard case .recorded = routes.takeNotification(try JWSPKI.standard.sign(notification.payload)) else {
+        guard case .recorded = routes.intake.takeNotification(try JWSPKI.standard.sign(notification.payload)) else {
             Issue.record("the notification was not recorded")
             return
         }

@@ -65,7 +65,7 @@ struct StoreSyncTests {
         // Two arrived before the outage, the way Apple delivers them.
         let routes = try Self.routes(scene)
         for payload in genuine.prefix(2) {
-            guard case .recorded = routes.takeNotification(payload) else {
+            guard case .recorded = routes.intake.takeNotification(payload) else {
                 Issue.record("a genuine notification was not recorded")
                 return
             }
@@ -93,8 +93,7 @@ struct StoreSyncTests {
         let scene = try Self.scene(history: try uuids.map { try Self.notification($0) })
         let routes = try Self.routes(scene)
         let lines = CapturedLines()
-        let schedule = try #require(ServerAPISyncSchedule(routes: routes, log: ServiceLog(format: .text, sink: lines.sink)))
-        schedule.start()
+        let schedule = try #require(ServerAPISync.start(routes.intake, log: ServiceLog(format: .text, sink: lines.sink)))
         let ledger = try openLedger(.sqlite(path: scene.ledgerPath))
         let healed = eventually(within: 30) {
             ((try? ledger.syncCursors()) ?? []).count == 2
@@ -103,6 +102,11 @@ struct StoreSyncTests {
         #expect(healed)
         for uuid in uuids { #expect(try ledger.notification(uuid: uuid) != nil, "\(uuid) missing") }
         #expect(lines.all.contains { $0.contains("server api sync") && $0.contains("3 new") })
+        // The start-up log says which apps sync, one line per app and environment, and never shows the key.
+        for environment in ["Production", "Sandbox"] {
+            #expect(lines.all.contains { $0.hasSuffix("server api sync app=\(JWSPKI.bundleID) environment=\(environment) every=3600s") })
+        }
+        #expect(!lines.all.contains { $0.contains(FakeAppStoreServer.keyID) || $0.contains("key.p8") })
         // Two pages in each environment the config allows (Production and Sandbox: the fake answers both).
         let metrics = routes.metrics.exposition()
         #expect(metrics.contains(#"receiptd_server_api_requests_total{endpoint="get_notification_history",outcome="ok"} 4"#))
@@ -110,7 +114,9 @@ struct StoreSyncTests {
     }
 
     @Test func serveSchedule_withoutKeys_doesNotRun() throws {
-        #expect(ServerAPISyncSchedule(routes: LedgerService.routes(), log: ServiceLog(format: .text, sink: { _ in })) == nil)
+        let lines = CapturedLines()
+        #expect(ServerAPISync.start(LedgerService.routes().intake, log: ServiceLog(format: .text, sink: lines.sink)) == nil)
+        #expect(lines.all.count == 1 && lines.all[0].hasSuffix(#"server api sync off reason="no app has a server_api key""#))
     }
 
     @Test func syncLeasedByAnotherReplica_isSkipped() throws {

@@ -6,7 +6,7 @@ public struct AppAppleIDCheck: SignedDataCheck {
     public var name: CheckName { .appAppleID }
 
     public func evaluate(_ claims: SignedClaims, app: AppPolicy?) -> CheckVerdict {
-        guard claims.kind == .notification || claims.kind == .appTransaction, claims.environment == .production,
+        guard claims.kind.signsAppAppleID, claims.environment == .production,
             let expected = app?.appAppleID
         else { return .skipped }
         return CheckVerdict(

@@ -14,7 +14,7 @@ public struct BundleIDCheck: SignedDataCheck {
     public var name: CheckName { .bundleID }
 
     public func evaluate(_ claims: SignedClaims, app: AppPolicy?) -> CheckVerdict {
-        if claims.kind == .renewalInfo { return .skipped }
+        guard claims.kind.namesApp else { return .skipped }
         guard let bundleID = claims.bundleID else {
             return .failed(ValidationError(
                 .bundleIDMismatch, "the \(claims.kind.subject) names no app (no bundleId)", reason: .missing))

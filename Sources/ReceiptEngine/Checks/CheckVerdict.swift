@@ -25,7 +25,11 @@ public struct CheckFindings: Sendable {
     private let ranking: [ValidationError.Code]
 
     public init(kind: SignedDataKind) {
-        ranking = kind == .receipt ? ValidationError.Code.all : Self.storeKitRanking
+        ranking =
+            switch kind.envelope {
+            case .pkcs7: ValidationError.Code.all
+            case .jws: Self.storeKitRanking
+            }
     }
 
     /// Notes the verdict and returns its outcome, for `ValidationChecks`.

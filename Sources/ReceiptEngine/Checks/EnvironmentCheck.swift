@@ -8,9 +8,7 @@ public struct EnvironmentCheck: SignedDataCheck {
 
     public func evaluate(_ claims: SignedClaims, app: AppPolicy?) -> CheckVerdict {
         guard let text = claims.environmentText else {
-            // Receipts from before 2013 carry no receipt type; refusing them for it would lock out old customers.
-            // Apple's libraries refuse StoreKit 2 data that names none (INVALID_ENVIRONMENT): it could be anyone's.
-            if claims.kind == .receipt { return .skipped }
+            if claims.kind.mayOmitEnvironment { return .skipped }
             return .failed(ValidationError(
                 .environmentNotAccepted, "the \(claims.kind.subject) names no environment", reason: .missing))
         }

@@ -6,7 +6,7 @@ public struct VersionCheck: SignedDataCheck {
     public var name: CheckName { .version }
 
     public func evaluate(_ claims: SignedClaims, app: AppPolicy?) -> CheckVerdict {
-        guard claims.kind == .receipt || claims.kind == .appTransaction, let app, !app.acceptedVersions.isEmpty else {
+        guard claims.kind.carriesApplicationVersion, let app, !app.acceptedVersions.isEmpty else {
             return .skipped
         }
         let version = claims.applicationVersion ?? ""

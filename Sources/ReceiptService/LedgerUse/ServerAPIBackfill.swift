@@ -39,7 +39,7 @@ public final class ServerAPIBackfill: Sendable {
     }
 }
 
-extension ReceiptRoutes {
+extension LedgerIntake {
     /// Queues a backfill for each original transaction among `transactions` of an app with a key.
     func backfill(_ transactions: [TransactionFacts]) {
         guard serverAPIBackfill.isEnabled else { return }
@@ -91,7 +91,7 @@ extension ReceiptRoutes {
                 for renewal in renewals { try ledger.record(renewal: renewal, source: .serverAPI, in: store) }
             }
         } catch {
-            log?.event("server api backfill not stored", [("code", Self.storeProblem(error).code.rawValue)])
+            log?.event("server api backfill not stored", [("code", ReceiptRoutes.storeProblem(error).code.rawValue)])
             return
         }
         log?.event(

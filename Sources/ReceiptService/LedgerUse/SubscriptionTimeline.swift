@@ -509,7 +509,7 @@ extension SubscriptionTimeline {
     }
 }
 
-/// A proleptic Gregorian date, converted without Foundation's calendars (Howard Hinnant's `days_from_civil`).
+/// A proleptic Gregorian date, converted by the engine's `CivilTime`, without Foundation's calendars.
 struct CivilDate: Sendable, Hashable {
     var year: Int64
     var month: Int64
@@ -520,24 +520,12 @@ struct CivilDate: Sendable, Hashable {
     }
 
     init(days: Int64) {
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let dayOfEra = z - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1_460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let shiftedMonth = (5 * dayOfYear + 2) / 153
-        day = dayOfYear - (153 * shiftedMonth + 2) / 5 + 1
-        month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
-        year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+        let civil = CivilTime(secondsSince1970: days * 86_400)
+        (year, month, day) = (Int64(civil.year), Int64(civil.month), Int64(civil.day))
     }
 
     var daysSince1970: Int64 {
-        let shiftedYear = month <= 2 ? year - 1 : year
-        let era = (shiftedYear >= 0 ? shiftedYear : shiftedYear - 399) / 400
-        let yearOfEra = shiftedYear - era * 400
-        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        return era * 146_097 + dayOfEra - 719_468
+        Int64(CivilTime.daysSince1970(year: Int(year), month: Int(month), day: Int(day)))
     }
 
     private static let monthNames = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]

@@ -131,63 +131,6 @@ extension ReceiptRoutes {
             && !account.unicodeScalars.contains { $0.properties.generalCategory == .control }
     }
 
-    // MARK: - The ledger beside a verdict
-
-    /// Records what a verdict verified, then reads each of its subscriptions back: what the ledger knows that is
-    /// newer than the input (a renewal, a refund) wins, and says so. A ledger that cannot be reached changes nothing
-    /// in the verdict; the answer says `"ledger": "unavailable"`.
-    func ledgerView(
-        recording transactions: [TransactionFacts], renewal: RenewalFacts? = nil, source: TransactionSource,
-        subscriptions: [SubscriptionStatus], inputAsOf: ReceiptDate?, now: Date
-    ) -> LedgerView {
-        let inputSource = source == .receipt ? "receipt" : "jws"
-        let fromInput = { (status: SubscriptionStatus) in
-            Self.subscriptionEntry(status, source: inputSource, asOf: inputAsOf)
-        }
-        let known: [(SubscriptionStatus, SubscriptionFacts?)]
-        do {
-            known = try ledger.withStore { (store) throws(LedgerError) in
-                try ledger.record(transactions, source: source, in: store)
-                if let renewal { try ledger.record(renewal: renewal, source: source, in: store) }
-                var known: [(SubscriptionStatus, SubscriptionFacts?)] = []
-                for status in subscriptions {
-                    known.append(
-                        (status, try ledger.subscription(originalTransactionID: status.originalTransactionID, in: store)))
-                }
-                return known
-            }
-        } catch {
-            return LedgerView(availability: "unavailable", subscriptions: subscriptions.map(fromInput))
-        }
-        backfill(transactions)
-        let nowMilliseconds = ReceiptDate(now).millisecondsSince1970
-        let entries = known.map { status, facts -> JSONValue in
-            guard let facts, let latest = facts.latestTransaction, let expires = latest.expiresDate else {
-                return fromInput(status)
-            }
-            let ledgerAsOf = max(
-                facts.transactions.map(\.signedDate).max() ?? .min, facts.renewal?.signedDate ?? .min)
-            // Newer facts, or a later renewal the input does not show (a receipt made before its delivery arrived).
-            guard ledgerAsOf > inputAsOf?.millisecondsSince1970 ?? .min
-                || expires > status.expiresDate.millisecondsSince1970
-            else { return fromInput(status) }
-            let state = facts.status(at: nowMilliseconds)
-            return Self.subscriptionEntry(
-                SubscriptionStatus(
-                    productID: latest.productID, originalTransactionID: facts.originalTransactionID,
-                    latestTransactionID: latest.transactionID, expiresDate: ReceiptDate(millisecondsSince1970: expires),
-                    isActive: state == .active || state == .inGracePeriod, isCancelled: state == .revoked),
-                source: "ledger", asOf: ReceiptDate(millisecondsSince1970: ledgerAsOf))
-        }
-        return LedgerView(availability: "available", subscriptions: entries)
-    }
-
-    /// A `subscriptions` entry with where it came from and as of when.
-    static func subscriptionEntry(_ status: SubscriptionStatus, source: String, asOf: ReceiptDate?) -> JSONValue {
-        guard case .object(let members) = JWSResultJSON.subscription(status) else { return .null }
-        return .object(members + [("source", .string(source)), ("as_of", .string(asOf?.rfc3339))])
-    }
-
     // MARK: - JSON
 
     static func subscriptionJSON(_ facts: SubscriptionFacts, now: Date) -> JSONValue {
@@ -253,22 +196,5 @@ extension ReceiptRoutes {
                 status: .serviceUnavailable, code: .storeUnavailable,
                 message: "the ledger cannot be reached (\(error.code.rawValue)); try again shortly")
         }
-    }
-}
-
-/// A verdict's subscriptions as the ledger sees them, and whether it could be asked.
-struct LedgerView {
-    /// `available` or `unavailable`.
-    var availability: String
-    var subscriptions: [JSONValue]
-
-    /// The verdict with its `subscriptions` replaced and `ledger` added.
-    func applied(to verdict: JSONValue) -> JSONValue {
-        guard case .object(var members) = verdict else { return verdict }
-        if let index = members.firstIndex(where: { $0.key == "subscriptions" }) {
-            members[index].value = .array(subscriptions)
-        }
-        members.append(("ledger", .string(availability)))
-        return .object(members)
     }
 }

@@ -133,16 +133,17 @@ public struct ReceiptRoutes: Sendable {
     public let configuration: ServiceConfiguration
     public let validator: ReceiptValidator
     public let jwsVerifier: JWSVerifier
-    public let ledger: PurchaseLedger
+    public var ledger: PurchaseLedger { intake.ledger }
     /// `/sandbox/verifyReceipt` mirrors Apple's sandbox host: Sandbox receipts only, and only while `environments`
     /// accepts them (an operator who removes Sandbox wants none accepted anywhere).
     private let sandboxValidator: ReceiptValidator
     public let metrics: ServiceMetrics
     public let readiness: ServiceReadiness
+    /// Where every fact these routes verify goes into the ledger.
+    public let intake: LedgerIntake
     /// App Store Server API clients, kept across requests (their tokens are reused).
-    public let serverAPIClients: ServerAPIClients
-    let serverAPIBackfill: ServerAPIBackfill
-    /// Where each notification's fate is written (stored, duplicate, refused, not stored); nil logs none.
+    public var serverAPIClients: ServerAPIClients { intake.serverAPIClients }
+    /// Where the App Store Server API's failures are written (the intake writes each fact's fate); nil logs none.
     let log: ServiceLog?
     let clock: @Sendable () -> Date
     /// When these routes were made, which is when the server starts: `/healthz`'s `started_at`.
@@ -154,7 +155,7 @@ public struct ReceiptRoutes: Sendable {
     /// - Parameters:
     ///   - jwsVerifier: StoreKit 2 verification; by default made from the validator's policy.
     ///   - ledger: where verified data is remembered; stateless by default.
-    ///   - log: receives one event per notification Apple delivers.
+    ///   - log: receives one event per notification Apple delivers, and each fact the ledger could not take.
     ///   - clock: "now" for subscription activity and Apple's `request_date`; injected so tests are exact.
     public init(
         configuration: ServiceConfiguration, validator: ReceiptValidator, jwsVerifier: JWSVerifier? = nil,
@@ -164,14 +165,14 @@ public struct ReceiptRoutes: Sendable {
         self.configuration = configuration
         self.validator = validator
         self.jwsVerifier = jwsVerifier ?? JWSVerifier(policy: validator.policy)
-        self.ledger = ledger
         var sandboxPolicy = validator.policy
         sandboxPolicy.environments = validator.policy.environments.intersection([.sandbox])
         self.sandboxValidator = ReceiptValidator(policy: sandboxPolicy)
         self.metrics = metrics
         self.readiness = readiness
-        self.serverAPIClients = ServerAPIClients(configuration: configuration, metrics: metrics.serverAPI)
-        self.serverAPIBackfill = ServerAPIBackfill(configuration: configuration)
+        self.intake = LedgerIntake(
+            configuration: configuration, ledger: ledger, jwsVerifier: self.jwsVerifier, metrics: metrics, log: log,
+            clock: clock)
         self.log = log
         self.clock = clock
         self.startedAt = ReceiptDate(clock())
@@ -423,21 +424,8 @@ public struct ReceiptRoutes: Sendable {
         metrics.recordValidation(result)
         let status: HTTPStatus = result.isValid ? .ok : .unprocessableContent
         if wantsHTML { return html(status: status, ResultHTML.page(result)) }
-        guard ledger.isConfigured else {
-            return HTTPResponse(
-                status: status, headers: HTTPHeaders([(.contentType, "application/json")]),
-                body: ResultJSON.encode(result))
-        }
-        var facts: [TransactionFacts] = []
-        if result.isValid, let decoded = result.receipt {
-            facts = LedgerFacts.transactions(of: decoded, where: ledger.needsRecording(source: .receipt))
-        }
-        let view = ledgerView(
-            recording: facts, source: .receipt, subscriptions: result.subscriptions,
-            inputAsOf: result.receipt?.creationDate, now: now)
-        return HTTPResponse(
-            status: status, headers: HTTPHeaders([(.contentType, "application/json")]),
-            body: ResultJSON.encode(result, ledger: view))
+        guard ledger.isConfigured else { return json(status: status, text: ResultJSON.encode(result)) }
+        return json(status: status, text: ResultJSON.encode(result, ledger: intake.take(result, now: now)))
     }
 
     /// `?kind=`: the kind of signed data the caller requires (`receipt` or a StoreKit 2 kind).
@@ -496,24 +484,10 @@ public struct ReceiptRoutes: Sendable {
         // Apple's answer promised the latest renewals; without the ledger it would silently show a stale expiry, so
         // an unreachable ledger is Apple's retryable 21005 instead.
         do {
-            let state = try appleLedgerState(for: decoded)
+            let state = try intake.takeForApple(decoded)
             return answer(status, result, parsed, ledger: state)
         } catch {
             return answer(.temporarilyUnavailable, result, parsed)
-        }
-    }
-
-    /// Records the receipt's entries, then reads back everything known of its original transactions.
-    private func appleLedgerState(for receipt: Receipt) throws(PurchaseLedger.Unavailability) -> AppleLedgerState {
-        let facts = LedgerFacts.transactions(of: receipt, where: ledger.needsRecording(source: .receipt))
-        var seen = Set<String>()
-        let originals = receipt.inAppPurchases.compactMap { $0.originalTransactionID ?? $0.transactionID }
-            .filter { seen.insert($0).inserted }
-        return try ledger.withStore { (store) throws(LedgerError) in
-            try ledger.record(facts, source: .receipt, in: store)
-            return AppleLedgerState(
-                transactions: try store.transactions(originalTransactionIDs: originals),
-                renewals: try store.renewalInfos(originalTransactionIDs: originals))
         }
     }
 
@@ -545,9 +519,11 @@ public struct ReceiptRoutes: Sendable {
             ]))
     }
 
-    func json(status: HTTPStatus, _ value: JSONValue) -> HTTPResponse {
-        HTTPResponse(
-            status: status, headers: HTTPHeaders([(.contentType, "application/json")]), body: value.serialized())
+    func json(status: HTTPStatus, _ value: JSONValue) -> HTTPResponse { json(status: status, text: value.serialized()) }
+
+    /// An answer whose JSON text is already written.
+    func json(status: HTTPStatus, text: [UInt8]) -> HTTPResponse {
+        HTTPResponse(status: status, headers: HTTPHeaders([(.contentType, "application/json")]), body: text)
     }
 
     func html(status: HTTPStatus, _ page: String) -> HTTPResponse {

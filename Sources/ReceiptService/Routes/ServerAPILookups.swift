@@ -123,7 +123,7 @@ extension ReceiptRoutes {
                 let client = try serverAPIClients.client(bundleID: target.bundleID, environment: target.environment)
                     .bounded(until: deadline)
                 guard let signed = try ask(client) else { continue }
-                return .found(verifiedTransactions(signed))
+                return .found(intake.takeLookedUp(signed).map(Self.transactionJSON))
             } catch {
                 var fields = [("app", target.bundleID), ("environment", target.environment.rawValue), ("code", error.code.rawValue)]
                 if let appleCode = error.appleErrorCode { fields.append(("apple_error_code", String(appleCode))) }
@@ -140,36 +140,6 @@ extension ReceiptRoutes {
             return .busy(retryAfterSeconds: busy.compactMap(\.retryAfterSeconds).min(), failures)
         }
         return .unavailable(failures)
-    }
-
-    /// The transactions that pass verification, normalized as the ledger shows them, and recorded in it.
-    private func verifiedTransactions(_ signed: [String]) -> [JSONValue] {
-        let facts = verifiedTransactionFacts(signed)
-        if ledger.isConfigured, !facts.isEmpty {
-            do {
-                try ledger.withStore { (store) throws(LedgerError) in try ledger.record(facts, source: .serverAPI, in: store) }
-            } catch {
-                log?.event("server api transactions not stored", [("code", Self.storeProblem(error).code.rawValue)])
-            }
-        }
-        return facts.map(Self.transactionJSON)
-    }
-
-    /// The signed transactions that pass verification, as ledger facts; each refused one is counted and logged.
-    func verifiedTransactionFacts(_ signed: [String]) -> [TransactionFacts] {
-        var facts: [TransactionFacts] = []
-        for text in signed {
-            let result = jwsVerifier.verify(text, requiredKind: .transaction, at: clock())
-            metrics.recordVerdict(kind: result.kind, error: result.error)
-            guard result.isValid, let payload = result.payload, let transaction = LedgerFacts.transaction(payload) else {
-                var fields = [("code", result.error?.code.rawValue ?? "malformed_jws")]
-                if let reason = result.error?.reason { fields.append(("reason", reason.rawValue)) }
-                log?.event("server api transaction refused", fields)
-                continue
-            }
-            facts.append(transaction)
-        }
-        return facts
     }
 
     /// `GET /v1/orders/{order_id}`.

@@ -1,24 +1,8 @@
 import HTTP1Server
 import JSONText
-public import Ledger
+import Ledger
 import ReceiptEngine
-public import StoreKitJWS
-
-/// What became of one signed notification (`ReceiptRoutes.takeNotification`).
-public enum NotificationIntake: Sendable {
-    /// Verification failed: a forgery, a wrong app or environment, an expired chain. Nothing was stored.
-    case refused(JWSValidationResult)
-    /// Verified, but without the uuid, type or signed date the ledger keys it by. Nothing was stored.
-    case malformed
-    /// Verified, but an id it would store is not an id (`PathID`: a NUL or control character, a dot-segment, too
-    /// long): its `notificationUUID`, or a `transactionId` or `originalTransactionId` nested in it, as `member` names.
-    /// Nothing was stored, and no retry of it ever will be.
-    case invalidID(member: String)
-    /// Verified, but the ledger could not store it.
-    case notStored(NotificationFacts, PurchaseLedger.Unavailability)
-    /// In the ledger; `.duplicate` or `.conflict` when its uuid was there already.
-    case recorded(NotificationFacts, NotificationWrite)
-}
+import StoreKitJWS
 
 /// StoreKit 2 on `/v1/validate` and Apple's delivery endpoint, `/v1/notifications`.
 extension ReceiptRoutes {
@@ -30,24 +14,9 @@ extension ReceiptRoutes {
         metrics.recordVerdict(kind: result.kind, error: result.error)
         let status: HTTPStatus = result.isValid ? .ok : .unprocessableContent
         if wantsHTML { return html(status: status, ResultHTML.page(result)) }
-        guard ledger.isConfigured else {
-            // Nothing to add to the answer: its text is written straight from the verdict.
-            return HTTPResponse(
-                status: status, headers: HTTPHeaders([(.contentType, "application/json")]),
-                body: JWSResultJSON.encode(result))
-        }
-        var transactions: [TransactionFacts] = []
-        var renewal: RenewalFacts?
-        if result.isValid, let payload = result.payload {
-            switch result.kind {
-            case .transaction?: transactions = LedgerFacts.transaction(payload).map { [$0] } ?? []
-            case .renewalInfo?: renewal = LedgerFacts.renewal(payload)
-            default: break
-            }
-        }
-        let view = ledgerView(
-            recording: transactions, renewal: renewal, source: .jws, subscriptions: result.subscriptions,
-            inputAsOf: result.signedDate, now: now)
+        // Nothing to add to the answer: its text is written straight from the verdict.
+        guard ledger.isConfigured else { return json(status: status, text: JWSResultJSON.encode(result)) }
+        let view = intake.take(result, now: now)
         let answer = view.applied(to: JWSResultJSON.value(of: result))
         guard result.isValid, view.availability == "available", let missing = Self.missingLedgerMembers(result) else {
             return json(status: status, answer)
@@ -88,10 +57,6 @@ extension ReceiptRoutes {
 
     /// Apple's delivery: 200 only once the notification is durably in the ledger (Apple retries anything else, for
     /// days in Production), so nothing Apple said is lost; the same uuid again is 200 with `"duplicate": true`.
-    ///
-    /// Each verified delivery is logged with its uuid, the key of Apple's notification history, so an operator can
-    /// tell a refund that never arrived from one that arrived and was not stored. A refused one logs only its code:
-    /// until verified, its fields are anyone's words.
     func receiveNotification(_ request: HTTPRequest) -> HTTPResponse {
         let signedPayload: String
         do {
@@ -100,7 +65,7 @@ extension ReceiptRoutes {
             return problem(error)
         }
         guard ledger.isConfigured else { return problem(Self.storeProblem(.notConfigured)) }
-        switch takeNotification(signedPayload) {
+        switch intake.takeNotification(signedPayload) {
         case .refused(let result):
             return json(status: .unprocessableContent, JWSResultJSON.value(of: result))
         case .malformed:
@@ -122,68 +87,6 @@ extension ReceiptRoutes {
                     ("duplicate", .bool(write != .stored)),
                 ]))
         }
-    }
-
-    /// Verifies one signed notification, records it in the ledger and logs its fate: the one path of Apple's
-    /// deliveries (`POST /v1/notifications`) and of what `receiptd store sync` fetches from Apple's notification
-    /// history, so a notification counts the same however it arrived. The ledger must be configured.
-    public func takeNotification(_ signedPayload: String) -> NotificationIntake {
-        let result = jwsVerifier.verify(signedPayload, requiredKind: .notification, at: clock())
-        metrics.recordVerdict(kind: result.kind, error: result.error)
-        guard result.isValid else {
-            var fields = [("code", result.error?.code.rawValue ?? "invalid")]
-            if let reason = result.error?.reason { fields.append(("reason", reason.rawValue)) }
-            log?.event("notification refused", fields)
-            return .refused(result)
-        }
-        guard let facts = LedgerFacts.notification(result, signedPayload: signedPayload) else {
-            // A verified notification always has both; refusing keeps it in Apple's retry queue rather than lost.
-            log?.event("notification refused", [("code", "malformed_jws")])
-            return .malformed
-        }
-        // These key the ledger, and the transaction ids go on to Apple (backfill); a NUL in one failed every write
-        // (PostgreSQL refuses NUL in text) and so was answered 503, for Apple to retry forever.
-        if let member = Self.memberWithInvalidID(facts) {
-            // The uuid, clipped, so an operator can match the refusal against Apple's notification history.
-            log?.event(
-                "notification refused",
-                [("code", "invalid_id"), ("member", member), ("uuid", ServiceLog.clipped(facts.uuid))])
-            return .invalidID(member: member)
-        }
-        let write: NotificationWrite
-        do {
-            write = try ledger.withStore { (store) throws(LedgerError) in try ledger.record(facts, in: store) }
-        } catch {
-            let answer = Self.storeProblem(error)
-            var fields = [
-                ("uuid", ServiceLog.clipped(facts.uuid)), ("type", ServiceLog.clipped(facts.type)),
-                ("code", answer.code.rawValue),
-            ]
-            if case .unavailable(let cause) = error { fields.append(("ledger_error", cause.code.rawValue)) }
-            log?.event("notification not stored", fields)
-            return .notStored(facts, error)
-        }
-        // A uuid Apple already delivered with other content is answered like a retry (Apple must stop resending;
-        // the first payload stays the record) but never silently: someone replayed a uuid, or Apple changed a
-        // notification, and either needs a person to look.
-        // The uuid and type are the signer's to choose: a 1 MB uuid must not make a 1 MB line.
-        var fields = [("uuid", ServiceLog.clipped(facts.uuid)), ("type", ServiceLog.clipped(facts.type))]
-        if let subtype = facts.subtype { fields.append(("subtype", ServiceLog.clipped(subtype))) }
-        fields.append(("duplicate", write != .stored ? "true" : "false"))
-        fields.append(("conflict", write == .conflict ? "true" : "false"))
-        log?.event("notification", fields)
-        if write == .conflict { metrics.recordNotificationConflict() }
-        if let transaction = facts.transaction { backfill([transaction]) }
-        return .recorded(facts, write)
-    }
-
-    private static func memberWithInvalidID(_ facts: NotificationFacts) -> String? {
-        let ids: [(String, String?)] = [
-            ("notificationUUID", facts.uuid), ("transactionId", facts.transaction?.transactionID),
-            ("originalTransactionId", facts.transaction?.originalTransactionID),
-            ("originalTransactionId", facts.renewal?.originalTransactionID),
-        ]
-        return ids.first { _, id in id.map { !PathID.isValid($0) } ?? false }?.0
     }
 
     /// `{"signedPayload": "<JWS>"}`, as Apple posts it.

@@ -1,0 +1,262 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+public import AppStoreServerAPI
+import Dispatch
+import Ledger
+import ReceiptEngine
+internal import Synchronization
+
+/// `serve`'s own sync: once at start-up, covering the time since each app and environment's cursor, then every
+/// `server_api.sync_interval`, so an outage heals without anyone acting. Runs on its own serial queue, never on a
+/// request's thread: Apple being slow or down changes no answer and not `/readyz`.
+public final class ServerAPISync {
+    private let queue = DispatchQueue(label: "receiptd.server-api-sync")
+    private let timer: any DispatchSourceTimer
+    private let stopped = StopFlag()
+
+    /// Logs which apps and environments sync with Apple (one line each, naming the bundle id and environment, never
+    /// the key), or why none does, and starts the schedule; nil when no app has a `server_api` key or there is no
+    /// ledger to heal.
+    public static func start(_ intake: LedgerIntake, log: ServiceLog) -> ServerAPISync? {
+        let configuration = intake.configuration
+        let apps = configuration.serverAPIApps
+        guard !apps.isEmpty else {
+            log.event("server api sync off", [("reason", "no app has a server_api key")])
+            return nil
+        }
+        guard intake.ledger.isConfigured else {
+            log.event("server api sync off", [("reason", "no store to keep what Apple sends")])
+            return nil
+        }
+        let environments = AppStoreEnvironment.allCases.filter { environment in
+            configuration.environments.contains { $0.rawValue == environment.rawValue }
+        }
+        let interval = configuration.serverAPI.syncInterval
+        for app in apps {
+            for environment in environments {
+                log.event(
+                    "server api sync",
+                    [("app", app.bundleID), ("environment", environment.rawValue),
+                     ("every", "\(Int(interval.rounded()))s")])
+            }
+        }
+        let sync = ServerAPISync(intake: intake, apps: apps, environments: environments, interval: interval, log: log)
+        sync.timer.resume()
+        return sync
+    }
+
+    private init(
+        intake: LedgerIntake, apps: [ServiceConfiguration.App], environments: [AppStoreEnvironment], interval: Double,
+        log: ServiceLog
+    ) {
+        timer = DispatchSource.makeTimerSource(queue: queue)
+        let stopped = self.stopped
+        timer.setEventHandler { @Sendable in
+            for app in apps {
+                for environment in environments where !stopped.isSet {
+                    var sync = NotificationHistorySync(
+                        intake: intake, bundleID: app.bundleID, environment: environment,
+                        report: { log.event("server api sync", [("result", $0)]) },
+                        complain: { log.event("server api sync failed", [("reason", $0)]) })
+                    sync.shouldContinue = { !stopped.isSet }
+                    let now = ReceiptDate(intake.clock()).millisecondsSince1970
+                    _ = sync.run(since: nil, until: now, now: now)
+                }
+            }
+        }
+        timer.schedule(deadline: .now(), repeating: .milliseconds(Int(interval * 1000)), leeway: .seconds(1))
+    }
+
+    /// Stops the schedule and waits for a sync in progress to finish its current request (bounded by
+    /// `server_api.timeout` and the client's few retries); the sync stops at its next page.
+    public func stop() {
+        stopped.set()
+        timer.cancel()
+        queue.sync {}
+    }
+}
+
+private final class StopFlag: Sendable {
+    private let value = Atomic<Bool>(false)
+    var isSet: Bool { value.load(ordering: .relaxed) }
+    func set() { value.store(true, ordering: .relaxed) }
+}
+
+/// One app and environment's sync: reads every page of the span and takes each notification.
+public struct NotificationHistorySync {
+    let intake: LedgerIntake
+    let bundleID: String
+    let environment: AppStoreEnvironment
+    /// Receives the summary line; `complain` what went wrong.
+    let report: (String) -> Void
+    let complain: (String) -> Void
+    /// Asked between pages: false stops the sync there (serve shutting down), without moving the cursor.
+    var shouldContinue: () -> Bool = { true }
+
+    /// - Parameters:
+    ///   - intake: where the notifications go, and whose clients and ledger the sync uses.
+    ///   - report: receives the summary line; `complain`, what went wrong.
+    public init(
+        intake: LedgerIntake, bundleID: String, environment: AppStoreEnvironment,
+        report: @escaping (String) -> Void, complain: @escaping (String) -> Void
+    ) {
+        self.intake = intake
+        self.bundleID = bundleID
+        self.environment = environment
+        self.report = report
+        self.complain = complain
+    }
+
+    /// How far back Apple keeps notification history, less a margin so a start at the edge is not refused (4000012).
+    var historyWindow: Int64 {
+        let days: Int64 = environment == .production ? 180 : 30
+        return days * 86_400_000 - 3_600_000
+    }
+
+    /// This process, as a lease holder: unique across replicas and restarts.
+    static let leaseHolder = "receiptd-\(ProcessInfo.processInfo.processIdentifier)-\(UInt64.random(in: 0...UInt64.max))"
+
+    struct Counts {
+        var pages = 0
+        var new = 0
+        var known = 0
+        var refused = 0
+        var notStored = 0
+    }
+
+    /// How a sync ended.
+    public enum Outcome: Equatable, Sendable {
+        /// Every notification of the span is in the ledger.
+        case complete
+        /// Something failed or was refused; what is in `complain`.
+        case incomplete
+        /// Another receiptd holds the lease of this app and environment until `until`: nothing was read.
+        case skipped(holder: String, until: Int64)
+    }
+
+    /// With `waitForLease`, a lease another receiptd holds is waited for (it lapses within 15 minutes even if that
+    /// receiptd died) instead of skipping the span.
+    public var waitForLease = false
+
+    /// Prints what it did and says how it ended.
+    public func run(since requested: Int64?, until: Int64, now: Int64) -> Outcome {
+        let label = "\(bundleID) \(environment.rawValue)"
+        // One replica at a time per app and environment when several share a PostgreSQL ledger; the lease outlasts any
+        // sync (15 minutes) and lapses by itself if its holder dies.
+        let holder = Self.leaseHolder
+        func acquire(at instant: Int64) throws -> Bool {
+            try intake.ledger.withStore { (store) throws(LedgerError) in
+                try store.acquireSyncLease(
+                    bundleID: bundleID, environment: environment.rawValue, holder: holder, now: instant,
+                    until: instant + 900_000)
+            }
+        }
+        do {
+            var leased = try acquire(at: now)
+            var announced = false
+            while !leased {
+                let lease = try intake.ledger.withStore { (store) throws(LedgerError) in
+                    try store.syncLease(bundleID: bundleID, environment: environment.rawValue)
+                }
+                // Released between the two reads: try again at once.
+                guard let lease else {
+                    leased = try acquire(at: ReceiptDate(intake.clock()).millisecondsSince1970)
+                    continue
+                }
+                guard waitForLease else { return .skipped(holder: lease.holder, until: lease.until) }
+                if !announced {
+                    report("\(label): waiting for \(lease.holder), syncing it until \(historyDateText(lease.until)) at most")
+                    announced = true
+                }
+                sleepSeconds(1)
+                leased = try acquire(at: ReceiptDate(intake.clock()).millisecondsSince1970)
+            }
+        } catch {
+            complain("\(label): the ledger cannot be written: \(error)")
+            return .incomplete
+        }
+        defer {
+            _ = try? intake.ledger.withStore { (store) throws(LedgerError) in
+                try store.releaseSyncLease(bundleID: bundleID, environment: environment.rawValue, holder: holder)
+            }
+        }
+        // Read under the lease: a sync waited for has just moved it.
+        let cursor: ServerAPISyncCursor?
+        do {
+            cursor = try intake.ledger.withStore { (store) throws(LedgerError) in
+                try store.syncCursor(bundleID: bundleID, environment: environment.rawValue)
+            }
+        } catch {
+            complain("\(label): the ledger cannot be read: \(error)")
+            return .incomplete
+        }
+        let since = max(requested ?? cursor?.syncedUntil ?? 0, now - historyWindow)
+        guard since < until else {
+            report("\(label): nothing to sync (\(historyDateText(since)) is not before \(historyDateText(until)))")
+            return .complete
+        }
+        let client: AppStoreServerAPIClient
+        do {
+            client = try intake.serverAPIClients.client(bundleID: bundleID, environment: environment)
+        } catch {
+            complain("\(label): \(error.message)")
+            return .incomplete
+        }
+        var counts = Counts()
+        var token: String?
+        let query = NotificationHistoryQuery(startDate: since, endDate: until)
+        repeat {
+            let page: NotificationHistoryPage
+            do {
+                page = try client.notificationHistory(query, paginationToken: token)
+            } catch {
+                report(summary(label, since, until, counts))
+                complain("\(label): \(error)")
+                return .incomplete
+            }
+            counts.pages += 1
+            for item in page.notifications {
+                switch intake.takeNotification(item.signedPayload) {
+                case .recorded(_, let write): write == .stored ? (counts.new += 1) : (counts.known += 1)
+                case .refused, .malformed, .invalidID: counts.refused += 1
+                case .notStored: counts.notStored += 1
+                }
+            }
+            token = page.hasMore ? page.paginationToken : nil
+            if token != nil, !shouldContinue() {
+                report(summary(label, since, until, counts) + " (stopped before the end)")
+                return .incomplete
+            }
+        } while token != nil
+        report(summary(label, since, until, counts))
+        guard counts.refused == 0, counts.notStored == 0 else { return .incomplete }
+        do {
+            try intake.ledger.withStore { (store) throws(LedgerError) in
+                try store.record(
+                    syncCursor: ServerAPISyncCursor(
+                        bundleID: bundleID, environment: environment.rawValue, syncedUntil: until, lastSuccessAt: now))
+            }
+            intake.metrics.serverAPI.recordSync(app: bundleID, environment: environment.rawValue, at: Double(now) / 1000)
+        } catch {
+            complain("\(label): the cursor cannot be stored: \(error)")
+            return .incomplete
+        }
+        return .complete
+    }
+
+    private func summary(_ label: String, _ since: Int64, _ until: Int64, _ counts: Counts) -> String {
+        var text = "\(label): \(historyDateText(since)) to \(historyDateText(until)): \(counts.pages) "
+            + (counts.pages == 1 ? "page" : "pages")
+            + ", notifications: \(counts.new) new, \(counts.known) already known, \(counts.refused) refused"
+        if counts.notStored > 0 { text += ", \(counts.notStored) not stored" }
+        return text
+    }
+}
+
+/// Milliseconds since 1970 as `2026-11-01T12:00:00Z`.
+private func historyDateText(_ milliseconds: Int64) -> String {
+    ReceiptDate(millisecondsSince1970: milliseconds).rfc3339
+}
