@@ -19,7 +19,7 @@ public enum MalformedInput {
             return error(.json, "this is JSON, not a receipt: send the base64 receipt itself, or post the JSON with its receipt "
                 + "under \"receipt\" (or \"receipt-data\" to /verifyReceipt)")
         }
-        if text.starts(with: Array("-----BEGIN".utf8)) {
+        if isPEM(text) {
             return error(.pem, "this is PEM text (-----BEGIN …-----), not a receipt: a certificate or key belongs in the config's "
                 + "trusted_roots, not here")
         }
@@ -31,6 +31,12 @@ public enum MalformedInput {
             return error(.text, "this is text, not a receipt: receipts are binary (DER) or the base64 of it")
         }
         return nil
+    }
+
+    /// PEM text (`-----BEGIN …-----`). Its dashes and letters are all base64url, so without this test a PEM file
+    /// would be decoded as base64 and reported as a damaged receipt instead of as PEM.
+    public static func isPEM<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> Bool {
+        bytes.drop { $0.isASCIIWhitespace || [0xEF, 0xBB, 0xBF].contains($0) }.starts(with: "-----BEGIN".utf8)
     }
 
     private static func imageOrDocument(_ bytes: [UInt8]) -> String? {

@@ -43,6 +43,9 @@ struct MalformedJWSRouteTests {
         ("text/plain", pem, "pem"),
         ("text/plain", "not the receipt, sorry! see ticket #42", "text"),
         ("application/octet-stream", pem, "pem"),
+        // PEM whose base64 decodes: still PEM, not a damaged receipt.
+        ("application/octet-stream", "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n", "pem"),
+        ("text/plain", "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n", "pem"),
         ("application/json", #"{"receipt": "-----BEGIN CERTIFICATE-----\nMIIB==\n-----END CERTIFICATE-----"}"#, "pem"),
     ])
     func uploadThatIsSomethingElse_saysItsReason(_ contentType: String, _ body: String, _ reason: String) {
@@ -50,6 +53,9 @@ struct MalformedJWSRouteTests {
         #expect(response.status == 400)
         #expect(response.errorCode == "bad_request")
         #expect(response.json?["error"]?["reason"] == .string(reason), "\(response.text)")
+        if reason == "pem" {
+            #expect(response.json?["error"]?["message"]?.stringValue?.contains("not valid base64") == false)
+        }
     }
 
     @Test func jsonUploadedAsAFile_isMalformedReceiptWithReason() {

@@ -114,6 +114,10 @@ contains "empty standard input is named" err.txt "standard input is empty"
 printf '\x89PNG\r\n\x1a\nnot really an image' > screenshot.png
 check "verify a PNG" 1 "$R" verify screenshot.png --config config.json --json
 contains "a PNG is named as an image" out.txt '"reason": "not_a_receipt_file"'
+# Every character of a PEM block is base64url or whitespace, and this one even decodes: still PEM, not a damaged receipt.
+printf -- '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n' > cert.pem
+check "verify a PEM file" 1 "$R" verify cert.pem --config config.json --json
+contains "a PEM file is named as PEM" out.txt '"reason": "pem"'
 
 [ "$failures" -eq 0 ] || { echo "test-cli: $failures failures"; exit 1; }
 echo "test-cli: all checks passed"

@@ -132,6 +132,13 @@ struct ReceiptSubmission: Sendable, Hashable {
     }
 
     private static func decodeBase64(_ bytes: ArraySlice<UInt8>) throws(RequestProblem) -> [UInt8] {
+        // PEM's dashes and words are base64url and whitespace, and some PEM even decodes: say what it is, whatever
+        // the Content-Type, rather than "not valid base64" or a damaged receipt.
+        if MalformedInput.isPEM(bytes), let diagnosis = MalformedInput.diagnosis(of: Array(bytes)) {
+            var problem = RequestProblem.badRequest(.notBase64, diagnosis.message)
+            problem.reason = diagnosis.reason?.rawValue
+            throw problem
+        }
         guard let decoded = Base64.decodeText(bytes) else {
             var problem = RequestProblem.badRequest(.notBase64, "receipt is not valid base64")
             if let diagnosis = MalformedInput.diagnosis(of: Array(bytes)), let reason = diagnosis.reason {
