@@ -63,7 +63,9 @@ let package = Package(
             name: "ReceiptService",
             dependencies: [
                 "CryptoFloor", "ReceiptEngine", "StoreKitJWS", "Ledger", "JSONText", "HTTP1Server", "AppStoreServerAPI",
+                // Prometheus's counters, gauges and histograms are swift-metrics' CoreMetrics handlers.
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             swiftSettings: strictSettings),
         // Every command (`serve`, `verify`, `testing`) and its flags; the modules below know nothing of a command line.

@@ -74,6 +74,24 @@ struct NotificationRouteTests {
         #expect(routes.handle(get("/v1/subscriptions/\(SignedEvents.original)"), on: .main).status == 404)
     }
 
+    /// A transaction or renewal info validated with a ledger is recorded and backfilled like a notification's, so its
+    /// ids must be ids too: 400, nothing stored.
+    @Test(arguments: Backend.tested, ["a\u{0}b", "..", "tab\there"])
+    func validatedJWS_whoseIDsAreNotIDs_is400_andStoresNothing(_ backend: Backend, _ id: String) throws {
+        let routes = try LedgerService.routes(backend)
+        for edit in [\TransactionBlueprint.transactionID, \TransactionBlueprint.originalTransactionID] {
+            var transaction = SignedEvents.firstMonth
+            transaction[keyPath: edit] = id
+            let response = routes.handle(JWSUpload.json.request(try JWSPKI.atFixedNow.sign(transaction.payload)), on: .main)
+            #expect(response.status == 400)
+            #expect(response.errorDetail == "invalid_id")
+        }
+        let renewal = SignedEvents.renewal(signed: -10, original: id)
+        let response = routes.handle(JWSUpload.json.request(try JWSPKI.atFixedNow.sign(renewal.payload)), on: .main)
+        #expect(response.errorDetail == "invalid_id")
+        #expect(routes.handle(get("/v1/subscriptions/\(SignedEvents.original)"), on: .main).status == 404)
+    }
+
     /// The envelope, or only its nested transaction, signed by a chain nobody trusts.
     enum Forgery: String, CaseIterable, CustomTestStringConvertible, Sendable {
         case envelope, nestedTransaction = "nested-transaction"

@@ -113,12 +113,19 @@ public struct LedgerIntake: Sendable {
     }
 
     private static func memberWithInvalidID(_ facts: NotificationFacts) -> String? {
-        let ids: [(String, String?)] = [
-            ("notificationUUID", facts.uuid), ("transactionId", facts.transaction?.transactionID),
-            ("originalTransactionId", facts.transaction?.originalTransactionID),
-            ("originalTransactionId", facts.renewal?.originalTransactionID),
-        ]
-        return ids.first { _, id in id.map { !PathID.isValid($0) } ?? false }?.0
+        PathID.isValid(facts.uuid)
+            ? memberWithInvalidID(facts.transaction.map { [$0] } ?? [], renewal: facts.renewal) : "notificationUUID"
+    }
+
+    /// The member of the first id that is not an id (`PathID`) among verified facts, or nil. These ids key the ledger
+    /// and go on to Apple (backfill), where a NUL fails every write and a dot-segment changes Apple's path.
+    static func memberWithInvalidID(_ transactions: [TransactionFacts], renewal: RenewalFacts?) -> String? {
+        for transaction in transactions {
+            if !PathID.isValid(transaction.transactionID) { return "transactionId" }
+            if !PathID.isValid(transaction.originalTransactionID) { return "originalTransactionId" }
+        }
+        if let renewal, !PathID.isValid(renewal.originalTransactionID) { return "originalTransactionId" }
+        return nil
     }
 
     // MARK: - Validated data
@@ -129,6 +136,7 @@ public struct LedgerIntake: Sendable {
         if result.isValid, let decoded = result.receipt {
             facts = LedgerFacts.transactions(of: decoded, where: ledger.needsRecording(source: .receipt))
         }
+        if let member = Self.memberWithInvalidID(facts, renewal: nil) { return LedgerView(refusing: member) }
         return view(
             recording: facts, source: .receipt, subscriptions: result.subscriptions,
             inputAsOf: result.receipt?.creationDate, now: now)
@@ -147,6 +155,7 @@ public struct LedgerIntake: Sendable {
             case .notification, .appTransaction, .receipt: break
             }
         }
+        if let member = Self.memberWithInvalidID(transactions, renewal: renewal) { return LedgerView(refusing: member) }
         return view(
             recording: transactions, renewal: renewal, source: .jws, subscriptions: result.subscriptions,
             inputAsOf: result.signedDate, now: now)
@@ -254,6 +263,19 @@ struct LedgerView {
     /// `available` or `unavailable`.
     var availability: String
     var subscriptions: [JSONValue]
+    /// The member of an id in the input that is not an id (`PathID`): nothing was recorded, and the request is 400
+    /// `invalid_id`, as for a notification carrying one.
+    var refusedIDMember: String? = nil
+
+    init(availability: String, subscriptions: [JSONValue]) {
+        self.availability = availability
+        self.subscriptions = subscriptions
+    }
+
+    init(refusing member: String) {
+        self.init(availability: "unavailable", subscriptions: [])
+        refusedIDMember = member
+    }
 
     /// The verdict with its `subscriptions` replaced and `ledger` added.
     func applied(to verdict: JSONValue) -> JSONValue {

@@ -425,7 +425,14 @@ public struct ReceiptRoutes: Sendable {
         let status: HTTPStatus = result.isValid ? .ok : .unprocessableContent
         if wantsHTML { return html(status: status, ResultHTML.page(result)) }
         guard ledger.isConfigured else { return json(status: status, text: ResultJSON.encode(result)) }
-        return json(status: status, text: ResultJSON.encode(result, ledger: intake.take(result, now: now)))
+        let view = intake.take(result, now: now)
+        if let member = view.refusedIDMember { return problem(Self.invalidSignedID(member)) }
+        return json(status: status, text: ResultJSON.encode(result, ledger: view))
+    }
+
+    /// A verified input carrying an id that is not one: nothing of it is stored or sent to Apple.
+    static func invalidSignedID(_ member: String) -> RequestProblem {
+        .badRequest(.invalidID, "verified, but its \(member) is not an id (\(PathID.rule)), so it cannot be recorded")
     }
 
     /// `?kind=`: the kind of signed data the caller requires (`receipt` or a StoreKit 2 kind).

@@ -17,6 +17,7 @@ extension ReceiptRoutes {
         // Nothing to add to the answer: its text is written straight from the verdict.
         guard ledger.isConfigured else { return json(status: status, text: JWSResultJSON.encode(result)) }
         let view = intake.take(result, now: now)
+        if let member = view.refusedIDMember { return problem(Self.invalidSignedID(member)) }
         let answer = view.applied(to: JWSResultJSON.value(of: result))
         guard result.isValid, view.availability == "available", let missing = Self.missingLedgerMembers(result) else {
             return json(status: status, answer)
