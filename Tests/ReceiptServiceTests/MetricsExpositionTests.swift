@@ -47,6 +47,16 @@ struct MetricsExpositionTests {
         #expect(exposition.samples["receiptd_notification_conflicts_total"] == 1)
     }
 
+    @Test func everyFamilyIsNamed_beforeItsFirstSample() throws {
+        let metrics = ServiceMetrics()
+        _ = makeRoutes(metrics: metrics)
+        let exposition = try Exposition(metrics.exposition())
+        for family in Self.families {
+            #expect(exposition.types[family.name] == family.type, "\(family.name)")
+        }
+        #expect(!exposition.samples.keys.contains { $0.hasPrefix("receiptd_server_api_requests_total") })
+    }
+
     @Test func everyVerdictIsExposedAtZero_beforeItHappens() throws {
         let exposition = try Exposition(ServiceMetrics().exposition())
         for code in ["valid"] + ValidationError.Code.all.map(\.rawValue) {

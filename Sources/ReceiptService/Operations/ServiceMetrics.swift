@@ -165,8 +165,21 @@ public final class ServiceMetrics: Sendable {
         let source = openConnectionsSource.withLock { $0 }
         openConnections.set(to: Double(source?() ?? 0))
         serverAPI.publishSyncAges(now: wallClockSeconds())
-        return registry.emitToString()
+        var text = registry.emitToString()
+        for (family, type) in Self.familiesNamedBeforeTheirFirstSeries
+        where !text.contains("# TYPE \(family.name) ") {
+            text += "# HELP \(family.name) \(family.help)\n# TYPE \(family.name) \(type)\n"
+        }
+        return text
     }
+
+    /// Families whose series appear with their first sample, which the registry does not name until then: named
+    /// from the start (HELP and TYPE, no sample) as the exposition always did, so a dashboard or an alert finds every
+    /// name on a fresh server, one that never asked Apple included.
+    private static let familiesNamedBeforeTheirFirstSeries: [(MetricFamily, String)] = [
+        (requestsFamily, "counter"), (ServerAPIMetrics.requestsFamily, "counter"),
+        (ServerAPIMetrics.syncAgeFamily, "gauge"),
+    ]
 }
 
 /// A metric's name and HELP text, the same wherever one of its series is made: the registry refuses a second HELP.
