@@ -73,6 +73,51 @@ public protocol LedgerStore: Sendable {
     func releaseSyncLease(bundleID: String, environment: String, holder: String) throws(LedgerError)
     /// Who holds the sync lease of an app and environment, and until when; nil when nobody has ever held it.
     func syncLease(bundleID: String, environment: String) throws(LedgerError) -> ServerAPISyncLease?
+
+    // Accounts (see Accounts.swift). Every write that stores a transaction carrying a registered `appAccountToken`
+    // (record, in every form) links its original transaction in the same database transaction, and a granted claim
+    // links the claimed transaction's original, both under the ``AccountLinkRules`` the ledger was opened with.
+
+    /// Registers `token` (a UUID, stored lowercase) to `account` and links every original transaction the ledger
+    /// already holds with a transaction carrying it.
+    func registerAppAccountToken(_ token: String, account: String, at time: Int64) throws(LedgerError)
+        -> AppAccountTokenOutcome
+
+    /// Links these original transactions to `account` under the app's restore behavior; one outcome per id.
+    func link(originalTransactionIDs: [String], to account: String, source: AccountLinkSource, at time: Int64)
+        throws(LedgerError) -> [String: AccountLinkOutcome]
+
+    /// The account's links, tokens and transfers, with the facts of every original transaction it owns or
+    /// transferred away, read in one snapshot; nil when the ledger holds nothing of it.
+    func account(_ account: String) throws(LedgerError) -> AccountSnapshot?
+
+    /// The account owning this original transaction, if any.
+    func owner(originalTransactionID: String) throws(LedgerError) -> String?
+
+    /// Forgets an account: its links, tokens and transfer records. Apple's facts stay, unlinked. False when the
+    /// ledger held nothing of it.
+    func deleteAccount(_ account: String) throws(LedgerError) -> Bool
+}
+
+// TEMPORARY until the accounts ledger lands (branch accounts-ledger replaces these with real implementations in
+// SQLiteLedger and PostgresLedger and deletes this extension).
+extension LedgerStore {
+    public func registerAppAccountToken(_ token: String, account: String, at time: Int64) throws(LedgerError)
+        -> AppAccountTokenOutcome { throw LedgerError(.queryFailed, "accounts are not implemented yet") }
+    public func link(
+        originalTransactionIDs: [String], to account: String, source: AccountLinkSource, at time: Int64
+    ) throws(LedgerError) -> [String: AccountLinkOutcome] {
+        throw LedgerError(.queryFailed, "accounts are not implemented yet")
+    }
+    public func account(_ account: String) throws(LedgerError) -> AccountSnapshot? {
+        throw LedgerError(.queryFailed, "accounts are not implemented yet")
+    }
+    public func owner(originalTransactionID: String) throws(LedgerError) -> String? {
+        throw LedgerError(.queryFailed, "accounts are not implemented yet")
+    }
+    public func deleteAccount(_ account: String) throws(LedgerError) -> Bool {
+        throw LedgerError(.queryFailed, "accounts are not implemented yet")
+    }
 }
 
 /// Where the ledger lives: `"store": {"sqlite": "PATH"}` or `"store": {"postgres": "CONNINFO"}`.

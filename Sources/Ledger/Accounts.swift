@@ -1,0 +1,145 @@
+/// Accounts (issue 24): which of the backend's users owns which original transactions.
+///
+/// An original transaction has at most one owner. It gets one when a transaction carrying an `appAccountToken` an
+/// account registered reaches the ledger (from any source, or when the token is registered after it), when an
+/// account posts a purchase, or when an account claims a transaction. When another account already owns it, the app's
+/// ``RestoreBehavior`` decides, inside the same database transaction as the write that caused it.
+
+/// What happens when an account links an original transaction that another account owns (RevenueCat's "restore
+/// behavior").
+public enum RestoreBehavior: String, Sendable, Hashable, CaseIterable {
+    /// The link moves; the previous account loses it.
+    case transfer
+    /// The link moves only when the previous account has no active entitlement from that original transaction.
+    case transferIfNoActive = "transfer_if_no_active"
+    /// Nothing moves; the new account is refused.
+    case keepWithOriginal = "keep_with_original"
+}
+
+/// How an original transaction came to be linked to an account.
+public enum AccountLinkSource: String, Sendable, Hashable, CaseIterable {
+    /// A transaction carried an `appAccountToken` the account registered.
+    case appAccountToken = "app_account_token"
+    /// The account posted the purchase (`POST /v1/accounts/{account}/purchases`).
+    case purchase
+    /// The account claimed one of its transactions.
+    case claim
+}
+
+/// What the ledger asks the service when linking, so that the rules about products and entitlements stay in the
+/// service. Both are called inside the write transaction, with what that transaction sees.
+public struct AccountLinkRules: Sendable {
+    /// The restore behavior of the app a transaction belongs to (nil: the ledger does not know the bundle id).
+    public var restoreBehavior: @Sendable (_ bundleID: String?) -> RestoreBehavior
+    /// Whether this original transaction, as the ledger holds it now, grants any entitlement at `now` (Unix ms).
+    public var grantsEntitlement: @Sendable (_ facts: SubscriptionFacts, _ now: Int64) -> Bool
+
+    public init(
+        restoreBehavior: @escaping @Sendable (_ bundleID: String?) -> RestoreBehavior,
+        grantsEntitlement: @escaping @Sendable (_ facts: SubscriptionFacts, _ now: Int64) -> Bool
+    ) {
+        self.restoreBehavior = restoreBehavior
+        self.grantsEntitlement = grantsEntitlement
+    }
+
+    /// `transfer` for every app, and nothing grants: for tools that do not serve (the ledger still links by token).
+    public static let transferAlways = AccountLinkRules(restoreBehavior: { _ in .transfer }, grantsEntitlement: { _, _ in false })
+}
+
+/// What linking one original transaction to an account did.
+public enum AccountLinkOutcome: Sendable, Hashable {
+    /// Newly linked; nobody owned it.
+    case linked
+    /// This account already owned it: nothing changed.
+    case alreadyLinked
+    /// Moved from `previousAccount` (recorded as an ``AccountTransfer``).
+    case transferred(previousAccount: String)
+    /// Another account owns it and the restore behavior kept it there: nothing changed.
+    case ownedByAnotherAccount
+    /// The ledger holds no transaction of this original id.
+    case unknownTransaction
+}
+
+/// What registering an `appAccountToken` did.
+public enum AppAccountTokenOutcome: Sendable, Hashable {
+    /// Registered now (`first`) or before by the same account; `links` says what happened to each original
+    /// transaction already in the ledger that carries the token, by original transaction id.
+    case registered(first: Bool, links: [String: AccountLinkOutcome])
+    /// Another account registered this token: nothing changed.
+    case ownedByAnotherAccount
+}
+
+/// One original transaction's move from one account to another.
+public struct AccountTransfer: Sendable, Hashable {
+    public var originalTransactionID: String
+    public var fromAccount: String
+    public var toAccount: String
+    public var transferredAt: Int64
+    public var source: AccountLinkSource
+
+    public init(
+        originalTransactionID: String, fromAccount: String, toAccount: String, transferredAt: Int64,
+        source: AccountLinkSource
+    ) {
+        self.originalTransactionID = originalTransactionID
+        self.fromAccount = fromAccount
+        self.toAccount = toAccount
+        self.transferredAt = transferredAt
+        self.source = source
+    }
+}
+
+/// One original transaction an account owns.
+public struct AccountLink: Sendable, Hashable {
+    public var originalTransactionID: String
+    public var linkedAt: Int64
+    public var source: AccountLinkSource
+
+    public init(originalTransactionID: String, linkedAt: Int64, source: AccountLinkSource) {
+        self.originalTransactionID = originalTransactionID
+        self.linkedAt = linkedAt
+        self.source = source
+    }
+}
+
+/// Everything the ledger holds about one account; the service reads the facts of `links` (and of the originals it
+/// transferred away, for "ended: transferred") with ``LedgerStore/subscription(originalTransactionID:)`` or
+/// ``LedgerStore/transactions(originalTransactionIDs:)``.
+public struct AccountRecord: Sendable, Hashable {
+    public var account: String
+    /// Original transactions it owns now, by original transaction id.
+    public var links: [AccountLink]
+    /// Its registered `appAccountToken`s, lowercase.
+    public var appAccountTokens: [String]
+    /// Transfers to or from it, oldest first.
+    public var transfers: [AccountTransfer]
+    /// When the ledger first linked anything or registered a token for it.
+    public var firstSeen: Int64
+    /// When anything about its links or tokens last changed.
+    public var updatedAt: Int64
+
+    public init(
+        account: String, links: [AccountLink], appAccountTokens: [String], transfers: [AccountTransfer],
+        firstSeen: Int64, updatedAt: Int64
+    ) {
+        self.account = account
+        self.links = links
+        self.appAccountTokens = appAccountTokens
+        self.transfers = transfers
+        self.firstSeen = firstSeen
+        self.updatedAt = updatedAt
+    }
+}
+
+/// An account with the facts of its original transactions, read in one snapshot.
+public struct AccountSnapshot: Sendable, Hashable {
+    public var record: AccountRecord
+    /// The facts of every original transaction in `record.links` and of every one it transferred away, by original
+    /// transaction id.
+    public var subscriptions: [String: SubscriptionFacts]
+
+    public init(record: AccountRecord, subscriptions: [String: SubscriptionFacts]) {
+        self.record = record
+        self.subscriptions = subscriptions
+    }
+}
