@@ -21,8 +21,8 @@ struct Receiptd: ParsableCommand {
             """,
         version: "receiptd \(ReceiptdVersion.current)",
         subcommands: [
-            Serve.self, CheckConfig.self, Verify.self, TestingCommands.self, Store.self, Token.self, Lookup.self,
-            Notifications.self, Version.self,
+            Serve.self, CheckConfig.self, Verify.self, TestingCommands.self, Store.self, Accounts.self, Token.self,
+            Lookup.self, Notifications.self, Version.self,
         ])
 }
 

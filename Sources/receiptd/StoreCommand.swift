@@ -123,17 +123,19 @@ struct StoreRestore: ReceiptdCommand {
 }
 
 /// A failure of a store command: the message names what is wrong; `status` is the exit status.
-private struct StoreCommandFailure: Error {
+struct StoreCommandFailure: Error {
     var message: String
     var status: Int32 = ExitStatus.failure
 }
 
-/// The configured ledger, as the store commands see it.
-private struct ConfiguredStore {
+/// The configured ledger, as the store and accounts commands see it.
+struct ConfiguredStore {
     var ledger: LedgerConfiguration
     /// For messages: the SQLite path, or "PostgreSQL" (never the connection string).
     var name: String
     var connectionString: String?
+    /// The whole configuration it came from: the accounts commands read its apps' entitlements.
+    var configuration: ServiceConfiguration
 
     var backend: String {
         switch ledger {
@@ -168,7 +170,7 @@ private func runStoreCommand(
     }
 }
 
-private func configuredStore(_ configPath: String?) throws(StoreCommandFailure) -> ConfiguredStore {
+func configuredStore(_ configPath: String?) throws(StoreCommandFailure) -> ConfiguredStore {
     let configuration: ServiceConfiguration
     do {
         configuration = try ServiceConfiguration.resolve(
@@ -183,11 +185,12 @@ private func configuredStore(_ configPath: String?) throws(StoreCommandFailure) 
         throw StoreCommandFailure(
             message: "no store configured: \(source) has no \"store\" key and RECEIPTD_STORE_POSTGRES is not set")
     case .sqlite(let path)?:
-        return ConfiguredStore(ledger: .sqlite(path: path), name: "SQLite \(path)", connectionString: nil)
+        return ConfiguredStore(
+            ledger: .sqlite(path: path), name: "SQLite \(path)", connectionString: nil, configuration: configuration)
     case .postgres(let connectionString)?:
         return ConfiguredStore(
             ledger: .postgres(connectionString: connectionString), name: "PostgreSQL",
-            connectionString: connectionString)
+            connectionString: connectionString, configuration: configuration)
     }
 }
 

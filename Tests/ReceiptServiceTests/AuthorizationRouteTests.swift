@@ -24,6 +24,12 @@ struct AuthorizationRouteTests {
         Guarded(method: .get, target: "/v1/transactions/1000000001", scope: .ledgerRead),
         Guarded(method: .post, target: "/v1/transactions/1000000001/claim", scope: .claim),
         Guarded(method: .get, target: "/metrics", scope: .metrics),
+        Guarded(method: .get, target: "/v1/accounts/alice", scope: .ledgerRead),
+        Guarded(method: .delete, target: "/v1/accounts/alice", scope: .accountsWrite),
+        Guarded(
+            method: .put, target: "/v1/accounts/alice/app_account_tokens/6f2b9c1e-3a4d-4c5e-8f90-1a2b3c4d5e6f",
+            scope: .accountsWrite),
+        Guarded(method: .post, target: "/v1/accounts/alice/purchases", scope: .accountsWrite),
     ]
 
     static let open: [(HTTPMethod, String)] = [
@@ -242,7 +248,7 @@ struct AuthorizationRouteTests {
         #expect(
             Set(waiting) == [
                 .validate, .notifications, .subscription, .transaction, .claim, .verifyReceipt, .sandboxVerifyReceipt,
-                .order, .lookup,
+                .order, .lookup, .account, .accountDeletion, .appAccountToken, .accountPurchases,
             ])
     }
 

@@ -1,4 +1,5 @@
 import HTTP1Server
+import JSONText
 import Ledger
 import ReceiptEngine
 
@@ -14,7 +15,9 @@ import ReceiptEngine
 /// Hooks for tests: `#lookup-form`, `#lookup-id`, `#lookup-verdict` (`data-state` `found` or `error`, `data-code`
 /// on errors), one `section.subscription` per subscription with `data-original-transaction-id`, `.status`
 /// (`data-status`), `svg.timeline`, `table.events` (rows with `data-event` and `data-date`, Unix milliseconds, in date
-/// order), `table.transactions`.
+/// order), `table.transactions`. An account (`/lookup?account=`): `#lookup-verdict` with `data-matched="account"`,
+/// `ul.entitlements` (one `li` per entitlement with `data-entitlement` and `data-active`), the sections above for its
+/// subscriptions, and `table.purchases` (rows with `data-transaction-id`, newest first).
 enum LookupPage {
     /// What was looked up, and what the ledger knows of it.
     struct Found: Sendable {
@@ -23,6 +26,7 @@ enum LookupPage {
             case transaction
             case originalTransaction = "original_transaction"
             case order
+            case account
         }
 
         var matchedAs: Match
@@ -42,6 +46,7 @@ enum LookupPage {
             case .order: "order \(id)"
             case .originalTransaction: "original transaction \(id)"
             case .transaction: "transaction \(id)"
+            case .account: "account \(id)"
             }
         let count = found.subscriptions.count
         body += "<p id=\"lookup-verdict\" data-state=\"found\" data-matched=\"\(found.matchedAs.rawValue)\">"
@@ -69,6 +74,7 @@ enum LookupPage {
             case .serverAPIBusy: "Too many lookups are waiting on Apple right now. Try again shortly."
             case .storeNotConfigured: "This server keeps no ledger."
             case .storeUnavailable: "The ledger cannot be reached right now. Try again shortly."
+            case .accountNotFound: "The ledger holds nothing of this account."
             default: "The lookup failed."
             }
         let body = form(id: id)
@@ -79,16 +85,75 @@ enum LookupPage {
         return document(title: "Lookup: nothing shown", body: body)
     }
 
-    /// The lookup box; the support page has the same one.
-    static func form(id: String) -> String {
+    /// The lookup boxes; the support page has the same ones.
+    static func form(id: String, account: String = "") -> String {
         """
         <form id="lookup-form" method="get" action="/lookup" role="search">
         <label for="lookup-id">Order id, transaction id or original transaction id</label>
         <input id="lookup-id" name="id" type="text" value="\(escape(id))" required autocomplete="off" spellcheck="false">
         <button type="submit">Look up</button>
         </form>
+        <form id="account-lookup-form" method="get" action="/lookup" role="search">
+        <label for="lookup-account">Account (the backend's user id)</label>
+        <input id="lookup-account" name="account" type="text" value="\(escape(account))" required autocomplete="off" spellcheck="false">
+        <button type="submit">Look up</button>
+        </form>
 
         """
+    }
+
+    /// An account: what it may use now (a line per entitlement: active or not, until when, why), each subscription's
+    /// timeline, then every purchase linked to it.
+    static func accountPage(
+        account: String, summary: AccountSummary, subscriptions: [Subscription], now: Int64
+    ) -> String {
+        var body = form(id: "", account: account)
+        body += "<p id=\"lookup-verdict\" data-state=\"found\" data-matched=\"account\">"
+            + "Found account <span class=\"mono\">\(escape(account))</span>"
+            + " <span class=\"muted\">as of \(escape(dateText(now)))</span></p>\n"
+        body += "<h2>Entitlements</h2>\n<ul class=\"entitlements\">\n"
+        let entitlements = summary.entitlements
+        if entitlements.isEmpty { body += "<li class=\"muted\">None: no linked purchase grants an entitlement.</li>\n" }
+        for line in entitlements {
+            let until = line.until.map { ReceiptDate(rfc3339: $0).map { dateText($0.millisecondsSince1970) } ?? $0 }
+            let state = line.isActive
+                ? "Active" + (until.map { " until \($0)" } ?? ", with no end")
+                : "Not active" + (until.map { " since \($0)" } ?? "")
+            body += "<li data-entitlement=\"\(escape(line.name))\" data-active=\"\(line.isActive)\">"
+                + "<strong class=\"mono\">\(escape(line.name))</strong>: \(escape(state)) "
+                + "<span class=\"muted\">(\(escape(line.why)))</span></li>\n"
+        }
+        body += "</ul>\n"
+        for (index, subscription) in subscriptions.enumerated() {
+            body += section(subscription, index: index, now: now)
+        }
+        body += "<h2>Purchases</h2>\n<table class=\"purchases\">\n<caption>Every transaction linked to the account, "
+            + "newest first</caption>\n<thead><tr><th scope=\"col\">Transaction</th><th scope=\"col\">Original</th>"
+            + "<th scope=\"col\">Product</th><th scope=\"col\">Purchased</th><th scope=\"col\">Expires</th>"
+            + "<th scope=\"col\">Revoked</th><th scope=\"col\">Environment</th></tr></thead>\n<tbody>\n"
+        let purchases: [JSONValue]
+        if case .array(let items)? = summary.json["purchases"] { purchases = items } else { purchases = [] }
+        func text(_ value: JSONValue?) -> String {
+            if case .string(let text)? = value { return text }
+            return "—"
+        }
+        func date(_ value: JSONValue?) -> String {
+            if case .string(let text)? = value, let date = ReceiptDate(rfc3339: text) {
+                return dateText(date.millisecondsSince1970)
+            }
+            return "—"
+        }
+        for purchase in purchases {
+            body += "<tr data-transaction-id=\"\(escape(text(purchase["transaction_id"])))\">"
+                + "<td class=\"mono\">\(escape(text(purchase["transaction_id"])))</td>"
+                + "<td class=\"mono\">\(escape(text(purchase["original_transaction_id"])))</td>"
+                + "<td class=\"mono\">\(escape(text(purchase["product_id"])))</td>"
+                + "<td>\(escape(date(purchase["purchase_date"])))</td><td>\(escape(date(purchase["expires_date"])))</td>"
+                + "<td>\(escape(date(purchase["revocation_date"])))</td><td>\(escape(text(purchase["environment"])))</td></tr>\n"
+        }
+        if purchases.isEmpty { body += "<tr><td colspan=\"7\">No purchase is linked to the account.</td></tr>\n" }
+        body += "</tbody>\n</table>\n"
+        return document(title: "Lookup: account", body: body)
     }
 
     private static func section(_ subscription: Subscription, index: Int, now: Int64) -> String {

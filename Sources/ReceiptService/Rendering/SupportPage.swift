@@ -12,12 +12,13 @@ import JSONText
 /// device id as `X-Device-Id`) and renders the JSON result. Without JavaScript the same form submits
 /// `multipart/form-data` with a `receipt` file part and a `device_id` field; the server answers that with HTML.
 ///
-/// Its lookup box is a plain `GET /lookup?id=…` form, answered with a page by the server, with or without JavaScript.
+/// Its lookup boxes are plain `GET /lookup?id=…` and `GET /lookup?account=…` forms, answered with a page by the
+/// server, with or without JavaScript.
 ///
 /// Everything taken from a response is inserted with `textContent`, never parsed as HTML.
 /// Element ids the browser test relies on: `#verdict` (with `data-state` = `valid`, `invalid` or `error`),
 /// `#error`, `#checks`, `#receipt`, `#purchases`, `#subscriptions`, `#request-id`, `#lookup-form`, `#lookup-id`,
-/// `#lookup-submit`.
+/// `#lookup-submit`, `#account-lookup-form`, `#lookup-account`, `#account-lookup-submit`.
 public enum SupportPage {
     /// A sentence for people, by error code, for every code `/v1/validate` can answer with.
     ///
@@ -227,6 +228,15 @@ pre { overflow: auto; background: #f5f5f7; padding: .75rem; border-radius: 6px; 
       placeholder="MK5TTTVWJH or 2000000123456789">
   </div>
   <button id="lookup-submit" type="submit">Look up</button>
+</form>
+<form id="account-lookup-form" method="get" action="/lookup" role="search">
+  <div>
+    <label for="lookup-account">Or an account
+      <span class="hint">(the backend's user id: what it may use now, its subscriptions and purchases)</span></label>
+    <input id="lookup-account" name="account" type="text" required autocomplete="off" spellcheck="false"
+      placeholder="user-42">
+  </div>
+  <button id="account-lookup-submit" type="submit">Look up</button>
 </form>
 </section>
 

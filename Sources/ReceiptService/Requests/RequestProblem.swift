@@ -36,6 +36,13 @@ struct RequestProblem: Error, Sendable, Hashable {
         /// `server_api.max_concurrent_requests` already wait on Apple, or Apple asked to wait longer than
         /// `server_api.request_deadline`: come back after `Retry-After`.
         case serverAPIBusy = "server_api_busy"
+        /// `/v1/accounts/{account}`: the ledger holds no link, token or transfer of this account.
+        case accountNotFound = "account_not_found"
+        /// `PUT /v1/accounts/{account}/app_account_tokens/{uuid}`: another account registered this token.
+        case tokenOwnedByAnotherAccount = "token_owned_by_another_account"
+        /// `POST /v1/accounts/{account}/purchases`: another account owns a purchase in the body, and the app's
+        /// `restore_behavior` keeps it there.
+        case ownedByAnotherAccount = "owned_by_another_account"
     }
 
     /// Which part of a `bad_request` (or `unsupported_media_type`) request failed, or why an `unauthorized` or
@@ -73,8 +80,12 @@ struct RequestProblem: Error, Sendable, Hashable {
         /// A path id or `/lookup?id=` that is empty, too long, not made of `0-9 A-Z a-z . _ -`, or `.` or `..`; or
         /// such a `transactionId` or `originalTransactionId` in a notification.
         case invalidID = "invalid_id"
-        /// A claim without `account`, or one that cannot be stored.
+        /// A claim without `account`, or one that cannot be stored (in a claim's body or an account route's path).
         case invalidAccount = "invalid_account"
+        /// An app account token in a path that is not a UUID.
+        case invalidAppAccountToken = "invalid_app_account_token"
+        /// `?at=` that is not an RFC 3339 date.
+        case invalidDate = "invalid_date"
         /// A notification whose `notificationUUID` is not an id (`PathID`).
         case invalidNotificationUUID = "invalid_notification_uuid"
         /// `unauthorized`: no token, or no Bearer or Basic credential in `Authorization`.

@@ -6,7 +6,7 @@ import JSONText
 public enum APIScope: String, Sendable, Hashable, CaseIterable {
     /// `POST /v1/validate`.
     case validate
-    /// `GET /v1/subscriptions/…` and `GET /v1/transactions/…`.
+    /// `GET /v1/subscriptions/…`, `GET /v1/transactions/…` and `GET /v1/accounts/…`.
     case ledgerRead = "ledger:read"
     /// `POST /v1/transactions/…/claim`.
     case claim
@@ -14,6 +14,9 @@ public enum APIScope: String, Sendable, Hashable, CaseIterable {
     case metrics
     /// The support page `GET /`, the validation it posts to `POST /v1/validate`, and its lookup box `GET /lookup`.
     case support
+    /// `PUT /v1/accounts/{account}/app_account_tokens/{uuid}`, `POST /v1/accounts/{account}/purchases` and
+    /// `DELETE /v1/accounts/{account}`: what links purchases to the backend's users, and forgets them.
+    case accountsWrite = "accounts:write"
 }
 
 /// One entry of the config's `api_tokens`: `{"name": "backend", "sha256": "<hex>", "scopes": ["validate"]}`.

@@ -122,11 +122,11 @@ extension ReceiptRoutes {
         }
     }
 
-    static let maximumAccountBytes = 256
+    public static let maximumAccountBytes = 256
 
     /// What an account can be: 1 to 256 bytes of UTF-8 without control characters (NUL included), so that it can
     /// always be stored and always be shown.
-    static func isStorableAccount(_ account: String) -> Bool {
+    public static func isStorableAccount(_ account: String) -> Bool {
         (1...maximumAccountBytes).contains(account.utf8.count)
             && !account.unicodeScalars.contains { $0.properties.generalCategory == .control }
     }

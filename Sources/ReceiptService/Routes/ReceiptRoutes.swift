@@ -18,6 +18,8 @@ internal import CryptoFloor
 /// - `POST /v1/notifications`: App Store Server Notifications V2, acknowledged once durably in the ledger.
 /// - `GET /v1/subscriptions/{original_transaction_id}`, `GET /v1/transactions/{transaction_id}`,
 ///   `POST /v1/transactions/{transaction_id}/claim`: what the ledger knows.
+/// - `GET` and `DELETE /v1/accounts/{account}`, `PUT /v1/accounts/{account}/app_account_tokens/{uuid}`,
+///   `POST /v1/accounts/{account}/purchases`: the backend's users, what they may use, and how purchases reach them.
 /// - `POST /verifyReceipt`, `POST /sandbox/verifyReceipt`: drop-in for Apple's deprecated endpoint.
 /// - `GET /healthz`, `GET /readyz`, `GET /metrics`, `GET /` (the support page), `GET /lookup?id=` (its lookup box).
 public struct ReceiptRoutes: Sendable {
@@ -31,6 +33,11 @@ public struct ReceiptRoutes: Sendable {
         case transaction = "/v1/transactions/{transaction_id}"
         case claim = "/v1/transactions/{transaction_id}/claim"
         case order = "/v1/orders/{order_id}"
+        case account = "/v1/accounts/{account}"
+        /// The same path as `account`; one label per method, since the two need different scopes.
+        case accountDeletion = "DELETE /v1/accounts/{account}"
+        case appAccountToken = "/v1/accounts/{account}/app_account_tokens/{app_account_token}"
+        case accountPurchases = "/v1/accounts/{account}/purchases"
         case verifyReceipt = "/verifyReceipt"
         case sandboxVerifyReceipt = "/sandbox/verifyReceipt"
         case health = "/healthz"
@@ -81,6 +88,15 @@ public struct ReceiptRoutes: Sendable {
             // Waits on Apple (Look Up Order ID), and stores what it verified.
             case .order:
                 Declaration(method: .get, access: .scope(.ledgerRead), usesLedger: true, waitsOnApple: true, listeners: .main)
+            case .account:
+                Declaration(method: .get, access: .scope(.ledgerRead), usesLedger: true, listeners: .main)
+            case .accountDeletion:
+                Declaration(method: .delete, access: .scope(.accountsWrite), usesLedger: true, listeners: .main)
+            case .appAccountToken:
+                Declaration(method: .put, access: .scope(.accountsWrite), usesLedger: true, listeners: .main)
+            // Validates as `/v1/validate` does, which never waits on Apple either.
+            case .accountPurchases:
+                Declaration(method: .post, access: .scope(.accountsWrite), usesLedger: true, listeners: .main)
             // Apple's protocol, with `shared_secret` as its own check.
             case .verifyReceipt, .sandboxVerifyReceipt:
                 Declaration(method: .post, access: .anyone, usesLedger: true, listeners: .main)
@@ -98,13 +114,21 @@ public struct ReceiptRoutes: Sendable {
         }
 
         var allowedMethod: HTTPMethod { declaration.method }
+        /// The path template, without the method that tells apart routes sharing one path.
+        var pathTemplate: Substring { rawValue.split(separator: " ").last ?? Substring(rawValue) }
+        /// Every method some route serves at this route's path, for `Allow`.
+        var methodsAtPath: [HTTPMethod] {
+            Route.allCases.filter { $0.pathTemplate == pathTemplate }.map(\.allowedMethod)
+        }
+        var isAccountRoute: Bool { pathTemplate.hasPrefix("/v1/accounts/") }
         var waitsOnApple: Bool { declaration.waitsOnApple }
         /// Whether answering may wait on the database; such requests never run on an event loop.
         var usesLedger: Bool { declaration.usesLedger }
 
-        /// The route a path names, and the id in it for the ledger's routes. Ids are one non-empty segment; whether
-        /// an id is acceptable is `PathID`'s to say, after the caller is known.
-        static func match(_ path: String) -> (route: Route, id: Substring?) {
+        /// The route a path names, and the id in it for the ledger's routes (the account, still percent-encoded, for
+        /// the account routes). Ids are one non-empty segment; whether an id is acceptable is `PathID`'s (or
+        /// `AccountPath`'s) to say, after the caller is known. The method only tells apart the routes of one path.
+        static func match(_ path: String, method: HTTPMethod) -> (route: Route, id: Substring?) {
             if let route = Route(rawValue: path), route != .unmatched { return (route, nil) }
             var segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
             guard segments.first == "v1", segments.count >= 3, segments.allSatisfy({ !$0.isEmpty }) else {
@@ -117,6 +141,10 @@ public struct ReceiptRoutes: Sendable {
             case ("transactions", 2, _): return (.transaction, id)
             case ("transactions", 3, "claim"): return (.claim, id)
             case ("orders", 2, _): return (.order, id)
+            case ("accounts", 2, _): return (method == .delete ? .accountDeletion : .account, id)
+            case ("accounts", 3, "purchases"): return (.accountPurchases, id)
+            case ("accounts", 4, _) where segments[segments.startIndex + 2] == "app_account_tokens":
+                return (.appAccountToken, id)
             default: return (.unmatched, nil)
             }
         }
@@ -188,7 +216,7 @@ public struct ReceiptRoutes: Sendable {
     public func appleLane(on listener: Listener) -> HandlerLane {
         HandlerLane(
             threads: appleThreads,
-            accepts: { request in Route.match(request.path).route.waitsOnApple },
+            accepts: { request in Route.match(request.path, method: request.method).route.waitsOnApple },
             busyHandler: { request in handle(request, on: listener, apple: .busy) })
     }
 
@@ -199,7 +227,7 @@ public struct ReceiptRoutes: Sendable {
     ///   - apple: whether the request may ask Apple; `busy` answers what would ask Apple 503 `server_api_busy`.
     public func handle(_ request: HTTPRequest, on listener: Listener, apple: AppleAdmission = .admitted) -> HTTPResponse {
         let started = ContinuousClock.now
-        let (matched, id) = Route.match(request.path)
+        let (matched, id) = Route.match(request.path, method: request.method)
         let isHidden = listener == .public && !Self.isServedPublicly(request.method, matched)
         let route = isHidden ? .unmatched : matched
         let response = respond(to: request, route: route, id: id, apple: apple)
@@ -224,7 +252,7 @@ public struct ReceiptRoutes: Sendable {
     /// Whether the server may answer `request` on the event loop that read it: not when the answer may wait on the
     /// ledger's database or on Apple, which would stall every other connection on that loop.
     public func mayAnswerInline(_ request: HTTPRequest) -> Bool {
-        let route = Route.match(request.path).route
+        let route = Route.match(request.path, method: request.method).route
         // Rendering the metrics takes their registry's lock.
         return !route.waitsOnApple && route != .metrics && (!ledger.isConfigured || !route.usesLedger)
     }
@@ -316,13 +344,15 @@ public struct ReceiptRoutes: Sendable {
         // and monitors that check health with HEAD get 200, not 405.
         let isHeadOfGet = request.method == .head && route.allowedMethod == .get
         guard request.method == route.allowedMethod || isHeadOfGet else {
+            let allowed = route.methodsAtPath.map(\.rawValue).joined(separator: ", ")
             var response = problem(
                 RequestProblem(
                     status: 405, code: .methodNotAllowed,
-                    message: "\(route.rawValue) accepts \(route.allowedMethod) only"))
-            response.headers.add(name: .allow, value: route.allowedMethod.rawValue)
+                    message: "\(route.pathTemplate) accepts \(allowed) only"))
+            response.headers.add(name: .allow, value: allowed)
             return response
         }
+        if route.isAccountRoute, let id { return accountResponse(to: request, route: route, accountSegment: id) }
         if let id, !PathID.isValid(id) {
             return problem(
                 .badRequest(
@@ -362,7 +392,9 @@ public struct ReceiptRoutes: Sendable {
                 body: Array(metrics.exposition().utf8))
         case .supportPage: return html(status: 200, SupportPage.html)
         case .lookup: return supportLookup(request, apple: apple)
-        case .verifyReceipt, .sandboxVerifyReceipt, .unmatched: preconditionFailure("answered above")
+        case .verifyReceipt, .sandboxVerifyReceipt, .unmatched, .account, .accountDeletion, .appAccountToken,
+            .accountPurchases:
+            preconditionFailure("answered above")
         }
     }
 
@@ -396,7 +428,12 @@ public struct ReceiptRoutes: Sendable {
     // MARK: - POST /v1/validate
 
     private func validate(_ request: HTTPRequest) -> HTTPResponse {
-        let wantsHTML = AcceptHeader(request.headers["Accept"]).prefersHTML
+        validation(of: request, wantsHTML: AcceptHeader(request.headers["Accept"]).prefersHTML).response
+    }
+
+    /// `/v1/validate`'s answer to a request, and the original transactions of what it verified (and recorded, with a
+    /// ledger): `POST /v1/accounts/{account}/purchases` answers the same and links those.
+    func validation(of request: HTTPRequest, wantsHTML: Bool) -> (response: HTTPResponse, originals: [String]) {
         let submission: ReceiptSubmission
         let deviceIdentifier: DeviceIdentifier?
         let requiredKind: SignedDataKind?
@@ -405,7 +442,7 @@ public struct ReceiptRoutes: Sendable {
             deviceIdentifier = try Self.deviceIdentifier(submission: submission, request: request)
             requiredKind = try Self.requiredKind(request)
         } catch {
-            return problem(error, html: wantsHTML)
+            return (problem(error, html: wantsHTML), [])
         }
         switch submission.signedData {
         case .receipt(let receipt):
@@ -418,16 +455,21 @@ public struct ReceiptRoutes: Sendable {
 
     private func validateReceipt(
         _ receipt: [UInt8], deviceIdentifier: DeviceIdentifier?, requiredKind: SignedDataKind?, wantsHTML: Bool
-    ) -> HTTPResponse {
+    ) -> (response: HTTPResponse, originals: [String]) {
         let now = clock()
         let result = validator.validate(receipt, deviceIdentifier: deviceIdentifier, requiredKind: requiredKind, at: now)
         metrics.recordValidation(result)
         let status: HTTPStatus = result.isValid ? .ok : .unprocessableContent
-        if wantsHTML { return html(status: status, ResultHTML.page(result)) }
-        guard ledger.isConfigured else { return json(status: status, text: ResultJSON.encode(result)) }
+        if wantsHTML { return (html(status: status, ResultHTML.page(result)), []) }
+        guard ledger.isConfigured else { return (json(status: status, text: ResultJSON.encode(result)), []) }
         let view = intake.take(result, now: now)
-        if let member = view.refusedIDMember { return problem(Self.invalidSignedID(member)) }
-        return json(status: status, text: ResultJSON.encode(result, ledger: view))
+        if let member = view.refusedIDMember { return (problem(Self.invalidSignedID(member)), []) }
+        var seen = Set<String>()
+        let originals = result.isValid
+            ? (result.receipt?.inAppPurchases ?? []).compactMap { $0.originalTransactionID ?? $0.transactionID }
+                .filter { seen.insert($0).inserted }
+            : []
+        return (json(status: status, text: ResultJSON.encode(result, ledger: view)), originals)
     }
 
     /// A verified input carrying an id that is not one: nothing of it is stored or sent to Apple.

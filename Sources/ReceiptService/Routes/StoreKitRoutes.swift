@@ -6,23 +6,34 @@ import StoreKitJWS
 
 /// StoreKit 2 on `/v1/validate` and Apple's delivery endpoint, `/v1/notifications`.
 extension ReceiptRoutes {
+    /// `/v1/validate`'s answer to StoreKit 2 signed data, and the original transaction it recorded, if any.
     func validateJWS(
         _ text: [UInt8], deviceIdentifier: DeviceIdentifier?, requiredKind: SignedDataKind?, wantsHTML: Bool
-    ) -> HTTPResponse {
+    ) -> (response: HTTPResponse, originals: [String]) {
         let now = clock()
         let result = jwsVerifier.verify(text, deviceIdentifier: deviceIdentifier, requiredKind: requiredKind, at: now)
         metrics.recordVerdict(kind: result.kind, error: result.error)
         let status: HTTPStatus = result.isValid ? .ok : .unprocessableContent
-        if wantsHTML { return html(status: status, ResultHTML.page(result)) }
+        if wantsHTML { return (html(status: status, ResultHTML.page(result)), []) }
         // Nothing to add to the answer: its text is written straight from the verdict.
-        guard ledger.isConfigured else { return json(status: status, text: JWSResultJSON.encode(result)) }
+        guard ledger.isConfigured else { return (json(status: status, text: JWSResultJSON.encode(result)), []) }
         let view = intake.take(result, now: now)
-        if let member = view.refusedIDMember { return problem(Self.invalidSignedID(member)) }
+        if let member = view.refusedIDMember { return (problem(Self.invalidSignedID(member)), []) }
         let answer = view.applied(to: JWSResultJSON.value(of: result))
         guard result.isValid, view.availability == "available", let missing = Self.missingLedgerMembers(result) else {
-            return json(status: status, answer)
+            return (json(status: status, answer), result.isValid ? Self.originals(of: result) : [])
         }
-        return json(status: status, Self.notStored(answer, missing: missing))
+        return (json(status: status, Self.notStored(answer, missing: missing)), [])
+    }
+
+    /// The original transaction a verified transaction or renewal info belongs to; other kinds record none.
+    private static func originals(of result: JWSValidationResult) -> [String] {
+        guard let payload = result.payload else { return [] }
+        switch result.kind {
+        case .transaction?: return LedgerFacts.transaction(payload).map { [$0.originalTransactionID] } ?? []
+        case .renewalInfo?: return LedgerFacts.renewal(payload).map { [$0.originalTransactionID] } ?? []
+        default: return []
+        }
     }
 
     /// The members the ledger needs that a verified transaction or renewal info lacks (Apple's test data can lack

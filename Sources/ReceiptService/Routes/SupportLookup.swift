@@ -14,6 +14,7 @@ import ReceiptEngine
 /// an original transaction id, or an order id from the customer's emailed Apple receipt; the answer is always a page.
 extension ReceiptRoutes {
     func supportLookup(_ request: HTTPRequest, apple: AppleAdmission) -> HTTPResponse {
+        if let account = request.queryValue("account"), !account.isEmpty { return supportAccountLookup(account) }
         // People paste ids out of emails with the spaces around them.
         let id = (request.queryValue("id") ?? "").trimmed(of: " \t\r\n")
         func failure(_ problem: RequestProblem) -> HTTPResponse {
@@ -90,6 +91,43 @@ extension ReceiptRoutes {
             }
             return response
         }
+    }
+
+    /// `?account=`: the account as `GET /v1/accounts/{account}` reports it now, with a timeline per subscription.
+    private func supportAccountLookup(_ account: String) -> HTTPResponse {
+        func failure(_ problem: RequestProblem) -> HTTPResponse {
+            html(status: problem.status, LookupPage.errorPage(id: "", problem: problem))
+        }
+        guard Self.isStorableAccount(account) else {
+            return failure(.badRequest(
+                .invalidAccount,
+                "?account= must be 1 to \(Self.maximumAccountBytes) bytes of UTF-8 without control characters"))
+        }
+        let now = clock()
+        let found: (AccountSnapshot, [LookupPage.Subscription])?
+        do {
+            found = try ledger.withStore { (store) throws(LedgerError) in
+                guard let snapshot = try store.account(account) else { return nil }
+                var subscriptions: [LookupPage.Subscription] = []
+                for link in snapshot.record.links.sorted(by: { $0.originalTransactionID < $1.originalTransactionID }) {
+                    guard snapshot.subscriptions[link.originalTransactionID]?.isAutoRenewable == true,
+                        let subscription = try subscriptionWithClaims(
+                            originalTransactionID: link.originalTransactionID, store: store)
+                    else { continue }
+                    subscriptions.append(subscription)
+                }
+                return (snapshot, subscriptions)
+            }
+        } catch {
+            return failure(Self.storeProblem(error))
+        }
+        guard let (snapshot, subscriptions) = found else { return failure(Self.accountNotFound) }
+        let summary = AccountSummary(snapshot: snapshot, configuration: configuration, at: now)
+        return html(
+            status: .ok,
+            LookupPage.accountPage(
+                account: account, summary: summary, subscriptions: subscriptions,
+                now: ReceiptDate(now).millisecondsSince1970))
     }
 
     /// A transaction id first (an original transaction id is also its first transaction's id), then an original

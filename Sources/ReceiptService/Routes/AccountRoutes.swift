@@ -1,0 +1,230 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import HTTP1Server
+import JSONText
+import Ledger
+import ReceiptEngine
+
+/// The backend's users (issue 24): which purchases each one owns, what that lets it use, and how purchases come to be
+/// linked to it. The account is the path's second segment, percent-decoded; it is never logged.
+extension ReceiptRoutes {
+    func accountResponse(to request: HTTPRequest, route: Route, accountSegment: Substring) -> HTTPResponse {
+        guard let account = AccountPath.account(accountSegment) else {
+            return problem(.badRequest(
+                .invalidAccount,
+                "the account in \(route.pathTemplate) must be 1 to \(Self.maximumAccountBytes) bytes of UTF-8 "
+                    + "without control characters, percent-encoded in the path"))
+        }
+        guard ledger.isConfigured else { return problem(Self.storeProblem(.notConfigured)) }
+        switch route {
+        case .account: return accountReport(account, request)
+        case .accountDeletion: return deleteAccount(account)
+        case .appAccountToken: return registerAppAccountToken(request, account: account)
+        case .accountPurchases: return postPurchase(request, account: account)
+        default: preconditionFailure("\(route) is not an account route")
+        }
+    }
+
+    // MARK: - GET /v1/accounts/{account}
+
+    private func accountReport(_ account: String, _ request: HTTPRequest) -> HTTPResponse {
+        let at: Date
+        do {
+            at = try Self.evaluationInstant(request) ?? clock()
+        } catch {
+            return problem(error)
+        }
+        let snapshot: AccountSnapshot?
+        do {
+            snapshot = try ledger.withStore { (store) throws(LedgerError) in try store.account(account) }
+        } catch {
+            return problem(Self.storeProblem(error))
+        }
+        guard let snapshot else { return problem(Self.accountNotFound) }
+        return json(status: .ok, AccountReport(snapshot: snapshot, configuration: configuration, at: at).json)
+    }
+
+    /// `?at=`: the instant the rules are applied at, RFC 3339; nil when not asked.
+    static func evaluationInstant(_ request: HTTPRequest) throws(RequestProblem) -> Date? {
+        guard let text = request.queryValue("at") else { return nil }
+        guard let date = ReceiptDate(rfc3339: text) else {
+            let shown = text.utf8.count <= 64 ? "\"\(text)\"" : "a value of \(text.utf8.count) bytes"
+            throw .badRequest(
+                .invalidDate, "at must be an RFC 3339 date like 2026-01-31T12:00:00Z, not \(shown)")
+        }
+        return Date(timeIntervalSince1970: Double(date.millisecondsSince1970) / 1000)
+    }
+
+    static let accountNotFound = RequestProblem(
+        status: .notFound, code: .accountNotFound,
+        message: "the ledger holds nothing of this account: register an app account token or post a purchase for it "
+            + "first")
+
+    // MARK: - DELETE /v1/accounts/{account}
+
+    private func deleteAccount(_ account: String) -> HTTPResponse {
+        let deleted: Bool
+        do {
+            deleted = try ledger.withStore { (store) throws(LedgerError) in try store.deleteAccount(account) }
+        } catch {
+            return problem(Self.storeProblem(error))
+        }
+        guard deleted else { return problem(Self.accountNotFound) }
+        return json(status: .ok, .object([("account", .string(account)), ("deleted", .bool(true))]))
+    }
+
+    // MARK: - PUT /v1/accounts/{account}/app_account_tokens/{uuid}
+
+    private func registerAppAccountToken(_ request: HTTPRequest, account: String) -> HTTPResponse {
+        let segment = request.path.split(separator: "/").last ?? ""
+        guard let token = AccountPath.appAccountToken(segment) else {
+            let shown = segment.utf8.count <= 64 ? "\"\(segment)\"" : "a segment of \(segment.utf8.count) bytes"
+            return problem(.badRequest(
+                .invalidAppAccountToken,
+                "an app account token is a UUID like 6f2b9c1e-3a4d-4c5e-8f90-1a2b3c4d5e6f (the appAccountToken the "
+                    + "app passes to StoreKit), not \(shown)"))
+        }
+        let now = ReceiptDate(clock()).millisecondsSince1970
+        let outcome: AppAccountTokenOutcome
+        do {
+            outcome = try ledger.withStore { (store) throws(LedgerError) in
+                try store.registerAppAccountToken(token, account: account, at: now)
+            }
+        } catch {
+            return problem(Self.storeProblem(error))
+        }
+        switch outcome {
+        case .registered(let first, let links):
+            let linked = links.filter { $0.value == .linked }.map(\.key).sorted()
+            return json(
+                status: .ok,
+                .object([
+                    ("account", .string(account)), ("app_account_token", .string(token)),
+                    ("registered", .bool(true)), ("first", .bool(first)),
+                    ("linked", .array(linked.map(JSONValue.string))),
+                ]))
+        case .ownedByAnotherAccount:
+            return problem(RequestProblem(
+                status: .conflict, code: .tokenOwnedByAnotherAccount,
+                message: "app account token \(token) is registered to another account; a token belongs to one "
+                    + "account (the app passes each user's own token to StoreKit)"))
+        }
+    }
+
+    // MARK: - POST /v1/accounts/{account}/purchases
+
+    /// Validated and recorded exactly as `/v1/validate` does, then every original transaction in it linked to the
+    /// account. An invalid body links nothing and answers as `/v1/validate` would; an original that the app's
+    /// restore behavior keeps with another account refuses the whole post, linking nothing.
+    private func postPurchase(_ request: HTTPRequest, account: String) -> HTTPResponse {
+        // Validation's recording and the linking share one `store_timeout`, as one request's ledger work.
+        LedgerDeadline.within(seconds: configuration.storeTimeout + PurchaseLedger.reasonGrace) { () -> HTTPResponse in
+            validateAndLink(request, account: account)
+        }
+    }
+
+    private func validateAndLink(_ request: HTTPRequest, account: String) -> HTTPResponse {
+        let (validation, originals) = self.validation(of: request, wantsHTML: false)
+        guard validation.status == .ok else { return validation }
+        let now = ReceiptDate(clock()).millisecondsSince1970
+        let rules = AccountLinkRules(configuration: configuration)
+        let outcome: Result<AccountSnapshot, KeptElsewhere>
+        do {
+            outcome = try ledger.withStore { (store) throws(LedgerError) -> Result<AccountSnapshot, KeptElsewhere> in
+                // Checked before anything is linked, so that a refused post changes nothing at all.
+                for original in originals {
+                    if try Self.isKept(original, from: account, rules, now, in: store) {
+                        return .failure(KeptElsewhere(originalTransactionID: original))
+                    }
+                }
+                let outcomes = try store.link(
+                    originalTransactionIDs: originals, to: account, source: .purchase, at: now)
+                // Another request took one meanwhile: refused all the same.
+                if let kept = outcomes.first(where: { $0.value == .ownedByAnotherAccount }) {
+                    return .failure(KeptElsewhere(originalTransactionID: kept.key))
+                }
+                return .success(
+                    try store.account(account)
+                        ?? AccountSnapshot(
+                            record: AccountRecord(
+                                account: account, links: [], appAccountTokens: [], transfers: [], firstSeen: now,
+                                updatedAt: now),
+                            subscriptions: [:]))
+            }
+        } catch {
+            return problem(Self.storeProblem(error))
+        }
+        let linked: AccountSnapshot
+        switch outcome {
+        case .success(let snapshot): linked = snapshot
+        case .failure(let kept):
+            return problem(RequestProblem(
+                status: .conflict, code: .ownedByAnotherAccount,
+                message: "original transaction \(kept.originalTransactionID) belongs to another account, and its "
+                    + "app's restore_behavior keeps it there: nothing was linked"))
+        }
+        guard case .object(var members) = AccountReport(snapshot: linked, configuration: configuration, at: clock()).json
+        else { return validation }
+        members.append(("validation", (try? JSONValue(parsing: validation.body)) ?? .null))
+        return json(status: .ok, .object(members))
+    }
+
+    private struct KeptElsewhere: Error {
+        var originalTransactionID: String
+    }
+
+    /// Whether linking `original` to `account` would be refused: another account owns it and the app's restore
+    /// behavior keeps it there.
+    private static func isKept(
+        _ original: String, from account: String, _ rules: AccountLinkRules, _ now: Int64, in store: any LedgerStore
+    ) throws(LedgerError) -> Bool {
+        guard let owner = try store.owner(originalTransactionID: original), owner != account else { return false }
+        let facts = try store.subscription(originalTransactionID: original)
+        switch rules.restoreBehavior(facts?.transactions.lazy.compactMap(\.bundleID).first) {
+        case .transfer: return false
+        case .keepWithOriginal: return true
+        case .transferIfNoActive: return facts.map { rules.grantsEntitlement($0, now) } ?? false
+        }
+    }
+}
+
+/// An account and an app account token as they appear in a path.
+enum AccountPath {
+    /// The percent-decoded segment, if it is an account receiptd can store: malformed escapes, bytes that are not
+    /// UTF-8 and anything `isStorableAccount` refuses are not. `+` is itself in a path, not a space.
+    static func account(_ segment: Substring) -> String? {
+        var bytes: [UInt8] = []
+        var index = segment.utf8.startIndex
+        let utf8 = segment.utf8
+        while index < utf8.endIndex {
+            let byte = utf8[index]
+            guard byte == UInt8(ascii: "%") else {
+                bytes.append(byte)
+                index = utf8.index(after: index)
+                continue
+            }
+            guard let high = utf8.index(index, offsetBy: 1, limitedBy: utf8.endIndex), high < utf8.endIndex,
+                let low = utf8.index(high, offsetBy: 1, limitedBy: utf8.endIndex), low < utf8.endIndex,
+                let value = UInt8(String(decoding: [utf8[high], utf8[low]], as: UTF8.self), radix: 16)
+            else { return nil }
+            bytes.append(value)
+            index = utf8.index(after: low)
+        }
+        guard let account = String(validating: bytes, as: UTF8.self), ReceiptRoutes.isStorableAccount(account) else {
+            return nil
+        }
+        return account
+    }
+
+    /// The segment as a lowercase UUID (8-4-4-4-12 hex digits, any case), or nil.
+    static func appAccountToken(_ segment: Substring) -> String? {
+        let groups = segment.split(separator: "-", omittingEmptySubsequences: false)
+        guard groups.map(\.utf8.count) == [8, 4, 4, 4, 12],
+            groups.allSatisfy({ $0.utf8.allSatisfy { $0 < 0x80 && Character(Unicode.Scalar($0)).isHexDigit } })
+        else { return nil }
+        return segment.lowercased()
+    }
+}

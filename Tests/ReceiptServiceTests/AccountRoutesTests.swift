@@ -1,0 +1,225 @@
+import Foundation
+import HTTP1Server
+import JSONText
+import Ledger
+import ReceiptEngine
+import ReceiptForge
+import TestSupport
+import Testing
+
+@testable import ReceiptService
+
+/// The account routes (issue 24) over a real SQLite ledger, with StoreKit 2 data forged by the test chain: linking by
+/// token (before and after the transaction), by posted purchases and by claims; reading at an instant; forgetting.
+struct AccountRoutesTests {
+    typealias E = SignedEvents
+
+    static let token = "6f2b9c1e-3a4d-4c5e-8f90-1a2b3c4d5e6f"
+
+    static func put(_ target: String) -> HTTPRequest { request(.put, target) }
+
+    static func purchase(_ routes: ReceiptRoutes, account: String, jws: String) -> HTTPResponse {
+        routes.handle(
+            post("/v1/accounts/\(account)/purchases", contentType: "application/json", text: #"{"jws":"\#(jws)"}"#),
+            on: .main)
+    }
+
+    /// The first month of `E.original`, carrying `token` when given.
+    static func firstMonth(token: String? = nil, id: String = "7000", original: String = E.original) -> JSONValue {
+        var blueprint = E.transaction(id, purchased: -10, expires: 20, signed: -10, original: original)
+        if let token { blueprint.edits.set.append(("appAccountToken", .string(token))) }
+        return blueprint.payload
+    }
+
+    static func signed(_ payload: JSONValue) throws -> String { try JWSPKI.atFixedNow.sign(payload) }
+
+    static func subscribed(token: String?) throws -> String {
+        var transaction = E.firstMonth
+        if let token { transaction.edits.set.append(("appAccountToken", .string(token))) }
+        return try E.notification(
+            "SUBSCRIBED", "INITIAL_BUY", signed: -10, transaction: transaction, renewal: E.renewal(signed: -10))
+    }
+
+    static func originals(_ account: JSONValue?) -> [String] {
+        (account?["purchases"]?.arrayValue ?? []).compactMap { $0["original_transaction_id"]?.stringValue }
+    }
+
+    // MARK: - PUT /v1/accounts/{account}/app_account_tokens/{uuid}
+
+    @Test func tokenBeforeTheTransaction_linksItWhenItArrives() throws {
+        let routes = try LedgerService.routes(.sqlite)
+        let registered = routes.handle(Self.put("/v1/accounts/alice/app_account_tokens/\(Self.token)"), on: .main)
+        #expect(registered.status == 200)
+        #expect(registered.json?.keys == ["account", "app_account_token", "registered", "first", "linked"])
+        #expect(registered.json?["first"] == .bool(true))
+        #expect(registered.json?["linked"] == .array([]))
+        #expect(routes.deliver(try Self.subscribed(token: Self.token)).status == 200)
+
+        let account = routes.handle(get("/v1/accounts/alice"), on: .main)
+        #expect(account.status == 200)
+        #expect(Self.originals(account.json) == [E.original])
+        #expect(account.json?["app_account_tokens"] == .array([.string(Self.token)]))
+    }
+
+    @Test func tokenAfterTheTransaction_linksWhatTheLedgerHolds_andSaysSo() throws {
+        let routes = try LedgerService.routes(.sqlite)
+        #expect(routes.deliver(try Self.subscribed(token: Self.token)).status == 200)
+        let registered = routes.handle(
+            Self.put("/v1/accounts/alice/app_account_tokens/\(Self.token.uppercased())"), on: .main)
+        #expect(registered.status == 200)
+        #expect(registered.json?["app_account_token"] == .string(Self.token))
+        #expect(registered.json?["linked"] == .array([.string(E.original)]))
+
+        let again = routes.handle(Self.put("/v1/accounts/alice/app_account_tokens/\(Self.token)"), on: .main)
+        #expect(again.json?["first"] == .bool(false))
+        #expect(again.json?["linked"] == .array([]))
+        #expect(Self.originals(routes.handle(get("/v1/accounts/alice"), on: .main).json) == [E.original])
+    }
+
+    @Test func tokenOfAnotherAccount_is409_namingTheTokenOnly() throws {
+        let routes = try LedgerService.routes(.sqlite)
+        #expect(routes.handle(Self.put("/v1/accounts/alice/app_account_tokens/\(Self.token)"), on: .main).status == 200)
+        let refused = routes.handle(Self.put("/v1/accounts/bob/app_account_tokens/\(Self.token)"), on: .main)
+        #expect(refused.status == 409)
+        #expect(refused.errorCode == "token_owned_by_another_account")
+        #expect(refused.text.contains(Self.token))
+        #expect(!refused.text.contains("alice"))
+        #expect(routes.handle(get("/v1/accounts/bob"), on: .main).errorCode == "account_not_found")
+    }
+
+    @Test(arguments: ["not-a-uuid", "6f2b9c1e3a4d4c5e8f901a2b3c4d5e6f", "6f2b9c1e-3a4d-4c5e-8f90-1a2b3c4d5e6g", "%20"])
+    func tokenThatIsNotAUUID_is400(token: String) throws {
+        let routes = try LedgerService.routes(.sqlite)
+        let response = routes.handle(Self.put("/v1/accounts/alice/app_account_tokens/\(token)"), on: .main)
+        #expect(response.status == 400)
+        #expect(response.errorDetail == "invalid_app_account_token")
+    }
+
+    // MARK: - Accounts in paths
+
+    @Test(arguments: ["%00", "a%0Ab", "%FF", "%zz", "%4", String(repeating: "a", count: 257)])
+    func accountThatCannotBeStored_is400(account: String) throws {
+        let routes = try LedgerService.routes(.sqlite)
+        for request in [
+            get("/v1/accounts/\(account)"), request(.delete, "/v1/accounts/\(account)"),
+            Self.put("/v1/accounts/\(account)/app_account_tokens/\(Self.token)"),
+        ] {
+            let response = routes.handle(request, on: .main)
+            #expect(response.status == 400, "\(request.method) \(account)")
+            #expect(response.errorDetail == "invalid_account", "\(request.method) \(account)")
+        }
+    }
+
+    @Test func percentEncodedAccount_isDecoded_andPlusStaysPlus() throws {
+        let routes = try LedgerService.routes(.sqlite)
+        let registered = routes.handle(
+            Self.put("/v1/accounts/user%2042%2B%C3%A9+x/app_account_tokens/\(Self.token)"), on: .main)
+        #expect(registered.json?["account"] == .string("user 42+é+x"))
+        let account = routes.handle(get("/v1/accounts/user%2042+%C3%A9%2Bx"), on: .main)
+        #expect(account.json?["account"] == .string("user 42+é+x"))
+    }
+
+    @Test func accountRoutes_areNeverOnThePublicListener() throws {
+        let routes = try LedgerService.routes(.sqlite)
+        for request in [
+            get("/v1/accounts/alice"), request(.delete, "/v1/accounts/alice"),
+            Self.put("/v1/accounts/alice/app_account_tokens/\(Self.token)"),
+            post("/v1/accounts/alice/purchases", contentType: "application/json", text: "{}"),
+        ] {
+            #expect(routes.handle(request, on: .public).status == 404, "\(request.method) \(request.path)")
+        }
+    }
+
+    @Test func otherMethodsOnAnAccount_are405_allowingGetAndDelete() throws {
+        let response = try LedgerService.routes(.sqlite).handle(request(.put, "/v1/accounts/alice"), on: .main)
+        #expect(response.status == 405)
+        #expect(response.headers["Allow"] == "GET, DELETE")
+    }
+
+    @Test func withoutAStore_accountRoutesAre503() {
+        let routes = LedgerService.routes()
+        for request in [get("/v1/accounts/alice"), Self.put("/v1/accounts/alice/app_account_tokens/\(Self.token)")] {
+            #expect(routes.handle(request, on: .main).errorCode == "store_not_configured")
+        }
+    }
+
+    // MARK: - GET and DELETE /v1/accounts/{account}
+
+    @Test func unknownAccount_is404() throws {
+        let response = try LedgerService.routes(.sqlite).handle(get("/v1/accounts/nobody"), on: .main)
+        #expect(response.status == 404)
+        #expect(response.errorCode == "account_not_found")
+    }
+
+    @Test(arguments: ["yesterday", "2026-13-01T00:00:00Z", ""])
+    func atThatIsNotADate_is400_namingIt(at: String) throws {
+        let response = try LedgerService.routes(.sqlite).handle(get("/v1/accounts/alice?at=\(at)"), on: .main)
+        #expect(response.status == 400)
+        #expect(response.errorDetail == "invalid_date")
+        #expect(response.json?["error"]?["message"]?.stringValue?.contains("\"\(at)\"") == true)
+    }
+
+    @Test func delete_forgetsTheAccount_butNotApplesFacts() throws {
+        let routes = try LedgerService.routes(.sqlite)
+        #expect(routes.handle(Self.put("/v1/accounts/alice/app_account_tokens/\(Self.token)"), on: .main).status == 200)
+        #expect(routes.deliver(try Self.subscribed(token: Self.token)).status == 200)
+
+        let deleted = routes.handle(request(.delete, "/v1/accounts/alice"), on: .main)
+        #expect(deleted.status == 200)
+        #expect(deleted.json == .object([("account", .string("alice")), ("deleted", .bool(true))]))
+        #expect(routes.handle(get("/v1/accounts/alice"), on: .main).errorCode == "account_not_found")
+        #expect(routes.handle(request(.delete, "/v1/accounts/alice"), on: .main).errorCode == "account_not_found")
+        #expect(routes.handle(get("/v1/subscriptions/\(E.original)"), on: .main).status == 200)
+        // The token went with the account: another may register it now.
+        #expect(routes.handle(Self.put("/v1/accounts/bob/app_account_tokens/\(Self.token)"), on: .main).status == 200)
+    }
+
+    // MARK: - POST /v1/accounts/{account}/purchases
+
+    @Test func postedPurchase_isValidatedRecordedAndLinked() throws {
+        let routes = try LedgerService.routes(.sqlite)
+        let jws = try Self.signed(Self.firstMonth())
+        let response = Self.purchase(routes, account: "alice", jws: jws)
+        #expect(response.status == 200)
+        let json = try #require(response.json)
+        #expect(json["account"] == .string("alice"))
+        #expect(Self.originals(json) == [E.original])
+        #expect(json.keys.last == "validation")
+        #expect(json["validation"]?["valid"] == .bool(true))
+        #expect(json["validation"]?["ledger"] == .string("available"))
+        #expect(Self.originals(routes.handle(get("/v1/accounts/alice"), on: .main).json) == [E.original])
+        #expect(routes.handle(get("/v1/transactions/7000"), on: .main).status == 200)
+    }
+
+    @Test(arguments: [
+        ("{", "application/json"), (#"{"jws":"a.b.c"}"#, "application/json"), ("", "application/json"),
+        ("not base64 !!", "text/plain"),
+    ])
+    func invalidBody_answersAsValidateWould_andLinksNothing(body: String, contentType: String) throws {
+        let routes = try LedgerService.routes(.sqlite)
+        let validate = routes.handle(post("/v1/validate", contentType: contentType, text: body), on: .main)
+        let posted = routes.handle(
+            post("/v1/accounts/alice/purchases", contentType: contentType, text: body), on: .main)
+        #expect(posted.status == validate.status)
+        #expect(posted.json == validate.json)
+        #expect(routes.handle(get("/v1/accounts/alice"), on: .main).errorCode == "account_not_found")
+    }
+
+    @Test func forgedPurchase_is422AsValidateSays_andLinksNothing() throws {
+        let routes = try LedgerService.routes(.sqlite)
+        let forged = try JWSPKI.rogue.sign(Self.firstMonth())
+        let posted = Self.purchase(routes, account: "alice", jws: forged)
+        #expect(posted.status == 422)
+        #expect(posted.json?["error"] == nil || posted.json?["valid"] == .bool(false))
+        #expect(routes.handle(get("/v1/accounts/alice"), on: .main).errorCode == "account_not_found")
+    }
+
+    // MARK: - Claims
+
+    @Test func claim_linksTheClaimedTransactionsOriginal() throws {
+        let routes = try LedgerService.routes(.sqlite)
+        #expect(routes.deliver(try Self.subscribed(token: nil)).status == 200)
+        #expect(routes.claim("7000", account: "carol").status == 200)
+        #expect(Self.originals(routes.handle(get("/v1/accounts/carol"), on: .main).json) == [E.original])
+    }
+}
