@@ -296,6 +296,8 @@ private func countRows(_ counts: LedgerCounts) -> [(String, Int64)] {
         ("transaction_sources", counts.transactionSources),
         ("renewal_infos", counts.renewalInfos),
         ("claims", counts.claims),
+        ("accounts", counts.accounts),
+        ("account_links", counts.accountLinks),
     ]
 }
 
