@@ -120,8 +120,8 @@ struct ChangedAccounts {
 
 extension LedgerStatements {
     /// Links the original transactions of `transactions` that carry a registered `appAccountToken` to its account,
-    /// unless another account owns them; run in the transaction that stored them. Costs one indexed lookup per
-    /// transaction carrying a token, and nothing for the others.
+    /// unless someone owns them already; run in the transaction that stored them. Costs one indexed lookup per
+    /// transaction carrying a token (its account and the original's owner at once), and nothing for the others.
     static func linkByAppAccountToken(
         _ transactions: [TransactionFacts], at time: Int64, _ connection: any SQLConnection
     ) throws(LedgerError) {
@@ -133,25 +133,37 @@ extension LedgerStatements {
         guard !tokens.isEmpty else { return }
         var changed = ChangedAccounts()
         for (original, token) in tokens.sorted(by: { $0.key < $1.key }) {
-            guard let account = try registeredAccount(token, connection) else { continue }
+            guard let (account, owner) = try registeredAccount(token, original: original, connection), owner == nil
+            else { continue }
             _ = try linkByAppAccountToken(original, to: account, at: time, &changed, connection)
         }
         try changed.touch(at: time, connection)
     }
 
-    /// The account that registered `token`, as of now.
+    /// The account that registered `token`, and who owns `original` now; nil when nobody registered the token.
     ///
     /// On PostgreSQL a registration may be committing beside this transaction: found, nothing can change it (a token
     /// moves to no other account); not found, the registration's lock is waited for and the lookup repeated, so that
     /// either this transaction sees the token or the registration sees this transaction's purchase.
-    private static func registeredAccount(_ token: String, _ connection: any SQLConnection) throws(LedgerError)
-        -> String?
-    {
-        let lookup = "SELECT account FROM account_tokens WHERE app_account_token = $1"
-        if let account = try connection.query(lookup, [.text(token)]).first?.string(0) { return account }
+    private static func registeredAccount(
+        _ token: String, original: String, _ connection: any SQLConnection
+    ) throws(LedgerError) -> (account: String, owner: String?)? {
+        func lookup() throws(LedgerError) -> (account: String, owner: String?)? {
+            let rows = try connection.query(
+                """
+                SELECT account_tokens.account, account_links.account FROM account_tokens
+                LEFT JOIN account_links ON account_links.original_transaction_id = $2
+                WHERE account_tokens.app_account_token = $1
+                """,
+                [.text(token), .text(original)]
+            )
+            guard let row = rows.first else { return nil }
+            return (try row.requiredString(0), row.string(1))
+        }
+        if let found = try lookup() { return found }
         guard connection is PostgresConnection else { return nil }
         try lockAppAccountToken(token, exclusive: false, connection)
-        return try connection.query(lookup, [.text(token)]).first?.string(0)
+        return try lookup()
     }
 
     /// An advisory lock per token (PostgreSQL only; SQLite's single writer already serializes): exclusive while a

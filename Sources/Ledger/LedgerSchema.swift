@@ -121,38 +121,39 @@ enum LedgerSchema {
         ]),
         // Accounts (issue 24): the backend's users, the `appAccountToken`s they registered, which original
         // transactions each owns, and every move of one from an account to another. `transfer_number` orders the moves
-        // of one original transaction that share a millisecond.
+        // of one original transaction that share a millisecond. IF NOT EXISTS as in version 4: a database rolled back
+        // to an older version by hand may still hold the tables.
         Migration(
             version: 5,
             statements: [
                 "ALTER TABLE transactions ADD COLUMN app_account_token TEXT",
-                "CREATE INDEX transactions_by_app_account_token ON transactions (app_account_token)",
+                "CREATE INDEX IF NOT EXISTS transactions_by_app_account_token ON transactions (app_account_token)",
                 """
-                CREATE TABLE accounts (
+                CREATE TABLE IF NOT EXISTS accounts (
                     account TEXT PRIMARY KEY,
                     first_seen BIGINT NOT NULL,
                     updated_at BIGINT NOT NULL
                 )
                 """,
                 """
-                CREATE TABLE account_tokens (
+                CREATE TABLE IF NOT EXISTS account_tokens (
                     app_account_token TEXT PRIMARY KEY,
                     account TEXT NOT NULL,
                     registered_at BIGINT NOT NULL
                 )
                 """,
-                "CREATE INDEX account_tokens_by_account ON account_tokens (account)",
+                "CREATE INDEX IF NOT EXISTS account_tokens_by_account ON account_tokens (account)",
                 """
-                CREATE TABLE account_links (
+                CREATE TABLE IF NOT EXISTS account_links (
                     original_transaction_id TEXT PRIMARY KEY,
                     account TEXT NOT NULL,
                     source TEXT NOT NULL,
                     linked_at BIGINT NOT NULL
                 )
                 """,
-                "CREATE INDEX account_links_by_account ON account_links (account)",
+                "CREATE INDEX IF NOT EXISTS account_links_by_account ON account_links (account)",
                 """
-                CREATE TABLE account_transfers (
+                CREATE TABLE IF NOT EXISTS account_transfers (
                     original_transaction_id TEXT NOT NULL,
                     from_account TEXT NOT NULL,
                     to_account TEXT NOT NULL,
@@ -161,8 +162,8 @@ enum LedgerSchema {
                     transfer_number BIGINT NOT NULL
                 )
                 """,
-                "CREATE INDEX account_transfers_by_from ON account_transfers (from_account)",
-                "CREATE INDEX account_transfers_by_to ON account_transfers (to_account)",
+                "CREATE INDEX IF NOT EXISTS account_transfers_by_from ON account_transfers (from_account)",
+                "CREATE INDEX IF NOT EXISTS account_transfers_by_to ON account_transfers (to_account)",
             ],
             afterStatements: backfillAppAccountTokens
         ),
