@@ -110,8 +110,9 @@ let package = Package(
         // and returns Apple's signed strings unverified; the service verifies them like any other JWS.
         .target(name: "AppStoreServerAPI", dependencies: ["CCurl", "CryptoFloor", "JSONText"], swiftSettings: strictSettings),
         // The purchase ledger on SQLite or PostgreSQL; the only importer of CSQLite and CPostgres. Knows nothing of
-        // receipts, JWS or HTTP: the service maps verified data into its value types.
-        .target(name: "Ledger", dependencies: ["CSQLite", "CPostgres"], swiftSettings: strictSettings),
+        // receipts, JWS or HTTP: the service maps verified data into its value types. JSONText reads back payloads it
+        // stored, when a migration adds a column for a field they always held.
+        .target(name: "Ledger", dependencies: ["CSQLite", "CPostgres", "JSONText"], swiftSettings: strictSettings),
         // What every test target shares: the test PKIs, the Apple fixtures, the live-server clients and the
         // PostgreSQL cluster and ledger fixtures. A plain target, so it does not import Testing.
         .target(

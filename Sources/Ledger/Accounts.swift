@@ -4,6 +4,26 @@
 /// account registered reaches the ledger (from any source, or when the token is registered after it), when an
 /// account posts a purchase, or when an account claims a transaction. When another account already owns it, the app's
 /// ``RestoreBehavior`` decides, inside the same database transaction as the write that caused it.
+///
+/// The rules the ledger keeps:
+/// - **Links by token never take from another account.** When a transaction carrying a registered token is stored
+///   (a notification, verified transactions from any source), or a token is registered while the ledger already holds
+///   transactions carrying it, the original is linked (source `app_account_token`) only if nobody owns it; if another
+///   account does, the outcome is ``AccountLinkOutcome/ownedByAnotherAccount`` and nothing changes. After user B
+///   restored on A's Apple ID, every renewal still carries A's token: it must not move the purchase back. Tokens are
+///   compared lowercase.
+/// - **Explicit links** (a posted purchase, source `purchase`; a granted claim, source `claim`) apply the restore
+///   behavior of the original's app (``AccountLinkRules/restoreBehavior``, by the bundle id of its transactions):
+///   `transfer` moves the link; `transfer_if_no_active` moves it only when ``AccountLinkRules/grantsEntitlement``
+///   says the purchase, as the moving transaction sees it, grants nothing at the link's time; `keep_with_original`
+///   refuses. Every move is recorded as an ``AccountTransfer``. A claim is granted whatever its link's outcome.
+/// - A token belongs to one account: registering it for another is ``AppAccountTokenOutcome/ownedByAnotherAccount``
+///   and changes nothing; registering it again for the same account is `.registered(first: false, …)`.
+/// - An account exists from its first token, link or transfer in; its `updatedAt` moves with every change to its
+///   links, tokens or transfers (both accounts of a transfer). Deleting it forgets its links, tokens and transfers
+///   (either side); Apple's facts and claims stay.
+/// - Concurrent writers, in one process or several sharing a PostgreSQL database, end with exactly one owner per
+///   original transaction and each move recorded once.
 
 /// What happens when an account links an original transaction that another account owns (RevenueCat's "restore
 /// behavior").

@@ -29,6 +29,9 @@ public struct TransactionFacts: Sendable, Hashable {
     /// StoreKit 2's `isUpgraded`: the customer moved to a higher product of the group, so this one no longer
     /// entitles to anything even before it expires.
     public var isUpgraded: Bool?
+    /// StoreKit 2's `appAccountToken`, lowercase: the UUID the app passed at purchase to name its user, which links
+    /// the purchase to the account that registered it. Receipts carry none.
+    public var appAccountToken: String?
     /// When Apple signed these facts (for a receipt entry: the receipt's creation date); orders versions.
     public var signedDate: Int64
     /// The verified payload as Apple sent it: a JSON object's text.
@@ -38,8 +41,8 @@ public struct TransactionFacts: Sendable, Hashable {
         transactionID: String, originalTransactionID: String, productID: String, bundleID: String? = nil,
         type: String? = nil, purchaseDate: Int64? = nil, originalPurchaseDate: Int64? = nil, expiresDate: Int64? = nil,
         revocationDate: Int64? = nil, revocationReason: Int? = nil, inAppOwnershipType: String? = nil,
-        webOrderLineItemID: String? = nil, environment: String? = nil, isUpgraded: Bool? = nil, signedDate: Int64,
-        payloadJSON: String
+        webOrderLineItemID: String? = nil, environment: String? = nil, isUpgraded: Bool? = nil,
+        appAccountToken: String? = nil, signedDate: Int64, payloadJSON: String
     ) {
         self.transactionID = transactionID
         self.originalTransactionID = originalTransactionID
@@ -55,6 +58,7 @@ public struct TransactionFacts: Sendable, Hashable {
         self.webOrderLineItemID = webOrderLineItemID
         self.environment = environment
         self.isUpgraded = isUpgraded
+        self.appAccountToken = appAccountToken
         self.signedDate = signedDate
         self.payloadJSON = payloadJSON
     }
@@ -221,4 +225,6 @@ public struct LedgerCounts: Sendable, Hashable {
     public var renewalInfos: Int64
     public var notifications: Int64
     public var claims: Int64
+    public var accounts: Int64 = 0
+    public var accountLinks: Int64 = 0
 }

@@ -99,7 +99,9 @@ public struct LedgerInspection: Sendable, Hashable {
             transactionSources: try count("SELECT count(*) FROM transaction_sources"),
             renewalInfos: try count("SELECT count(*) FROM renewal_infos"),
             notifications: try count("SELECT count(*) FROM notifications"),
-            claims: try count("SELECT count(*) FROM claims")
+            claims: try count("SELECT count(*) FROM claims"),
+            accounts: try count("SELECT count(*) FROM accounts"),
+            accountLinks: try count("SELECT count(*) FROM account_links")
         )
         return LedgerInspection(schemaVersion: version, counts: counts)
     }

@@ -17,11 +17,16 @@ protocol LedgerDatabase: Sendable {
 struct LedgerRecords<Database: LedgerDatabase>: Sendable {
     let database: Database
     let clock: LedgerClock
+    let linkRules: AccountLinkRules
 
     func record(_ notification: NotificationFacts) throws(LedgerError) -> NotificationWrite {
         let receivedAt = clock()
         return try database.write { connection throws(LedgerError) in
-            try LedgerStatements.insert(notification, receivedAt: receivedAt, connection)
+            let write = try LedgerStatements.insert(notification, receivedAt: receivedAt, connection)
+            if write == .stored, let transaction = notification.transaction {
+                try LedgerStatements.linkByAppAccountToken([transaction], at: receivedAt, connection)
+            }
+            return write
         }
     }
 
@@ -32,6 +37,7 @@ struct LedgerRecords<Database: LedgerDatabase>: Sendable {
         let sorted = transactions.sorted { $0.transactionID < $1.transactionID }
         try database.write { connection throws(LedgerError) in
             for transaction in sorted { try LedgerStatements.upsert(transaction, source: source, now: now, connection) }
+            try LedgerStatements.linkByAppAccountToken(sorted, at: now, connection)
         }
     }
 
@@ -42,29 +48,30 @@ struct LedgerRecords<Database: LedgerDatabase>: Sendable {
         }
     }
 
+    /// A granted claim links the claimed purchase to the account as an explicit link would; the grant stands whatever
+    /// the link's outcome.
     func claim(transactionID: String, account: String, at time: Int64) throws(LedgerError) -> ClaimOutcome {
-        try database.write { connection throws(LedgerError) in
-            try LedgerStatements.claim(transactionID: transactionID, account: account, at: time, connection)
+        let rules = linkRules
+        return try database.write { connection throws(LedgerError) in
+            let outcome = try LedgerStatements.claim(transactionID: transactionID, account: account, at: time, connection)
+            guard case .granted = outcome,
+                let original = try connection.query(
+                    "SELECT original_transaction_id FROM transactions WHERE transaction_id = $1", [.text(transactionID)]
+                ).first?.string(0)
+            else { return outcome }
+            var changed = ChangedAccounts()
+            _ = try LedgerStatements.link(
+                original, to: account, source: .claim, at: time, rules: rules, &changed, connection
+            )
+            try changed.touch(at: time, connection)
+            return outcome
         }
     }
 
     func subscription(originalTransactionID: String) throws(LedgerError) -> SubscriptionFacts? {
         try database.read { connection throws(LedgerError) in
-            let id = originalTransactionID
-            let transactions = try LedgerStatements.transactions(originalTransactionIDs: [id], connection)
-            let renewal = try LedgerStatements.renewals(originalTransactionIDs: [id], connection).first
-            let notifications = try LedgerStatements.notifications(originalTransactionID: id, connection)
-            guard !transactions.isEmpty || renewal != nil || !notifications.isEmpty else { return nil }
-            let updatedAt = try LedgerStatements.updatedAt(originalTransactionID: id, connection)
-            return SubscriptionFacts(
-                originalTransactionID: originalTransactionID,
-                transactions: transactions.map(\.facts),
-                renewal: renewal,
-                // Equal signed dates: the greatest uuid, as the list is ordered.
-                lastNotification: notifications.last,
-                notifications: notifications,
-                updatedAt: updatedAt
-            )
+            try LedgerStatements.subscriptions(originalTransactionIDs: [originalTransactionID], connection)[
+                originalTransactionID]
         }
     }
 
@@ -100,7 +107,7 @@ struct LedgerRecords<Database: LedgerDatabase>: Sendable {
 
     func renewalInfos(originalTransactionIDs: [String]) throws(LedgerError) -> [RenewalFacts] {
         try database.read { connection throws(LedgerError) in
-            try LedgerStatements.renewals(originalTransactionIDs: originalTransactionIDs, connection)
+            try LedgerStatements.renewals(originalTransactionIDs: originalTransactionIDs, connection).map(\.facts)
         }
     }
 
@@ -163,7 +170,9 @@ struct LedgerRecords<Database: LedgerDatabase>: Sendable {
                 transactionSources: try count("SELECT count(*) FROM transaction_sources"),
                 renewalInfos: try count("SELECT count(*) FROM renewal_infos"),
                 notifications: try count("SELECT count(*) FROM notifications"),
-                claims: try count("SELECT count(*) FROM claims")
+                claims: try count("SELECT count(*) FROM claims"),
+                accounts: try count("SELECT count(*) FROM accounts"),
+                accountLinks: try count("SELECT count(*) FROM account_links")
             )
         }
     }
@@ -273,6 +282,7 @@ enum LedgerStatements {
             SQLValue(facts.revocationReason), SQLValue(facts.inAppOwnershipType), SQLValue(facts.webOrderLineItemID),
             SQLValue(facts.environment), .integer(facts.signedDate), .text(facts.payloadJSON),
             .text(source.rawValue), SQLValue(notificationUUID), SQLValue(facts.isUpgraded), .integer(now),
+            SQLValue(facts.appAccountToken?.lowercased()),
         ]
         // A concurrent insert of the same id makes PostgreSQL wait here for it to commit; the read below then sees it.
         let inserted = try connection.query(
@@ -280,8 +290,8 @@ enum LedgerStatements {
             INSERT INTO transactions (transaction_id, original_transaction_id, product_id, bundle_id, type,
                 purchase_date, original_purchase_date, expires_date, revocation_date, revocation_reason,
                 in_app_ownership_type, web_order_line_item_id, environment, signed_date, payload_json,
-                source, notification_uuid, is_upgraded, first_seen, updated_at)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $19)
+                source, notification_uuid, is_upgraded, first_seen, updated_at, app_account_token)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $19, $20)
             ON CONFLICT (transaction_id) DO NOTHING
             RETURNING transaction_id
             """,
@@ -315,7 +325,7 @@ enum LedgerStatements {
                         purchase_date = $6, original_purchase_date = $7, expires_date = $8, revocation_date = $9,
                         revocation_reason = $10, in_app_ownership_type = $11, web_order_line_item_id = $12,
                         environment = $13, signed_date = $14, payload_json = $15, source = $16,
-                        notification_uuid = $17, is_upgraded = $18, updated_at = $19
+                        notification_uuid = $17, is_upgraded = $18, updated_at = $19, app_account_token = $20
                     WHERE transaction_id = $1
                     """,
                     values
@@ -428,9 +438,9 @@ enum LedgerStatements {
     static let transactionColumns = """
         transaction_id, original_transaction_id, product_id, bundle_id, type, purchase_date, original_purchase_date, \
         expires_date, revocation_date, revocation_reason, in_app_ownership_type, web_order_line_item_id, \
-        environment, signed_date, payload_json, updated_at, is_upgraded
+        environment, signed_date, payload_json, updated_at, is_upgraded, app_account_token
         """
-    static let transactionColumnCount = 17
+    static let transactionColumnCount = 18
 
     static func transactionFacts(_ row: SQLRow) throws(LedgerError) -> TransactionFacts {
         TransactionFacts(
@@ -448,6 +458,7 @@ enum LedgerStatements {
             webOrderLineItemID: row.string(11),
             environment: row.string(12),
             isUpgraded: row.bool(16),
+            appAccountToken: row.string(17),
             signedDate: try row.requiredInt64(13),
             payloadJSON: try row.requiredString(14)
         )
@@ -479,21 +490,20 @@ enum LedgerStatements {
 
     static func renewals(
         originalTransactionIDs ids: [String], _ connection: any SQLConnection
-    ) throws(LedgerError) -> [RenewalFacts] {
-        var found: [RenewalFacts] = []
+    ) throws(LedgerError) -> [(facts: RenewalFacts, updatedAt: Int64)] {
+        var found: [(facts: RenewalFacts, updatedAt: Int64)] = []
         for chunk in chunks(Array(Set(ids)).sorted()) {
             let rows = try connection.query(
                 """
                 SELECT original_transaction_id, product_id, auto_renew_product_id, auto_renew_status, expiration_intent,
                     is_in_billing_retry_period, grace_period_expires_date, price_increase_status, environment,
-                    signed_date, payload_json
+                    signed_date, payload_json, updated_at
                 FROM renewal_infos WHERE original_transaction_id IN (\(placeholders(chunk.count)))
                 """,
                 chunk.map(SQLValue.text)
             )
             for row in rows {
-                found.append(
-                    RenewalFacts(
+                let facts = RenewalFacts(
                         originalTransactionID: try row.requiredString(0),
                         productID: row.string(1),
                         autoRenewProductID: row.string(2),
@@ -506,48 +516,78 @@ enum LedgerStatements {
                         signedDate: try row.requiredInt64(9),
                         payloadJSON: try row.requiredString(10)
                     )
-                )
+                found.append((facts, try row.requiredInt64(11)))
             }
         }
-        return found.sorted { $0.originalTransactionID < $1.originalTransactionID }
+        return found.sorted { $0.facts.originalTransactionID < $1.facts.originalTransactionID }
     }
 
-    /// Oldest first by signed date; equal signed dates by uuid, byte by byte, compared in Swift so that both
-    /// databases agree.
+    /// The stored notifications about each of these original ids, oldest first by signed date; equal signed dates by
+    /// uuid, byte by byte, compared in Swift so that both databases agree. With each, when it was received.
     static func notifications(
-        originalTransactionID: String, _ connection: any SQLConnection
-    ) throws(LedgerError) -> [NotificationSummary] {
-        let rows = try connection.query(
-            "SELECT uuid, type, subtype, signed_date FROM notifications WHERE original_transaction_id = $1",
-            [.text(originalTransactionID)]
-        )
-        var summaries: [NotificationSummary] = []
-        for row in rows {
-            summaries.append(
-                NotificationSummary(
-                    uuid: try row.requiredString(0),
-                    type: try row.requiredString(1),
-                    subtype: row.string(2),
-                    signedDate: try row.requiredInt64(3)
+        originalTransactionIDs ids: [String], _ connection: any SQLConnection
+    ) throws(LedgerError) -> [String: [(summary: NotificationSummary, receivedAt: Int64)]] {
+        var found: [String: [(summary: NotificationSummary, receivedAt: Int64)]] = [:]
+        for chunk in chunks(Array(Set(ids)).sorted()) {
+            let rows = try connection.query(
+                """
+                SELECT original_transaction_id, uuid, type, subtype, signed_date, received_at FROM notifications
+                WHERE original_transaction_id IN (\(placeholders(chunk.count)))
+                """,
+                chunk.map(SQLValue.text)
+            )
+            for row in rows {
+                let summary = NotificationSummary(
+                    uuid: try row.requiredString(1),
+                    type: try row.requiredString(2),
+                    subtype: row.string(3),
+                    signedDate: try row.requiredInt64(4)
                 )
+                found[try row.requiredString(0), default: []].append((summary, try row.requiredInt64(5)))
+            }
+        }
+        return found.mapValues { notifications in
+            notifications.sorted {
+                $0.summary.signedDate != $1.summary.signedDate
+                    ? $0.summary.signedDate < $1.summary.signedDate
+                    : $0.summary.uuid.utf8.lexicographicallyPrecedes($1.summary.uuid.utf8)
+            }
+        }
+    }
+
+    /// All facts about each of these original ids that the ledger holds anything of, read with one statement per
+    /// table whatever the number of ids.
+    static func subscriptions(
+        originalTransactionIDs ids: [String], _ connection: any SQLConnection
+    ) throws(LedgerError) -> [String: SubscriptionFacts] {
+        guard !ids.isEmpty else { return [:] }
+        let transactions = Dictionary(
+            grouping: try Self.transactions(originalTransactionIDs: ids, connection), by: \.facts.originalTransactionID
+        )
+        let renewals = Dictionary(
+            try renewals(originalTransactionIDs: ids, connection).map { ($0.facts.originalTransactionID, $0) },
+            uniquingKeysWith: { first, _ in first }
+        )
+        let notifications = try notifications(originalTransactionIDs: ids, connection)
+        var facts: [String: SubscriptionFacts] = [:]
+        for id in Set(ids) {
+            let transactions = transactions[id] ?? []
+            let renewal = renewals[id]
+            let notifications = notifications[id] ?? []
+            guard !transactions.isEmpty || renewal != nil || !notifications.isEmpty else { continue }
+            let updatedAt = (transactions.map(\.updatedAt) + notifications.map(\.receivedAt) + [renewal?.updatedAt ?? 0])
+                .max() ?? 0
+            facts[id] = SubscriptionFacts(
+                originalTransactionID: id,
+                transactions: transactions.map(\.facts),
+                renewal: renewal?.facts,
+                // Equal signed dates: the greatest uuid, as the list is ordered.
+                lastNotification: notifications.last?.summary,
+                notifications: notifications.map(\.summary),
+                updatedAt: updatedAt
             )
         }
-        return summaries.sorted {
-            $0.signedDate != $1.signedDate
-                ? $0.signedDate < $1.signedDate : $0.uuid.utf8.lexicographicallyPrecedes($1.uuid.utf8)
-        }
-    }
-
-    static func updatedAt(originalTransactionID: String, _ connection: any SQLConnection) throws(LedgerError) -> Int64 {
-        let rows = try connection.query(
-            """
-            SELECT max(updated_at) FROM transactions WHERE original_transaction_id = $1
-            UNION ALL SELECT max(updated_at) FROM renewal_infos WHERE original_transaction_id = $1
-            UNION ALL SELECT max(received_at) FROM notifications WHERE original_transaction_id = $1
-            """,
-            [.text(originalTransactionID)]
-        )
-        return rows.compactMap { $0.int64(0) }.max() ?? 0
+        return facts
     }
 
     static func chunks(_ ids: [String]) -> [ArraySlice<String>] {

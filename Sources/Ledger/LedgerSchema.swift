@@ -1,3 +1,5 @@
+internal import JSONText
+
 /// The ledger's tables, as an ordered list of migrations shared by SQLite and PostgreSQL.
 ///
 /// Version N is reached by applying migrations 1...N in order, each once; the applied version is one row in
@@ -6,6 +8,8 @@ enum LedgerSchema {
     struct Migration: Sendable {
         var version: Int
         var statements: [String]
+        /// What SQL both databases accept cannot do, run after the statements in the same transaction.
+        var afterStatements: (@Sendable (any SQLConnection) throws(LedgerError) -> Void)? = nil
     }
 
     static let migrations: [Migration] = [
@@ -115,7 +119,71 @@ enum LedgerSchema {
             )
             """
         ]),
+        // Accounts (issue 24): the backend's users, the `appAccountToken`s they registered, which original
+        // transactions each owns, and every move of one from an account to another. `transfer_number` orders the moves
+        // of one original transaction that share a millisecond. IF NOT EXISTS as in version 4: a database rolled back
+        // to an older version by hand may still hold the tables.
+        Migration(
+            version: 5,
+            statements: [
+                "ALTER TABLE transactions ADD COLUMN app_account_token TEXT",
+                "CREATE INDEX IF NOT EXISTS transactions_by_app_account_token ON transactions (app_account_token)",
+                """
+                CREATE TABLE IF NOT EXISTS accounts (
+                    account TEXT PRIMARY KEY,
+                    first_seen BIGINT NOT NULL,
+                    updated_at BIGINT NOT NULL
+                )
+                """,
+                """
+                CREATE TABLE IF NOT EXISTS account_tokens (
+                    app_account_token TEXT PRIMARY KEY,
+                    account TEXT NOT NULL,
+                    registered_at BIGINT NOT NULL
+                )
+                """,
+                "CREATE INDEX IF NOT EXISTS account_tokens_by_account ON account_tokens (account)",
+                """
+                CREATE TABLE IF NOT EXISTS account_links (
+                    original_transaction_id TEXT PRIMARY KEY,
+                    account TEXT NOT NULL,
+                    source TEXT NOT NULL,
+                    linked_at BIGINT NOT NULL
+                )
+                """,
+                "CREATE INDEX IF NOT EXISTS account_links_by_account ON account_links (account)",
+                """
+                CREATE TABLE IF NOT EXISTS account_transfers (
+                    original_transaction_id TEXT NOT NULL,
+                    from_account TEXT NOT NULL,
+                    to_account TEXT NOT NULL,
+                    transferred_at BIGINT NOT NULL,
+                    source TEXT NOT NULL,
+                    transfer_number BIGINT NOT NULL
+                )
+                """,
+                "CREATE INDEX IF NOT EXISTS account_transfers_by_from ON account_transfers (from_account)",
+                "CREATE INDEX IF NOT EXISTS account_transfers_by_to ON account_transfers (to_account)",
+            ],
+            afterStatements: backfillAppAccountTokens
+        ),
     ]
+
+    /// Every StoreKit 2 payload stored before version 5 kept its `appAccountToken`; the new column gets it, so that
+    /// registering a token links purchases the ledger held before the upgrade. Receipts' payloads never have one.
+    static func backfillAppAccountTokens(_ connection: any SQLConnection) throws(LedgerError) {
+        let rows = try connection.query(
+            "SELECT transaction_id, payload_json FROM transactions WHERE payload_json LIKE '%appAccountToken%'", []
+        )
+        for row in rows {
+            let payload = try? JSONValue(parsing: Array(try row.requiredString(1).utf8))
+            guard case .string(let token)? = payload?["appAccountToken"] else { continue }
+            try connection.execute(
+                "UPDATE transactions SET app_account_token = $2 WHERE transaction_id = $1",
+                [.text(try row.requiredString(0)), .text(token.lowercased())]
+            )
+        }
+    }
 
     static var latestVersion: Int { migrations.last?.version ?? 0 }
 
@@ -144,6 +212,7 @@ enum LedgerSchema {
         guard applied < target else { return }
         for migration in migrations where migration.version > applied && migration.version <= target {
             for statement in migration.statements { try connection.execute(statement) }
+            try migration.afterStatements?(connection)
         }
         if applied == 0 {
             try connection.execute("INSERT INTO ledger_schema (version) VALUES ($1)", [.integer(Int64(target))])

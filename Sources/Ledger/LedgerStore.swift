@@ -99,27 +99,6 @@ public protocol LedgerStore: Sendable {
     func deleteAccount(_ account: String) throws(LedgerError) -> Bool
 }
 
-// TEMPORARY until the accounts ledger lands (branch accounts-ledger replaces these with real implementations in
-// SQLiteLedger and PostgresLedger and deletes this extension).
-extension LedgerStore {
-    public func registerAppAccountToken(_ token: String, account: String, at time: Int64) throws(LedgerError)
-        -> AppAccountTokenOutcome { throw LedgerError(.queryFailed, "accounts are not implemented yet") }
-    public func link(
-        originalTransactionIDs: [String], to account: String, source: AccountLinkSource, at time: Int64
-    ) throws(LedgerError) -> [String: AccountLinkOutcome] {
-        throw LedgerError(.queryFailed, "accounts are not implemented yet")
-    }
-    public func account(_ account: String) throws(LedgerError) -> AccountSnapshot? {
-        throw LedgerError(.queryFailed, "accounts are not implemented yet")
-    }
-    public func owner(originalTransactionID: String) throws(LedgerError) -> String? {
-        throw LedgerError(.queryFailed, "accounts are not implemented yet")
-    }
-    public func deleteAccount(_ account: String) throws(LedgerError) -> Bool {
-        throw LedgerError(.queryFailed, "accounts are not implemented yet")
-    }
-}
-
 /// Where the ledger lives: `"store": {"sqlite": "PATH"}` or `"store": {"postgres": "CONNINFO"}`.
 public enum LedgerConfiguration: Sendable, Hashable {
     /// A SQLite database file, created if missing.
@@ -137,14 +116,16 @@ extension LedgerConfiguration {
 ///
 /// - Parameter timeout: `store_timeout`, in seconds: the longest any call waits for a connection, a lock or one
 ///   statement's answer before it fails with `unavailable` (reason `timeout` or `locked`).
+/// - Parameter linkRules: the apps' restore behaviors and entitlement rule, which decide an explicit link to an
+///   account when another account owns the purchase (see Accounts.swift).
 public func openLedger(
     _ configuration: LedgerConfiguration, timeout: Double = LedgerConfiguration.defaultTimeout,
-    clock: @escaping LedgerClock = unixMillisecondsNow
+    clock: @escaping LedgerClock = unixMillisecondsNow, linkRules: AccountLinkRules = .transferAlways
 ) throws(LedgerError) -> any LedgerStore {
     switch configuration {
-    case .sqlite(let path): try SQLiteLedger(path: path, timeout: timeout, clock: clock)
+    case .sqlite(let path): try SQLiteLedger(path: path, timeout: timeout, clock: clock, linkRules: linkRules)
     case .postgres(let connectionString):
-        try PostgresLedger(connectionString: connectionString, timeout: timeout, clock: clock)
+        try PostgresLedger(connectionString: connectionString, timeout: timeout, clock: clock, linkRules: linkRules)
     }
 }
 

@@ -10,20 +10,22 @@ public final class PostgresLedger: LedgerStore {
     ///
     /// - Parameter timeout: the longest a call waits for a connection and for each transaction's answers, in
     ///   seconds; also the server's `statement_timeout` unless the connection string's `options` set one.
+    /// - Parameter linkRules: what decides a link to an account that another account owns (see Accounts.swift).
     public convenience init(
         connectionString: String, poolSize: Int = 4, timeout: Double = LedgerConfiguration.defaultTimeout,
-        clock: @escaping LedgerClock = unixMillisecondsNow
+        clock: @escaping LedgerClock = unixMillisecondsNow, linkRules: AccountLinkRules = .transferAlways
     ) throws(LedgerError) {
         try self.init(
             connectionString: connectionString, poolSize: poolSize, schemaVersion: LedgerSchema.latestVersion,
-            timeout: timeout, clock: clock
+            timeout: timeout, clock: clock, linkRules: linkRules
         )
     }
 
     /// `schemaVersion` below the latest exists for migration tests.
     init(
         connectionString: String, poolSize: Int, schemaVersion: Int,
-        timeout: Double = LedgerConfiguration.defaultTimeout, clock: @escaping LedgerClock
+        timeout: Double = LedgerConfiguration.defaultTimeout, clock: @escaping LedgerClock,
+        linkRules: AccountLinkRules = .transferAlways
     ) throws(LedgerError) {
         try PostgresConnection.checkParses(connectionString)
         let pool = ConnectionPool(capacity: poolSize, timeout: timeout) { deadline throws(LedgerError) in
@@ -35,7 +37,7 @@ public final class PostgresLedger: LedgerStore {
             try connection.execute("SELECT pg_advisory_xact_lock($1)", [.integer(Self.migrationLock)])
             try LedgerSchema.migrate(connection, to: schemaVersion)
         }
-        records = LedgerRecords(database: database, clock: clock)
+        records = LedgerRecords(database: database, clock: clock, linkRules: linkRules)
     }
 
     /// An arbitrary constant naming the ledger's migration lock among the database's advisory locks.
@@ -90,6 +92,26 @@ public final class PostgresLedger: LedgerStore {
     public func schemaVersion() throws(LedgerError) -> Int { try records.schemaVersion() }
 
     public func counts() throws(LedgerError) -> LedgerCounts { try records.counts() }
+
+    public func registerAppAccountToken(_ token: String, account: String, at time: Int64) throws(LedgerError)
+        -> AppAccountTokenOutcome
+    {
+        try records.registerAppAccountToken(token, account: account, at: time)
+    }
+
+    public func link(
+        originalTransactionIDs: [String], to account: String, source: AccountLinkSource, at time: Int64
+    ) throws(LedgerError) -> [String: AccountLinkOutcome] {
+        try records.link(originalTransactionIDs: originalTransactionIDs, to: account, source: source, at: time)
+    }
+
+    public func account(_ account: String) throws(LedgerError) -> AccountSnapshot? { try records.account(account) }
+
+    public func owner(originalTransactionID: String) throws(LedgerError) -> String? {
+        try records.owner(originalTransactionID: originalTransactionID)
+    }
+
+    public func deleteAccount(_ account: String) throws(LedgerError) -> Bool { try records.deleteAccount(account) }
 
     /// Closes the pool's connections (each one in use as it comes back); later calls fail `unavailable`.
     public func close() throws(LedgerError) { records.database.pool.close() }

@@ -20,17 +20,20 @@ public final class SQLiteLedger: LedgerStore {
     /// and migrates it to the current schema.
     ///
     /// - Parameter timeout: the longest a call waits for a lock, a reader or the writer, in seconds.
+    /// - Parameter linkRules: what decides a link to an account that another account owns (see Accounts.swift).
     public convenience init(
         path: String, timeout: Double = LedgerConfiguration.defaultTimeout,
-        clock: @escaping LedgerClock = unixMillisecondsNow
+        clock: @escaping LedgerClock = unixMillisecondsNow, linkRules: AccountLinkRules = .transferAlways
     ) throws(LedgerError) {
-        try self.init(path: path, schemaVersion: LedgerSchema.latestVersion, timeout: timeout, clock: clock)
+        try self.init(
+            path: path, schemaVersion: LedgerSchema.latestVersion, timeout: timeout, clock: clock, linkRules: linkRules
+        )
     }
 
     /// `schemaVersion` below the latest exists for migration tests.
     init(
         path: String, schemaVersion: Int, timeout: Double = LedgerConfiguration.defaultTimeout,
-        clock: @escaping LedgerClock
+        clock: @escaping LedgerClock, linkRules: AccountLinkRules = .transferAlways
     ) throws(LedgerError) {
         let writerConnection = try SQLiteConnection(path: path, timeout: timeout)
         let problems = writerConnection.integrityProblems()
@@ -50,7 +53,7 @@ public final class SQLiteLedger: LedgerStore {
                 try SQLiteConnection(path: path, timeout: timeout)
             }
         )
-        records = LedgerRecords(database: database, clock: clock)
+        records = LedgerRecords(database: database, clock: clock, linkRules: linkRules)
         self.path = path
     }
 
@@ -129,6 +132,26 @@ public final class SQLiteLedger: LedgerStore {
     public func schemaVersion() throws(LedgerError) -> Int { try records.schemaVersion() }
 
     public func counts() throws(LedgerError) -> LedgerCounts { try records.counts() }
+
+    public func registerAppAccountToken(_ token: String, account: String, at time: Int64) throws(LedgerError)
+        -> AppAccountTokenOutcome
+    {
+        try records.registerAppAccountToken(token, account: account, at: time)
+    }
+
+    public func link(
+        originalTransactionIDs: [String], to account: String, source: AccountLinkSource, at time: Int64
+    ) throws(LedgerError) -> [String: AccountLinkOutcome] {
+        try records.link(originalTransactionIDs: originalTransactionIDs, to: account, source: source, at: time)
+    }
+
+    public func account(_ account: String) throws(LedgerError) -> AccountSnapshot? { try records.account(account) }
+
+    public func owner(originalTransactionID: String) throws(LedgerError) -> String? {
+        try records.owner(originalTransactionID: originalTransactionID)
+    }
+
+    public func deleteAccount(_ account: String) throws(LedgerError) -> Bool { try records.deleteAccount(account) }
 
     /// Folds the write-ahead log into the database file and closes every connection, after the writes already
     /// queued committed; later calls fail `unavailable`. Fails when the final checkpoint could not complete (the

@@ -299,6 +299,8 @@ private func countRows(_ counts: LedgerCounts) -> [(String, Int64)] {
         ("transaction_sources", counts.transactionSources),
         ("renewal_infos", counts.renewalInfos),
         ("claims", counts.claims),
+        ("accounts", counts.accounts),
+        ("account_links", counts.accountLinks),
     ]
 }
 

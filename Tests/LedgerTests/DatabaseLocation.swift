@@ -14,15 +14,19 @@ enum DatabaseLocation: Sendable {
         }
     }
 
-    func open(schemaVersion: Int = LedgerSchema.latestVersion, clock: @escaping LedgerClock = TestClock.fixed)
-        throws(LedgerError) -> any LedgerStore
-    {
+    func open(
+        schemaVersion: Int = LedgerSchema.latestVersion, clock: @escaping LedgerClock = TestClock.fixed,
+        timeout: Double = LedgerConfiguration.defaultTimeout, linkRules: AccountLinkRules = .transferAlways
+    ) throws(LedgerError) -> any LedgerStore {
         switch self {
         case .sqlite(let path):
-            try SQLiteLedger(path: path, schemaVersion: schemaVersion, clock: clock)
+            try SQLiteLedger(
+                path: path, schemaVersion: schemaVersion, timeout: timeout, clock: clock, linkRules: linkRules
+            )
         case .postgres(let connectionString):
             try PostgresLedger(
-                connectionString: connectionString, poolSize: 4, schemaVersion: schemaVersion, clock: clock
+                connectionString: connectionString, poolSize: 4, schemaVersion: schemaVersion, timeout: timeout,
+                clock: clock, linkRules: linkRules
             )
         }
     }

@@ -85,6 +85,30 @@ final class ObservedStore: LedgerStore {
     }
     func schemaVersion() throws(LedgerError) -> Int { try base.schemaVersion() }
     func counts() throws(LedgerError) -> LedgerCounts { try base.counts() }
+    func registerAppAccountToken(_ token: String, account: String, at time: Int64) throws(LedgerError)
+        -> AppAccountTokenOutcome
+    {
+        count()
+        return try base.registerAppAccountToken(token, account: account, at: time)
+    }
+    func link(originalTransactionIDs: [String], to account: String, source: AccountLinkSource, at time: Int64)
+        throws(LedgerError) -> [String: AccountLinkOutcome]
+    {
+        count()
+        return try base.link(originalTransactionIDs: originalTransactionIDs, to: account, source: source, at: time)
+    }
+    func account(_ account: String) throws(LedgerError) -> AccountSnapshot? {
+        count()
+        return try base.account(account)
+    }
+    func owner(originalTransactionID: String) throws(LedgerError) -> String? {
+        count()
+        return try base.owner(originalTransactionID: originalTransactionID)
+    }
+    func deleteAccount(_ account: String) throws(LedgerError) -> Bool {
+        count()
+        return try base.deleteAccount(account)
+    }
 }
 
 /// Log lines, captured.

@@ -121,13 +121,15 @@ grep -q "^schema: version $supported, already current$" "$WORK/migrate.out" || f
 if [ "$supported" -ge 2 ]; then
     cp "$WORK/backup.sqlite" "$WORK/old.sqlite"
     # Version 2 added renewal_infos.price_increase_status, version 3 the columns that order versions of a row and
-    # transactions.is_upgraded: undo them to make a version-1 database.
+    # transactions.is_upgraded, version 5 transactions.app_account_token (indexed): undo them to make a version-1
+    # database. Tables of later versions may stay: their migrations create them only if missing.
     python3 - "$WORK/old.sqlite" <<'PY'
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
+db.execute("DROP INDEX IF EXISTS transactions_by_app_account_token")
 for table, column in [("renewal_infos", "price_increase_status"), ("renewal_infos", "notification_uuid"),
                       ("transactions", "source"), ("transactions", "notification_uuid"),
-                      ("transactions", "is_upgraded")]:
+                      ("transactions", "is_upgraded"), ("transactions", "app_account_token")]:
     if column in [row[1] for row in db.execute(f"PRAGMA table_info({table})")]:
         db.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
 db.execute("UPDATE ledger_schema SET version = 1")

@@ -22,6 +22,7 @@ enum LedgerFacts {
             revocationReason: transaction.revocationReason.map { Int($0) },
             inAppOwnershipType: transaction.inAppOwnershipType, webOrderLineItemID: transaction.webOrderLineItemID,
             environment: transaction.environment, isUpgraded: isUpgraded,
+            appAccountToken: transaction.appAccountToken?.lowercased(),
             signedDate: signedDate.millisecondsSince1970,
             payloadJSON: text(payload))
     }

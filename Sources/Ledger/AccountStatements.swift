@@ -1,0 +1,359 @@
+/// The accounts half of ``LedgerRecords``: each call is one database transaction.
+extension LedgerRecords {
+    func registerAppAccountToken(_ token: String, account: String, at time: Int64) throws(LedgerError)
+        -> AppAccountTokenOutcome
+    {
+        try checkStorable(token)
+        try checkStorable(account)
+        let token = token.lowercased()
+        return try database.write { connection throws(LedgerError) in
+            try LedgerStatements.lockAppAccountToken(token, exclusive: true, connection)
+            let inserted = try connection.query(
+                """
+                INSERT INTO account_tokens (app_account_token, account, registered_at) VALUES ($1, $2, $3)
+                ON CONFLICT (app_account_token) DO NOTHING
+                RETURNING account
+                """,
+                [.text(token), .text(account), .integer(time)]
+            )
+            var changed = ChangedAccounts()
+            if inserted.isEmpty {
+                let owner = try connection.query(
+                    "SELECT account FROM account_tokens WHERE app_account_token = $1", [.text(token)]
+                ).first?.string(0)
+                guard owner == account else { return .ownedByAnotherAccount }
+            } else {
+                changed.insert(account)
+            }
+            // What the ledger stored before the token was registered; later stores link by themselves.
+            let originals = try connection.query(
+                "SELECT DISTINCT original_transaction_id FROM transactions WHERE app_account_token = $1", [.text(token)]
+            ).compactMap { $0.string(0) }
+            var links: [String: AccountLinkOutcome] = [:]
+            for original in originals.sorted() {
+                links[original] = try LedgerStatements.linkByAppAccountToken(
+                    original, to: account, at: time, &changed, connection
+                )
+            }
+            try changed.touch(at: time, connection)
+            return .registered(first: !inserted.isEmpty, links: links)
+        }
+    }
+
+    func link(originalTransactionIDs: [String], to account: String, source: AccountLinkSource, at time: Int64)
+        throws(LedgerError) -> [String: AccountLinkOutcome]
+    {
+        try checkStorable(account)
+        for id in originalTransactionIDs { try checkStorable(id) }
+        let rules = linkRules
+        // One lock order for every writer, so concurrent PostgreSQL links of several originals cannot deadlock.
+        let ids = Array(Set(originalTransactionIDs)).sorted()
+        guard !ids.isEmpty else { return [:] }
+        return try database.write { connection throws(LedgerError) in
+            var changed = ChangedAccounts()
+            var outcomes: [String: AccountLinkOutcome] = [:]
+            for id in ids {
+                outcomes[id] = try LedgerStatements.link(
+                    id, to: account, source: source, at: time, rules: rules, &changed, connection
+                )
+            }
+            try changed.touch(at: time, connection)
+            return outcomes
+        }
+    }
+
+    func account(_ account: String) throws(LedgerError) -> AccountSnapshot? {
+        try database.read { connection throws(LedgerError) in
+            try LedgerStatements.account(account, connection)
+        }
+    }
+
+    func owner(originalTransactionID: String) throws(LedgerError) -> String? {
+        try database.read { connection throws(LedgerError) in
+            try connection.query(
+                "SELECT account FROM account_links WHERE original_transaction_id = $1", [.text(originalTransactionID)]
+            ).first?.string(0)
+        }
+    }
+
+    func deleteAccount(_ account: String) throws(LedgerError) -> Bool {
+        try database.write { connection throws(LedgerError) in
+            let parameters: [SQLValue] = [.text(account)]
+            var deleted = 0
+            for statement in [
+                "DELETE FROM account_links WHERE account = $1 RETURNING account",
+                "DELETE FROM account_tokens WHERE account = $1 RETURNING account",
+                "DELETE FROM account_transfers WHERE from_account = $1 OR to_account = $1 RETURNING from_account",
+                "DELETE FROM accounts WHERE account = $1 RETURNING account",
+            ] {
+                deleted += try connection.query(statement, parameters).count
+            }
+            return deleted > 0
+        }
+    }
+}
+
+/// The accounts whose links, tokens or transfers one database transaction changed: their `updated_at` moves (and a
+/// new account's row appears) once, at the end, in one order for every writer, so that two PostgreSQL transactions
+/// moving purchases between the same two accounts in opposite directions cannot deadlock on their rows.
+struct ChangedAccounts {
+    private var accounts: Set<String> = []
+
+    mutating func insert(_ account: String) { accounts.insert(account) }
+
+    func touch(at time: Int64, _ connection: any SQLConnection) throws(LedgerError) {
+        for account in accounts.sorted() {
+            try connection.execute(
+                """
+                INSERT INTO accounts (account, first_seen, updated_at) VALUES ($1, $2, $2)
+                ON CONFLICT (account) DO UPDATE SET
+                    first_seen = CASE WHEN accounts.first_seen > excluded.first_seen
+                        THEN excluded.first_seen ELSE accounts.first_seen END,
+                    updated_at = CASE WHEN accounts.updated_at < excluded.updated_at
+                        THEN excluded.updated_at ELSE accounts.updated_at END
+                """,
+                [.text(account), .integer(time)]
+            )
+        }
+    }
+}
+
+extension LedgerStatements {
+    /// Links the original transactions of `transactions` that carry a registered `appAccountToken` to its account,
+    /// unless someone owns them already; run in the transaction that stored them. Costs one indexed lookup per
+    /// transaction carrying a token (its account and the original's owner at once), and nothing for the others.
+    static func linkByAppAccountToken(
+        _ transactions: [TransactionFacts], at time: Int64, _ connection: any SQLConnection
+    ) throws(LedgerError) {
+        var tokens: [String: String] = [:]
+        for transaction in transactions {
+            guard let token = transaction.appAccountToken?.lowercased() else { continue }
+            tokens[transaction.originalTransactionID] = token
+        }
+        guard !tokens.isEmpty else { return }
+        var changed = ChangedAccounts()
+        for (original, token) in tokens.sorted(by: { $0.key < $1.key }) {
+            guard let (account, owner) = try registeredAccount(token, original: original, connection), owner == nil
+            else { continue }
+            _ = try linkByAppAccountToken(original, to: account, at: time, &changed, connection)
+        }
+        try changed.touch(at: time, connection)
+    }
+
+    /// The account that registered `token`, and who owns `original` now; nil when nobody registered the token.
+    ///
+    /// On PostgreSQL a registration may be committing beside this transaction: found, nothing can change it (a token
+    /// moves to no other account); not found, the registration's lock is waited for and the lookup repeated, so that
+    /// either this transaction sees the token or the registration sees this transaction's purchase.
+    private static func registeredAccount(
+        _ token: String, original: String, _ connection: any SQLConnection
+    ) throws(LedgerError) -> (account: String, owner: String?)? {
+        func lookup() throws(LedgerError) -> (account: String, owner: String?)? {
+            let rows = try connection.query(
+                """
+                SELECT account_tokens.account, account_links.account FROM account_tokens
+                LEFT JOIN account_links ON account_links.original_transaction_id = $2
+                WHERE account_tokens.app_account_token = $1
+                """,
+                [.text(token), .text(original)]
+            )
+            guard let row = rows.first else { return nil }
+            return (try row.requiredString(0), row.string(1))
+        }
+        if let found = try lookup() { return found }
+        guard connection is PostgresConnection else { return nil }
+        try lockAppAccountToken(token, exclusive: false, connection)
+        return try lookup()
+    }
+
+    /// An advisory lock per token (PostgreSQL only; SQLite's single writer already serializes): exclusive while a
+    /// token is registered, shared while a purchase carrying it looks for its account.
+    static func lockAppAccountToken(
+        _ token: String, exclusive: Bool, _ connection: any SQLConnection
+    ) throws(LedgerError) {
+        guard connection is PostgresConnection else { return }
+        // FNV-1a: stable across processes, unlike Swift's seeded hashing. A collision only makes two tokens wait on
+        // each other.
+        var hash: UInt32 = 2_166_136_261
+        for byte in token.utf8 { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
+        let function = exclusive ? "pg_advisory_xact_lock" : "pg_advisory_xact_lock_shared"
+        // The two-key form: its key space is apart from the migration lock's single key.
+        try connection.execute(
+            "SELECT \(function)($1, $2)",
+            [.integer(Int64(appAccountTokenLockClass)), .integer(Int64(Int32(bitPattern: hash)))]
+        )
+    }
+
+    /// An arbitrary constant ("acct") naming the token locks among the database's advisory locks.
+    static let appAccountTokenLockClass: Int32 = 0x6163_6374
+
+    /// A link by token takes nothing from anyone: after user B restored on A's Apple ID, every renewal still carries
+    /// A's token and must not move the purchase back.
+    static func linkByAppAccountToken(
+        _ original: String, to account: String, at time: Int64, _ changed: inout ChangedAccounts,
+        _ connection: any SQLConnection
+    ) throws(LedgerError) -> AccountLinkOutcome {
+        switch try claimLink(original, to: account, source: .appAccountToken, at: time, connection) {
+        case .inserted:
+            changed.insert(account)
+            return .linked
+        case .owned(by: let owner): return owner == account ? .alreadyLinked : .ownedByAnotherAccount
+        }
+    }
+
+    /// Links `original` to `account` as the account asked (a purchase it posted, a claim it was granted), moving it
+    /// from another account when the app's restore behavior allows: `transfer` always, `transfer_if_no_active` when
+    /// the purchase, as this transaction sees it, grants the other account nothing at `time`.
+    static func link(
+        _ original: String, to account: String, source: AccountLinkSource, at time: Int64, rules: AccountLinkRules,
+        _ changed: inout ChangedAccounts, _ connection: any SQLConnection
+    ) throws(LedgerError) -> AccountLinkOutcome {
+        // max() skips NULLs on both databases; ORDER BY would put them first on one and last on the other.
+        let known = try connection.query(
+            "SELECT count(*), max(bundle_id) FROM transactions WHERE original_transaction_id = $1", [.text(original)]
+        )
+        guard let transaction = known.first, transaction.int64(0) ?? 0 > 0 else { return .unknownTransaction }
+        let previous: String
+        switch try claimLink(original, to: account, source: source, at: time, connection, lockingExisting: true) {
+        case .inserted:
+            changed.insert(account)
+            return .linked
+        case .owned(by: let owner) where owner == account: return .alreadyLinked
+        case .owned(by: let owner): previous = owner
+        }
+        switch rules.restoreBehavior(transaction.string(1)) {
+        case .transfer: break
+        case .transferIfNoActive:
+            if let facts = try subscriptions(originalTransactionIDs: [original], connection)[original],
+                rules.grantsEntitlement(facts, time)
+            {
+                return .ownedByAnotherAccount
+            }
+        case .keepWithOriginal: return .ownedByAnotherAccount
+        }
+        // Compare-and-set: the row is locked on PostgreSQL and SQLite has one writer, so this only guards the
+        // invariant that a move starts from the owner it was decided on.
+        let moved = try connection.query(
+            """
+            UPDATE account_links SET account = $2, source = $3, linked_at = $4
+            WHERE original_transaction_id = $1 AND account = $5
+            RETURNING account
+            """,
+            [.text(original), .text(account), .text(source.rawValue), .integer(time), .text(previous)]
+        )
+        guard !moved.isEmpty else {
+            throw LedgerError(.queryFailed, "a locked account link changed owner under its transaction")
+        }
+        try connection.execute(
+            """
+            INSERT INTO account_transfers (original_transaction_id, from_account, to_account, transferred_at, source,
+                transfer_number)
+            SELECT $1, $2, $3, $4, $5, COALESCE(max(transfer_number), 0) + 1
+            FROM account_transfers WHERE original_transaction_id = $1
+            """,
+            [.text(original), .text(previous), .text(account), .integer(time), .text(source.rawValue)]
+        )
+        changed.insert(account)
+        changed.insert(previous)
+        return .transferred(previousAccount: previous)
+    }
+
+    enum LinkClaim {
+        case inserted
+        case owned(by: String)
+    }
+
+    /// Insert-or-nothing on the link's primary key, then read back: of concurrent links of one original, exactly one
+    /// inserts, and the others see its owner. `lockingExisting` keeps the existing row locked for a move.
+    private static func claimLink(
+        _ original: String, to account: String, source: AccountLinkSource, at time: Int64,
+        _ connection: any SQLConnection, lockingExisting: Bool = false
+    ) throws(LedgerError) -> LinkClaim {
+        // An account deleted between the insert and the read back takes its link away; the insert then succeeds.
+        for _ in 0..<3 {
+            let inserted = try connection.query(
+                """
+                INSERT INTO account_links (original_transaction_id, account, source, linked_at) VALUES ($1, $2, $3, $4)
+                ON CONFLICT (original_transaction_id) DO NOTHING
+                RETURNING account
+                """,
+                [.text(original), .text(account), .text(source.rawValue), .integer(time)]
+            )
+            if !inserted.isEmpty { return .inserted }
+            let owner = try connection.query(
+                "SELECT account FROM account_links WHERE original_transaction_id = $1"
+                    + (lockingExisting ? forUpdate(connection) : ""),
+                [.text(original)]
+            ).first?.string(0)
+            if let owner { return .owned(by: owner) }
+        }
+        throw LedgerError(.queryFailed, "the account link of \(original) kept appearing and disappearing")
+    }
+
+    /// One account with the facts of everything it owns or gave away, with one statement per table.
+    static func account(_ account: String, _ connection: any SQLConnection) throws(LedgerError) -> AccountSnapshot? {
+        let parameters: [SQLValue] = [.text(account)]
+        guard
+            let row = try connection.query(
+                "SELECT first_seen, updated_at FROM accounts WHERE account = $1", parameters
+            ).first
+        else { return nil }
+        var links: [AccountLink] = []
+        for link in try connection.query(
+            "SELECT original_transaction_id, linked_at, source FROM account_links WHERE account = $1", parameters
+        ) {
+            links.append(
+                AccountLink(
+                    originalTransactionID: try link.requiredString(0), linkedAt: try link.requiredInt64(1),
+                    source: try linkSource(link, 2)
+                )
+            )
+        }
+        let tokens = try connection.query(
+            "SELECT app_account_token FROM account_tokens WHERE account = $1", parameters
+        ).compactMap { $0.string(0) }
+        var transfers: [(transfer: AccountTransfer, number: Int64)] = []
+        for transfer in try connection.query(
+            """
+            SELECT original_transaction_id, from_account, to_account, transferred_at, source, transfer_number
+            FROM account_transfers WHERE from_account = $1 OR to_account = $1
+            """,
+            parameters
+        ) {
+            transfers.append(
+                (
+                    AccountTransfer(
+                        originalTransactionID: try transfer.requiredString(0),
+                        fromAccount: try transfer.requiredString(1), toAccount: try transfer.requiredString(2),
+                        transferredAt: try transfer.requiredInt64(3), source: try linkSource(transfer, 4)
+                    ),
+                    try transfer.requiredInt64(5)
+                )
+            )
+        }
+        // Sorted here, not in SQL: the two databases order text differently.
+        transfers.sort { lhs, rhs in
+            (lhs.transfer.transferredAt, lhs.transfer.originalTransactionID, lhs.number)
+                < (rhs.transfer.transferredAt, rhs.transfer.originalTransactionID, rhs.number)
+        }
+        links.sort { ($0.linkedAt, $0.originalTransactionID) < ($1.linkedAt, $1.originalTransactionID) }
+        let originals =
+            links.map(\.originalTransactionID)
+            + transfers.filter { $0.transfer.fromAccount == account }.map(\.transfer.originalTransactionID)
+        return AccountSnapshot(
+            record: AccountRecord(
+                account: account, links: links, appAccountTokens: tokens.sorted(), transfers: transfers.map(\.transfer),
+                firstSeen: try row.requiredInt64(0), updatedAt: try row.requiredInt64(1)
+            ),
+            subscriptions: try subscriptions(originalTransactionIDs: originals, connection)
+        )
+    }
+
+    private static func linkSource(_ row: SQLRow, _ column: Int) throws(LedgerError) -> AccountLinkSource {
+        let text = try row.requiredString(column)
+        guard let source = AccountLinkSource(rawValue: text) else {
+            throw LedgerError(.queryFailed, "an account link has the unknown source \(text)")
+        }
+        return source
+    }
+}
