@@ -87,6 +87,11 @@ enum LedgerFacts {
                 members.append(("webOrderLineItemId", .string(String(webOrder))))
             }
             if let environment = receipt.environment { members.append(("environment", .string(environment.rawValue))) }
+            // StoreKit 2 has no such members; an entitlement's `period_type` reads them (written only when set, so
+            // that an entry without an offer is stored as before).
+            if purchase.isTrialPeriod { members.append((ReceiptOffer.trial, .bool(true))) }
+            if purchase.isInIntroOfferPeriod { members.append((ReceiptOffer.introductory, .bool(true))) }
+            if let offer = purchase.promotionalOfferID { members.append((ReceiptOffer.promotionalOfferID, .string(offer))) }
             members.append(("signedDate", .integer(receipt.creationDate.millisecondsSince1970)))
             return TransactionFacts(
                 transactionID: transactionID, originalTransactionID: originalTransactionID,
@@ -99,6 +104,14 @@ enum LedgerFacts {
                 environment: receipt.environment?.rawValue, signedDate: receipt.creationDate.millisecondsSince1970,
                 payloadJSON: text(.object(members)))
         }
+    }
+
+    /// The members a receipt entry's payload has for its offer: `is_trial_period`, `is_in_intro_offer_period` and
+    /// `promotional_offer_id`, in the payload's camelCase.
+    enum ReceiptOffer {
+        static let trial = "isTrialPeriod"
+        static let introductory = "isInIntroOfferPeriod"
+        static let promotionalOfferID = "promotionalOfferId"
     }
 
     /// The stored payload back as JSON; the ledger holds only text this service wrote from verified JSON.

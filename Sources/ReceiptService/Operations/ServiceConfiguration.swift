@@ -6,7 +6,7 @@ internal import Foundation
 public import HTTP1Server
 public import ReceiptEngine
 public import StoreKitJWS
-import Ledger
+public import Ledger
 import JSONText
 internal import CryptoFloor
 #if canImport(Glibc)
@@ -60,7 +60,9 @@ public struct ConfigurationError: Error, Sendable, Hashable, CustomStringConvert
 /// `environments`, `max_receipt_bytes`, `max_body_bytes`, `max_header_bytes`, `max_connections`,
 /// `header_read_timeout`, `body_read_timeout`, `idle_timeout`, `shutdown_grace_period`, `log_format`, `store`
 /// (`sqlite` or `postgres`), `store_timeout`, `apps[].app_apple_id`, `api_tokens` (`name`, `sha256`, `scopes`),
-/// `public` (`host`, `port`). Unknown keys are refused so that a typo never silently leaves a default in force.
+/// `public` (`host`, `port`), and per app the accounts' rules (issue 24): `apps[].entitlements` (names to product
+/// ids), `apps[].non_renewing_durations` (product ids to ISO 8601 periods), `apps[].restore_behavior`. Unknown keys
+/// are refused so that a typo never silently leaves a default in force.
 public struct ServiceConfiguration: Sendable {
     /// An app whose receipts are accepted.
     public struct App: Sendable, Hashable {
@@ -73,12 +75,26 @@ public struct ServiceConfiguration: Sendable {
         public var appAppleID: Int64?
         /// The App Store Server API key of this app (`server_api`); nil when receiptd does not talk to Apple for it.
         public var serverAPI: AppServerAPIKey?
+        /// `entitlements`: what each entitlement name is granted by, as product ids. A product may grant several.
+        public var entitlements: [String: [String]]
+        /// `non_renewing_durations`: how long a non-renewing subscription grants from its purchase date, by product
+        /// id; a non-renewing product without one grants until it is revoked.
+        public var nonRenewingDurations: [String: ISO8601Period]
+        /// `restore_behavior`: what linking an original transaction another account owns does.
+        public var restoreBehavior: RestoreBehavior
 
-        public init(bundleID: String, versions: [String] = [], sharedSecret: String? = nil, appAppleID: Int64? = nil) {
+        public init(
+            bundleID: String, versions: [String] = [], sharedSecret: String? = nil, appAppleID: Int64? = nil,
+            entitlements: [String: [String]] = [:], nonRenewingDurations: [String: ISO8601Period] = [:],
+            restoreBehavior: RestoreBehavior = .transfer
+        ) {
             self.bundleID = bundleID
             self.versions = versions
             self.sharedSecret = sharedSecret
             self.appAppleID = appAppleID
+            self.entitlements = entitlements
+            self.nonRenewingDurations = nonRenewingDurations
+            self.restoreBehavior = restoreBehavior
         }
     }
 
@@ -433,6 +449,17 @@ struct ConfigurationReader {
                     }
                 case "server_api":
                     app.serverAPI = try appServerAPIKey(value, "\(prefix).server_api", baseDirectory: baseDirectory)
+                case "entitlements":
+                    app.entitlements = try entitlements(value, "\(prefix).entitlements")
+                case "non_renewing_durations":
+                    app.nonRenewingDurations = try durations(value, "\(prefix).non_renewing_durations")
+                case "restore_behavior":
+                    guard case .string(let text) = value, let behavior = RestoreBehavior(rawValue: text) else {
+                        throw invalid(
+                            "\(prefix).restore_behavior",
+                            "expected " + RestoreBehavior.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", "))
+                    }
+                    app.restoreBehavior = behavior
                 default:
                     throw ConfigurationError(.unknownKey, "config \(path): \(prefix).\(key): unknown key")
                 }
@@ -446,6 +473,73 @@ struct ConfigurationReader {
         }
         return apps
     }
+}
+
+// MARK: - Accounts (issue 24)
+
+extension ConfigurationReader {
+    /// `{"pro": ["com.example.pro.monthly", …], …}`: names of 1 to 64 of `[0-9A-Za-z._-]`, each to a non-empty array
+    /// of product ids.
+    func entitlements(_ value: JSONValue, _ key: String) throws(ConfigurationError) -> [String: [String]] {
+        guard case .object(let members) = value else {
+            throw invalid(key, "expected an object of entitlement names to arrays of product ids")
+        }
+        var entitlements: [String: [String]] = [:]
+        for (name, products) in members {
+            let memberKey = "\(key)[\(Self.quoted(name))]"
+            guard Self.isEntitlementName(name) else {
+                throw invalid(memberKey, "entitlement names are 1 to 64 of [0-9A-Za-z._-]")
+            }
+            guard entitlements[name] == nil else { throw invalid(memberKey, "named twice") }
+            guard case .array(let elements) = products, !elements.isEmpty else {
+                throw invalid(memberKey, "expected a non-empty array of product ids")
+            }
+            var ids: [String] = []
+            for (index, element) in elements.enumerated() {
+                guard case .string(let id) = element, !id.isEmpty else {
+                    throw invalid("\(memberKey)[\(index)]", "expected a product id (a non-empty string)")
+                }
+                if !ids.contains(id) { ids.append(id) }
+            }
+            entitlements[name] = ids
+        }
+        return entitlements
+    }
+
+    /// `{"com.example.pass.month": "P1M", …}`: product ids to ISO 8601 periods.
+    func durations(_ value: JSONValue, _ key: String) throws(ConfigurationError) -> [String: ISO8601Period] {
+        guard case .object(let members) = value else {
+            throw invalid(key, "expected an object of product ids to ISO 8601 periods such as \"P1M\"")
+        }
+        var durations: [String: ISO8601Period] = [:]
+        for (product, member) in members {
+            let memberKey = "\(key)[\(Self.quoted(product))]"
+            guard !product.isEmpty else { throw invalid(memberKey, "product ids are non-empty strings") }
+            guard durations[product] == nil else { throw invalid(memberKey, "named twice") }
+            guard case .string(let text) = member, let period = ISO8601Period.parse(text) else {
+                throw invalid(
+                    memberKey,
+                    "expected an ISO 8601 period PnYnMnWnDTnHnMnS of whole numbers up to "
+                        + "\(ISO8601Period.largestComponent), such as \"P1M\", \"P1Y\" or \"PT72H\"")
+            }
+            durations[product] = period
+        }
+        return durations
+    }
+
+    static func isEntitlementName(_ name: String) -> Bool {
+        (1...64).contains(name.utf8.count) && name.utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"):
+                true
+            default: false
+            }
+        }
+    }
+
+    /// A key as JSON writes it, so that one with quotes or control characters still names itself on one line.
+    static func quoted(_ key: String) -> String { String(decoding: JSONValue.string(key).serialized(), as: UTF8.self) }
 }
 
 /// Why a file cannot be read, in errno's words ("No such file or directory", "Permission denied", "Is a directory"):
