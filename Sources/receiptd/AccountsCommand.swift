@@ -56,7 +56,7 @@ struct AccountsShow: ReceiptdCommand {
                 throw StoreCommandFailure(message: store.explain(error))
             }
             guard let snapshot else { throw StoreCommandFailure(message: accountNotFound) }
-            let instant = at.map { Date(timeIntervalSince1970: Double($0.millisecondsSince1970) / 1000) } ?? Date()
+            let instant = (at ?? ReceiptDate(Date())).millisecondsSince1970
             let summary = AccountSummary(snapshot: snapshot, configuration: store.configuration, at: instant)
             if json {
                 var text = summary.json.serialized(pretty: true)
@@ -115,7 +115,9 @@ private func runAccountsCommand(
         let store = try configuredStore(configPath)
         let ledger: any LedgerStore
         do {
-            ledger = try openLedger(store.ledger, timeout: store.configuration.storeTimeout)
+            ledger = try openLedger(
+                store.ledger, timeout: store.configuration.storeTimeout,
+                linkRules: store.configuration.accountLinkRules)
         } catch {
             throw StoreCommandFailure(message: store.explain(error))
         }

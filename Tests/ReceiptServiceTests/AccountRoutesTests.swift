@@ -4,6 +4,7 @@ import JSONText
 import Ledger
 import ReceiptEngine
 import ReceiptForge
+import StoreKitJWS
 import TestSupport
 import Testing
 
@@ -15,6 +16,27 @@ struct AccountRoutesTests {
     typealias E = SignedEvents
 
     static let token = "6f2b9c1e-3a4d-4c5e-8f90-1a2b3c4d5e6f"
+
+    /// The ledger tests' service with `pro` granted by `pro.monthly`, over a ledger that links under `restore`.
+    static func routes(restore: RestoreBehavior = .transfer, _ backend: Backend = .sqlite) throws -> ReceiptRoutes {
+        var configuration = LedgerService.configuration
+        configuration.apps[0].entitlements = ["pro": ["pro.monthly"]]
+        configuration.apps[0].restoreBehavior = restore
+        let linkRules = configuration.accountLinkRules
+        let store: any LedgerStore =
+            switch backend {
+            case .sqlite:
+                try SQLiteLedger(path: Scratch.newPath("accounts.sqlite"), clock: TestClock.fixed, linkRules: linkRules)
+            case .postgres:
+                try PostgresLedger(
+                    connectionString: try PostgresCluster.shared.get().newDatabase(), clock: TestClock.fixed,
+                    linkRules: linkRules)
+            }
+        let validator = configuration.makeValidator()
+        return ReceiptRoutes(
+            configuration: configuration, validator: validator, jwsVerifier: JWSVerifier(policy: validator.policy),
+            ledger: PurchaseLedger(store: store), metrics: ServiceMetrics(), clock: { fixedNow })
+    }
 
     static func put(_ target: String) -> HTTPRequest { request(.put, target) }
 
@@ -47,7 +69,7 @@ struct AccountRoutesTests {
     // MARK: - PUT /v1/accounts/{account}/app_account_tokens/{uuid}
 
     @Test func tokenBeforeTheTransaction_linksItWhenItArrives() throws {
-        let routes = try LedgerService.routes(.sqlite)
+        let routes = try Self.routes()
         let registered = routes.handle(Self.put("/v1/accounts/alice/app_account_tokens/\(Self.token)"), on: .main)
         #expect(registered.status == 200)
         #expect(registered.json?.keys == ["account", "app_account_token", "registered", "first", "linked"])
@@ -62,7 +84,7 @@ struct AccountRoutesTests {
     }
 
     @Test func tokenAfterTheTransaction_linksWhatTheLedgerHolds_andSaysSo() throws {
-        let routes = try LedgerService.routes(.sqlite)
+        let routes = try Self.routes()
         #expect(routes.deliver(try Self.subscribed(token: Self.token)).status == 200)
         let registered = routes.handle(
             Self.put("/v1/accounts/alice/app_account_tokens/\(Self.token.uppercased())"), on: .main)
@@ -77,7 +99,7 @@ struct AccountRoutesTests {
     }
 
     @Test func tokenOfAnotherAccount_is409_namingTheTokenOnly() throws {
-        let routes = try LedgerService.routes(.sqlite)
+        let routes = try Self.routes()
         #expect(routes.handle(Self.put("/v1/accounts/alice/app_account_tokens/\(Self.token)"), on: .main).status == 200)
         let refused = routes.handle(Self.put("/v1/accounts/bob/app_account_tokens/\(Self.token)"), on: .main)
         #expect(refused.status == 409)
@@ -89,7 +111,7 @@ struct AccountRoutesTests {
 
     @Test(arguments: ["not-a-uuid", "6f2b9c1e3a4d4c5e8f901a2b3c4d5e6f", "6f2b9c1e-3a4d-4c5e-8f90-1a2b3c4d5e6g", "%20"])
     func tokenThatIsNotAUUID_is400(token: String) throws {
-        let routes = try LedgerService.routes(.sqlite)
+        let routes = try Self.routes()
         let response = routes.handle(Self.put("/v1/accounts/alice/app_account_tokens/\(token)"), on: .main)
         #expect(response.status == 400)
         #expect(response.errorDetail == "invalid_app_account_token")
@@ -99,7 +121,7 @@ struct AccountRoutesTests {
 
     @Test(arguments: ["%00", "a%0Ab", "%FF", "%zz", "%4", String(repeating: "a", count: 257)])
     func accountThatCannotBeStored_is400(account: String) throws {
-        let routes = try LedgerService.routes(.sqlite)
+        let routes = try Self.routes()
         for request in [
             get("/v1/accounts/\(account)"), request(.delete, "/v1/accounts/\(account)"),
             Self.put("/v1/accounts/\(account)/app_account_tokens/\(Self.token)"),
@@ -111,7 +133,7 @@ struct AccountRoutesTests {
     }
 
     @Test func percentEncodedAccount_isDecoded_andPlusStaysPlus() throws {
-        let routes = try LedgerService.routes(.sqlite)
+        let routes = try Self.routes()
         let registered = routes.handle(
             Self.put("/v1/accounts/user%2042%2B%C3%A9+x/app_account_tokens/\(Self.token)"), on: .main)
         #expect(registered.json?["account"] == .string("user 42+é+x"))
@@ -120,7 +142,7 @@ struct AccountRoutesTests {
     }
 
     @Test func accountRoutes_areNeverOnThePublicListener() throws {
-        let routes = try LedgerService.routes(.sqlite)
+        let routes = try Self.routes()
         for request in [
             get("/v1/accounts/alice"), request(.delete, "/v1/accounts/alice"),
             Self.put("/v1/accounts/alice/app_account_tokens/\(Self.token)"),
@@ -131,7 +153,7 @@ struct AccountRoutesTests {
     }
 
     @Test func otherMethodsOnAnAccount_are405_allowingGetAndDelete() throws {
-        let response = try LedgerService.routes(.sqlite).handle(request(.put, "/v1/accounts/alice"), on: .main)
+        let response = try Self.routes().handle(request(.put, "/v1/accounts/alice"), on: .main)
         #expect(response.status == 405)
         #expect(response.headers["Allow"] == "GET, DELETE")
     }
@@ -146,21 +168,21 @@ struct AccountRoutesTests {
     // MARK: - GET and DELETE /v1/accounts/{account}
 
     @Test func unknownAccount_is404() throws {
-        let response = try LedgerService.routes(.sqlite).handle(get("/v1/accounts/nobody"), on: .main)
+        let response = try Self.routes().handle(get("/v1/accounts/nobody"), on: .main)
         #expect(response.status == 404)
         #expect(response.errorCode == "account_not_found")
     }
 
     @Test(arguments: ["yesterday", "2026-13-01T00:00:00Z", ""])
     func atThatIsNotADate_is400_namingIt(at: String) throws {
-        let response = try LedgerService.routes(.sqlite).handle(get("/v1/accounts/alice?at=\(at)"), on: .main)
+        let response = try Self.routes().handle(get("/v1/accounts/alice?at=\(at)"), on: .main)
         #expect(response.status == 400)
         #expect(response.errorDetail == "invalid_date")
         #expect(response.json?["error"]?["message"]?.stringValue?.contains("\"\(at)\"") == true)
     }
 
     @Test func delete_forgetsTheAccount_butNotApplesFacts() throws {
-        let routes = try LedgerService.routes(.sqlite)
+        let routes = try Self.routes()
         #expect(routes.handle(Self.put("/v1/accounts/alice/app_account_tokens/\(Self.token)"), on: .main).status == 200)
         #expect(routes.deliver(try Self.subscribed(token: Self.token)).status == 200)
 
@@ -177,7 +199,7 @@ struct AccountRoutesTests {
     // MARK: - POST /v1/accounts/{account}/purchases
 
     @Test func postedPurchase_isValidatedRecordedAndLinked() throws {
-        let routes = try LedgerService.routes(.sqlite)
+        let routes = try Self.routes()
         let jws = try Self.signed(Self.firstMonth())
         let response = Self.purchase(routes, account: "alice", jws: jws)
         #expect(response.status == 200)
@@ -196,7 +218,7 @@ struct AccountRoutesTests {
         ("not base64 !!", "text/plain"),
     ])
     func invalidBody_answersAsValidateWould_andLinksNothing(body: String, contentType: String) throws {
-        let routes = try LedgerService.routes(.sqlite)
+        let routes = try Self.routes()
         let validate = routes.handle(post("/v1/validate", contentType: contentType, text: body), on: .main)
         let posted = routes.handle(
             post("/v1/accounts/alice/purchases", contentType: contentType, text: body), on: .main)
@@ -206,7 +228,7 @@ struct AccountRoutesTests {
     }
 
     @Test func forgedPurchase_is422AsValidateSays_andLinksNothing() throws {
-        let routes = try LedgerService.routes(.sqlite)
+        let routes = try Self.routes()
         let forged = try JWSPKI.rogue.sign(Self.firstMonth())
         let posted = Self.purchase(routes, account: "alice", jws: forged)
         #expect(posted.status == 422)
@@ -214,10 +236,94 @@ struct AccountRoutesTests {
         #expect(routes.handle(get("/v1/accounts/alice"), on: .main).errorCode == "account_not_found")
     }
 
+    // MARK: - Restore behaviors, through posted purchases
+
+    /// A month that ran out ten days ago: it grants nothing now.
+    static func lastMonth() throws -> String {
+        try signed(E.transaction("7000", purchased: -40, expires: -10, signed: -40).payload)
+    }
+
+    @Test(arguments: Backend.tested)
+    func transfer_movesThePurchase_andThePreviousAccountSeesWhy(_ backend: Backend) throws {
+        let routes = try Self.routes(restore: .transfer, backend)
+        let jws = try Self.signed(Self.firstMonth())
+        #expect(Self.purchase(routes, account: "alice", jws: jws).status == 200)
+        let bob = Self.purchase(routes, account: "bob", jws: jws)
+        #expect(bob.status == 200)
+        #expect(bob.json?["entitlements"]?["pro"]?["active"] == .bool(true))
+        let alice = try #require(routes.handle(get("/v1/accounts/alice"), on: .main).json)
+        #expect(Self.originals(alice) == [])
+        #expect(alice["entitlements"]?["pro"]?["active"] == .bool(false))
+        #expect(alice["entitlements"]?["pro"]?["ended_reason"] == .string("transferred"))
+    }
+
+    @Test(arguments: Backend.tested)
+    func keepWithOriginal_refusesWithoutNamingTheOwner_andChangesNothing(_ backend: Backend) throws {
+        let routes = try Self.routes(restore: .keepWithOriginal, backend)
+        let jws = try Self.signed(Self.firstMonth())
+        #expect(Self.purchase(routes, account: "alice", jws: jws).status == 200)
+        let bob = Self.purchase(routes, account: "bob", jws: jws)
+        #expect(bob.status == 409)
+        #expect(bob.errorCode == "owned_by_another_account")
+        #expect(!bob.text.contains("alice"))
+        #expect(routes.handle(get("/v1/accounts/bob"), on: .main).errorCode == "account_not_found")
+        #expect(Self.originals(routes.handle(get("/v1/accounts/alice"), on: .main).json) == [E.original])
+    }
+
+    @Test func transferIfNoActive_refusesWhileItGrants() throws {
+        let routes = try Self.routes(restore: .transferIfNoActive)
+        let jws = try Self.signed(Self.firstMonth())
+        #expect(Self.purchase(routes, account: "alice", jws: jws).status == 200)
+        #expect(Self.purchase(routes, account: "bob", jws: jws).errorCode == "owned_by_another_account")
+        #expect(Self.originals(routes.handle(get("/v1/accounts/alice"), on: .main).json) == [E.original])
+    }
+
+    @Test func transferIfNoActive_movesWhatGrantsNothing() throws {
+        let routes = try Self.routes(restore: .transferIfNoActive)
+        let jws = try Self.lastMonth()
+        #expect(Self.purchase(routes, account: "alice", jws: jws).status == 200)
+        #expect(Self.purchase(routes, account: "bob", jws: jws).status == 200)
+        #expect(Self.originals(routes.handle(get("/v1/accounts/bob"), on: .main).json) == [E.original])
+        #expect(Self.originals(routes.handle(get("/v1/accounts/alice"), on: .main).json) == [])
+    }
+
+    /// After another user restored on the same Apple ID, every renewal still carries the first user's token: token
+    /// links never take a purchase from its owner.
+    @Test func tokenLink_neverTakesFromAnotherAccount() throws {
+        let routes = try Self.routes(restore: .transfer)
+        #expect(Self.purchase(routes, account: "alice", jws: try Self.signed(Self.firstMonth(token: Self.token))).status == 200)
+        let bob = routes.handle(Self.put("/v1/accounts/bob/app_account_tokens/\(Self.token)"), on: .main)
+        #expect(bob.status == 200)
+        #expect(bob.json?["linked"] == .array([]))
+        #expect(Self.originals(routes.handle(get("/v1/accounts/bob"), on: .main).json) == [])
+        #expect(Self.originals(routes.handle(get("/v1/accounts/alice"), on: .main).json) == [E.original])
+    }
+
+    // MARK: - ?at=
+
+    @Test func at_appliesTheRulesAtThatInstant() throws {
+        let routes = try Self.routes()
+        #expect(Self.purchase(routes, account: "alice", jws: try Self.signed(Self.firstMonth())).status == 200)
+        let now = try #require(routes.handle(get("/v1/accounts/alice"), on: .main).json)
+        #expect(now["entitlements"]?["pro"]?["active"] == .bool(true))
+        #expect(now["at"] == .string(ReceiptDate(fixedNow).rfc3339))
+
+        let before = ReceiptDate(E.at(-20)).rfc3339
+        let then = try #require(routes.handle(get("/v1/accounts/alice?at=\(before)"), on: .main).json)
+        #expect(then["at"] == .string(before))
+        #expect(then["entitlements"]?["pro"] == nil)
+        #expect(Self.originals(then) == [])
+
+        let after = ReceiptDate(E.at(30)).rfc3339
+        let later = try #require(routes.handle(get("/v1/accounts/alice?at=\(after)"), on: .main).json)
+        #expect(later["entitlements"]?["pro"]?["active"] == .bool(false))
+        #expect(later["entitlements"]?["pro"]?["ended_reason"] == .string("expired"))
+    }
+
     // MARK: - Claims
 
     @Test func claim_linksTheClaimedTransactionsOriginal() throws {
-        let routes = try LedgerService.routes(.sqlite)
+        let routes = try Self.routes()
         #expect(routes.deliver(try Self.subscribed(token: nil)).status == 200)
         #expect(routes.claim("7000", account: "carol").status == 200)
         #expect(Self.originals(routes.handle(get("/v1/accounts/carol"), on: .main).json) == [E.original])

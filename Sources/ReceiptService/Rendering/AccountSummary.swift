@@ -1,8 +1,3 @@
-#if canImport(FoundationEssentials)
-public import FoundationEssentials
-#else
-public import Foundation
-#endif
 public import JSONText
 public import Ledger
 
@@ -23,7 +18,7 @@ public struct AccountSummary: Sendable {
     public let json: JSONValue
 
     /// The account's report at `at`, as `GET /v1/accounts/{account}?at=` answers it.
-    public init(snapshot: AccountSnapshot, configuration: ServiceConfiguration, at: Date) {
+    public init(snapshot: AccountSnapshot, configuration: ServiceConfiguration, at: Int64) {
         json = AccountReport(snapshot: snapshot, configuration: configuration, at: at).json
     }
 

@@ -1,8 +1,3 @@
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
 import HTTP1Server
 import JSONText
 import Ledger
@@ -31,9 +26,9 @@ extension ReceiptRoutes {
     // MARK: - GET /v1/accounts/{account}
 
     private func accountReport(_ account: String, _ request: HTTPRequest) -> HTTPResponse {
-        let at: Date
+        let at: Int64
         do {
-            at = try Self.evaluationInstant(request) ?? clock()
+            at = try Self.evaluationInstant(request) ?? ReceiptDate(clock()).millisecondsSince1970
         } catch {
             return problem(error)
         }
@@ -47,15 +42,15 @@ extension ReceiptRoutes {
         return json(status: .ok, AccountReport(snapshot: snapshot, configuration: configuration, at: at).json)
     }
 
-    /// `?at=`: the instant the rules are applied at, RFC 3339; nil when not asked.
-    static func evaluationInstant(_ request: HTTPRequest) throws(RequestProblem) -> Date? {
+    /// `?at=`: the instant the rules are applied at (Unix milliseconds), sent as RFC 3339; nil when not asked.
+    static func evaluationInstant(_ request: HTTPRequest) throws(RequestProblem) -> Int64? {
         guard let text = request.queryValue("at") else { return nil }
         guard let date = ReceiptDate(rfc3339: text) else {
             let shown = text.utf8.count <= 64 ? "\"\(text)\"" : "a value of \(text.utf8.count) bytes"
             throw .badRequest(
                 .invalidDate, "at must be an RFC 3339 date like 2026-01-31T12:00:00Z, not \(shown)")
         }
-        return Date(timeIntervalSince1970: Double(date.millisecondsSince1970) / 1000)
+        return date.millisecondsSince1970
     }
 
     static let accountNotFound = RequestProblem(
@@ -130,7 +125,7 @@ extension ReceiptRoutes {
         let (validation, originals) = self.validation(of: request, wantsHTML: false)
         guard validation.status == .ok else { return validation }
         let now = ReceiptDate(clock()).millisecondsSince1970
-        let rules = AccountLinkRules(configuration: configuration)
+        let rules = configuration.accountLinkRules
         let outcome: Result<AccountSnapshot, KeptElsewhere>
         do {
             outcome = try ledger.withStore { (store) throws(LedgerError) -> Result<AccountSnapshot, KeptElsewhere> in
@@ -166,7 +161,7 @@ extension ReceiptRoutes {
                 message: "original transaction \(kept.originalTransactionID) belongs to another account, and its "
                     + "app's restore_behavior keeps it there: nothing was linked"))
         }
-        guard case .object(var members) = AccountReport(snapshot: linked, configuration: configuration, at: clock()).json
+        guard case .object(var members) = AccountReport(snapshot: linked, configuration: configuration, at: now).json
         else { return validation }
         members.append(("validation", (try? JSONValue(parsing: validation.body)) ?? .null))
         return json(status: .ok, .object(members))

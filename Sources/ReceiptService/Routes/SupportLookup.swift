@@ -103,7 +103,7 @@ extension ReceiptRoutes {
                 .invalidAccount,
                 "?account= must be 1 to \(Self.maximumAccountBytes) bytes of UTF-8 without control characters"))
         }
-        let now = clock()
+        let now = ReceiptDate(clock()).millisecondsSince1970
         let found: (AccountSnapshot, [LookupPage.Subscription])?
         do {
             found = try ledger.withStore { (store) throws(LedgerError) in
@@ -126,8 +126,7 @@ extension ReceiptRoutes {
         return html(
             status: .ok,
             LookupPage.accountPage(
-                account: account, summary: summary, subscriptions: subscriptions,
-                now: ReceiptDate(now).millisecondsSince1970))
+                account: account, summary: summary, subscriptions: subscriptions, now: now))
     }
 
     /// A transaction id first (an original transaction id is also its first transaction's id), then an original
