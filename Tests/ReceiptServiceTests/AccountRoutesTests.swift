@@ -320,6 +320,25 @@ struct AccountRoutesTests {
         #expect(later["entitlements"]?["pro"]?["ended_reason"] == .string("expired"))
     }
 
+    // MARK: - The support page's lookup box
+
+    @Test func lookupOfAnAccount_showsEntitlementsTimelinesAndPurchases() throws {
+        let routes = try Self.routes()
+        #expect(Self.purchase(routes, account: "alice", jws: try Self.signed(Self.firstMonth())).status == 200)
+        let page = routes.handle(get("/lookup?account=alice"), on: .main)
+        #expect(page.status == 200)
+        #expect(page.text.contains(#"data-matched="account""#))
+        #expect(page.text.contains(#"data-entitlement="pro" data-active="true""#))
+        #expect(page.text.contains(#"<section class="subscription" data-original-transaction-id="7000">"#))
+        #expect(page.text.contains(#"<table class="purchases">"#))
+        #expect(page.text.contains(#"<tr data-transaction-id="7000">"#))
+
+        let unknown = routes.handle(get("/lookup?account=nobody"), on: .main)
+        #expect(unknown.status == 404)
+        #expect(unknown.text.contains(#"data-code="account_not_found""#))
+        #expect(routes.handle(get("/lookup?id=7000"), on: .main).status == 200)
+    }
+
     // MARK: - Claims
 
     @Test func claim_linksTheClaimedTransactionsOriginal() throws {
