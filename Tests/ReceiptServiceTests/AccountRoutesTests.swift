@@ -320,6 +320,20 @@ struct AccountRoutesTests {
         #expect(later["entitlements"]?["pro"]?["ended_reason"] == .string("expired"))
     }
 
+    @Test func subscriptionAt_isTheSubscriptionAsItStoodThen() throws {
+        let routes = try Self.routes()
+        #expect(routes.deliver(try Self.subscribed(token: nil)).status == 200)
+        #expect(routes.deliver(try LedgerRouteTests.refund()).status == 200)
+        let now = routes.handle(get("/v1/subscriptions/7000"), on: .main)
+        #expect(now.json?["status"] == .string("revoked"))
+        let beforeRefund = routes.handle(get("/v1/subscriptions/7000?at=\(ReceiptDate(E.at(-7)).rfc3339)"), on: .main)
+        #expect(beforeRefund.json?["status"] == .string("active"))
+        #expect(beforeRefund.json?["revocation_date"] == .null)
+        let beforePurchase = routes.handle(get("/v1/subscriptions/7000?at=\(ReceiptDate(E.at(-20)).rfc3339)"), on: .main)
+        #expect(beforePurchase.status == 404)
+        #expect(routes.handle(get("/v1/subscriptions/7000?at=soon"), on: .main).errorDetail == "invalid_date")
+    }
+
     // MARK: - The support page's lookup box
 
     @Test func lookupOfAnAccount_showsEntitlementsTimelinesAndPurchases() throws {

@@ -11,14 +11,30 @@ import StoreKitJWS
 
 /// What the ledger knows: subscriptions, transactions, and claims that grant a purchase exactly once.
 extension ReceiptRoutes {
-    func subscription(originalTransactionID: String) -> HTTPResponse {
-        let facts: SubscriptionFacts?
+    /// `?at=` (RFC 3339): the facts as they stood at that instant (docs/accounts.md), the status evaluated then.
+    func subscription(originalTransactionID: String, request: HTTPRequest) -> HTTPResponse {
+        let at: Int64?
+        do {
+            at = try Self.evaluationInstant(request)
+        } catch {
+            return problem(error)
+        }
+        var facts: SubscriptionFacts?
         do {
             facts = try ledger.withStore { (store) throws(LedgerError) in
                 try ledger.subscription(originalTransactionID: originalTransactionID, in: store)
             }
         } catch {
             return problem(Self.storeProblem(error))
+        }
+        if let at, let stored = facts {
+            facts = stored.asOf(at)
+            guard facts?.transactions.isEmpty == false || stored.transactions.isEmpty else {
+                return problem(RequestProblem(
+                    status: .notFound, code: .notFound,
+                    message: "original transaction \(originalTransactionID) was not purchased yet at "
+                        + ReceiptDate(millisecondsSince1970: at).rfc3339))
+            }
         }
         guard let facts else {
             return problem(RequestProblem(
@@ -32,7 +48,7 @@ extension ReceiptRoutes {
                 message: "\(originalTransactionID) is a one-time purchase\(type), not an auto-renewable subscription: "
                     + "see /v1/transactions/\(originalTransactionID)"))
         }
-        return json(status: .ok, Self.subscriptionJSON(facts, now: clock()))
+        return json(status: .ok, Self.subscriptionJSON(facts, now: at.map(AccountReport.exactDate) ?? clock()))
     }
 
     func transaction(id: String) -> HTTPResponse {

@@ -363,7 +363,7 @@ public struct ReceiptRoutes: Sendable {
         switch route {
         case .validate: return validate(request)
         case .notifications: return receiveNotification(request)
-        case .subscription: return subscription(originalTransactionID: id)
+        case .subscription: return subscription(originalTransactionID: id, request: request)
         case .transaction: return transaction(id: id)
         case .claim: return claim(request, transactionID: id)
         case .order: return order(id: id, apple: apple)
