@@ -334,6 +334,17 @@ struct AccountRoutesTests {
         #expect(routes.handle(get("/v1/subscriptions/7000?at=soon"), on: .main).errorDetail == "invalid_date")
     }
 
+    @Test(arguments: [
+        ("/v1/accounts/user-42", "/v1/accounts/{account}"),
+        ("/v1/accounts/user%2042/purchases", "/v1/accounts/{account}/purchases"),
+        ("/v1/accounts/u/app_account_tokens/\(token)", "/v1/accounts/{account}/app_account_tokens/{app_account_token}"),
+        ("/v1/accounts/", "/v1/accounts/{account}"),
+        ("/v1/transactions/7000", "/v1/transactions/7000"),
+    ])
+    func accessLog_neverNamesTheAccountOrItsToken(path: String, logged: String) {
+        #expect(ServiceLog.loggedPath(path) == logged)
+    }
+
     // MARK: - The support page's lookup box
 
     @Test func lookupOfAnAccount_showsEntitlementsTimelinesAndPurchases() throws {

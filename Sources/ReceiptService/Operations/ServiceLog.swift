@@ -129,9 +129,19 @@ public struct ServiceLog: Sendable {
         return "\(kept)[...+\(count - utf8.distance(from: utf8.startIndex, to: end))B]"
     }
 
-    /// The path without its query, clipped.
+    /// The path without its query and without any account, clipped.
     static func loggedPath(_ path: String) -> String {
-        clipped(pathWithoutQuery(path))
+        clipped(pathWithoutAccount(pathWithoutQuery(path)))
+    }
+
+    /// The backend's user ids, and the app account tokens that stand for them, are never logged: an account route's
+    /// path is logged with their segments replaced by their names in the route template.
+    static func pathWithoutAccount(_ path: String) -> String {
+        guard path.hasPrefix("/v1/accounts/") else { return path }
+        var segments = path.split(separator: "/", omittingEmptySubsequences: false)
+        segments[3] = "{account}"
+        if segments.count > 5, segments[4] == "app_account_tokens" { segments[5] = "{app_account_token}" }
+        return segments.joined(separator: "/")
     }
 
     /// HTTPServer hands over the path without its query already; this keeps `?device_id=` out of the log whoever
