@@ -3,8 +3,6 @@ extension LedgerRecords {
     func registerAppAccountToken(_ token: String, account: String, at time: Int64) throws(LedgerError)
         -> AppAccountTokenOutcome
     {
-        try checkStorable(token)
-        try checkStorable(account)
         let token = token.lowercased()
         return try database.write { connection throws(LedgerError) in
             try LedgerStatements.lockAppAccountToken(token, exclusive: true, connection)
@@ -43,8 +41,6 @@ extension LedgerRecords {
     func link(originalTransactionIDs: [String], to account: String, source: AccountLinkSource, at time: Int64)
         throws(LedgerError) -> [String: AccountLinkOutcome]
     {
-        try checkStorable(account)
-        for id in originalTransactionIDs { try checkStorable(id) }
         let rules = linkRules
         // One lock order for every writer, so concurrent PostgreSQL links of several originals cannot deadlock.
         let ids = Array(Set(originalTransactionIDs)).sorted()
