@@ -41,8 +41,10 @@ public final class SQLiteLedger: LedgerStore {
         } catch where error.reason == .corrupt {
             // Damage in the schema's own pages stops the first statement, before quick_check can run.
             throw LedgerError(
-                .corrupt, "the SQLite database at \(path) is damaged: \(error.message); restore a backup (receiptd store "
-                    + "restore)", reason: .corrupt)
+                .corrupt,
+                "the SQLite database at \(path) is damaged: \(error.message); restore a backup "
+                    + "(receiptd store restore)",
+                reason: .corrupt)
         }
         let problems = writerConnection.integrityProblems()
         guard problems.isEmpty else {

@@ -67,10 +67,11 @@ struct AccountReadProbe {
             registered += try renewals("registered\(round)-", token: Self.token)
             unregistered += try renewals("unregistered\(round)-", token: "ffffffff-0000-4000-8000-000000000000")
         }
+        func change(_ time: Double) -> String { String(format: "%+.0f%%", (time / plain - 1) * 100) }
         print(
             "token probe (\(backend)): a renewal without a token \(Int(plain)) µs, with a registered token "
-                + "\(Int(registered)) µs (\(String(format: "%+.0f", (registered / plain - 1) * 100))%), with an "
-                + "unregistered one \(Int(unregistered)) µs (\(String(format: "%+.0f", (unregistered / plain - 1) * 100))%)")
+                + "\(Int(registered)) µs (\(change(registered))), with an unregistered one \(Int(unregistered)) µs "
+                + "(\(change(unregistered)))")
         #expect(try ledger.owner(originalTransactionID: "registered0--original") == "probe")
     }
 }

@@ -18,7 +18,8 @@ struct AccountTests {
     ) -> TransactionFacts {
         var facts = E.transaction(id, purchase: signed, expires: expires, signed: signed, original: original)
         facts.appAccountToken = token
-        facts.payloadJSON = #"{"transactionId":"\#(id)","appAccountToken":"\#(token.uppercased())","signedDate":\#(signed)}"#
+        facts.payloadJSON =
+            #"{"transactionId":"\#(id)","appAccountToken":"\#(token.uppercased())","signedDate":\#(signed)}"#
         return facts
     }
 
@@ -53,10 +54,12 @@ struct AccountTests {
     func tokenRegisteredFirst_linksWhatArrivesLater_fromEverySource(_ backend: Backend) throws {
         let ledger = try Self.open(backend)
         _ = try ledger.registerAppAccountToken(Self.tokenA, account: "alice", at: 1)
-        _ = try ledger.record(E.notification("SUBSCRIBED", signed: E.t0, transaction: Self.tokened("1000", original: "1000")))
+        _ = try ledger.record(
+            E.notification("SUBSCRIBED", signed: E.t0, transaction: Self.tokened("1000", original: "1000")))
         try ledger.record(transactions: [Self.tokened("2000", original: "2000")], source: .jws)
         try ledger.record(transactions: [Self.tokened("3000", original: "3000")], source: .serverAPI)
-        try ledger.record(transactions: [E.transaction("4000", purchase: E.t0, expires: nil, signed: E.t0, original: "4000")],
+        try ledger.record(
+            transactions: [E.transaction("4000", purchase: E.t0, expires: nil, signed: E.t0, original: "4000")],
             source: .jws)
         for original in ["1000", "2000", "3000"] {
             #expect(try ledger.owner(originalTransactionID: original) == "alice")
@@ -197,7 +200,8 @@ struct AccountTests {
         let ledger = try Self.open(backend)
         try ledger.record(transactions: [E.firstMonth, E.transaction("1001", purchase: E.t0 + 30 * E.day,
             expires: E.t0 + 60 * E.day, signed: E.t0 + 30 * E.day)], source: .jws)
-        #expect(try ledger.claim(transactionID: "1001", account: "alice", at: 10) == .granted(first: true, claimedAt: 10))
+        #expect(
+            try ledger.claim(transactionID: "1001", account: "alice", at: 10) == .granted(first: true, claimedAt: 10))
         #expect(try ledger.account("alice")?.record.links
             == [AccountLink(originalTransactionID: E.original, linkedAt: 10, source: .claim)])
         #expect(try ledger.claim(transactionID: "1000", account: "bob", at: 20) == .granted(first: true, claimedAt: 20))
