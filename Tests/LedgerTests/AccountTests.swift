@@ -274,11 +274,25 @@ struct AccountTests {
         try VersionOrderMigrationTests.insertAsVersion2(stored, sources: [.jws], location.rawConnection())
         try VersionOrderMigrationTests.insertAsVersion2(E.transaction("2000", purchase: E.t0, expires: nil,
             signed: E.t0, original: "2000"), sources: [.receipt], location.rawConnection())
+        // More than one page of the back-fill's reads.
+        let many = 2 * LedgerStatements.idsPerStatement + 1
+        do {
+            let raw = try location.rawConnection()
+            try raw.execute("BEGIN")
+            for number in 0..<many {
+                try VersionOrderMigrationTests.insertAsVersion2(
+                    Self.tokened("b\(number)", original: "3000", token: Self.tokenB), sources: [.notification], raw)
+            }
+            try raw.execute("COMMIT")
+        }
         let ledger = try location.open()
         #expect(try ledger.transaction(id: "1000")?.facts.appAccountToken == Self.tokenA)
         #expect(try ledger.transaction(id: "2000")?.facts.appAccountToken == nil)
         #expect(try ledger.registerAppAccountToken(Self.tokenA, account: "alice", at: 1)
             == .registered(first: true, links: [E.original: .linked]))
+        let backfilled = try location.rawConnection().query(
+            "SELECT count(*) FROM transactions WHERE app_account_token = $1", [.text(Self.tokenB)])
+        #expect(backfilled.first?.int(0) == many)
     }
 
     @Test(.enabled(if: !Backend.skipPostgres))
