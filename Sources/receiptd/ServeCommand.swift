@@ -90,7 +90,7 @@ func serve(
         errors("receiptd: store \(configuration.storeDescription): \(error.message)")
         return ExitStatus.failure
     }
-    let ledger = configuration.makeAccountLinkingLedger()
+    let ledger = configuration.makeLedger()
     ledger.observeHealth(log.ledgerHealth)
     do throws(LedgerError) {
         // A SQLite file that cannot be opened, or is damaged, will not heal by waiting: refuse to start. PostgreSQL

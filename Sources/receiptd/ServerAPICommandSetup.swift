@@ -30,7 +30,7 @@ func serverAPICommandConfiguration(_ command: String, configPath: String?) -> Se
 func serverAPICommandLedger(
     _ command: String, _ configuration: ServiceConfiguration, neededFor purpose: String?
 ) -> PurchaseLedger? {
-    let ledger = configuration.makeAccountLinkingLedger()
+    let ledger = configuration.makeLedger()
     if let purpose, !ledger.isConfigured {
         printError("receiptd \(command): no store configured: \(purpose)")
         return nil

@@ -165,9 +165,10 @@ public struct ServiceConfiguration: Sendable {
 
     public func makeValidator() -> ReceiptValidator { ReceiptValidator(policy: makeValidationPolicy()) }
 
-    /// The ledger `store` names (opened on first use), or a stateless one without `store`.
+    /// The ledger `store` names (opened on first use), linking purchases to accounts under the apps'
+    /// `restore_behavior` and entitlement rules; a stateless one without `store`.
     public func makeLedger() -> PurchaseLedger {
-        let timeout = storeTimeout
+        let (timeout, linkRules) = (storeTimeout, accountLinkRules)
         switch store {
         case nil: return .none
         case .sqlite(let path)?:
@@ -175,11 +176,11 @@ public struct ServiceConfiguration: Sendable {
                 // The folder is part of the default config (git-ignored): make it rather than fail the first run.
                 let folder = path.deletingLastPathComponent
                 if !folder.isEmpty { try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) }
-                return try openLedger(.sqlite(path: path), timeout: timeout)
+                return try openLedger(.sqlite(path: path), timeout: timeout, linkRules: linkRules)
             }, isExclusiveWriter: true, storeTimeout: timeout)
         case .postgres(let connectionString)?:
             return PurchaseLedger(opening: { () throws(LedgerError) in
-                try openLedger(.postgres(connectionString: connectionString), timeout: timeout)
+                try openLedger(.postgres(connectionString: connectionString), timeout: timeout, linkRules: linkRules)
             }, storeTimeout: timeout)
         }
     }
