@@ -1,5 +1,4 @@
 import Dispatch
-import Synchronization
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -10,6 +9,7 @@ import ReceiptEngine
 import ReceiptService
 import Ledger
 import CryptoFloor
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
