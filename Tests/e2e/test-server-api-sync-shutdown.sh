@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # serve's background sync against a hung Apple (issue #23), where one request alone may take server_api.timeout (30 s
-# here) times its retries. Each pass is over by its start + sync_interval (3 s here): it fails within 3 + 1 s. SIGTERM
+# here) times its retries. Each pass is over by its start + sync_interval (3 s here): it fails within 3 + 2 s. SIGTERM
 # while the next pass waits on Apple: the shutdown waits on Apple no longer than shutdown_grace_period, so receiptd
 # exits 0 within the grace period + 1 s. The abandoned pass moves no cursor, and gives its lease back: a `store sync`
 # right after is not skipped (exit 3) for the dead server's lease.
@@ -45,7 +45,7 @@ cat >receiptd.json <<JSON
 JSON
 start_server receiptd.json
 
-asked() { grep -c '"path": "/inApps/v1/notifications/history"' apple/requests.jsonl 2>/dev/null || true; }
+asked() { cat apple/requests.jsonl 2>/dev/null | grep -c '"path": "/inApps/v1/notifications/history"'; }
 
 # The sync starts with serve: its first request hangs at the fake, and its pass gives up at its deadline.
 for _ in $(seq 100); do [ "$(asked)" -ge 1 ] && break; sleep 0.05; done
@@ -54,8 +54,10 @@ first=$(date +%s.%N)
 for _ in $(seq 100); do grep -q 'server api sync failed' "$SERVER_LOG" && break; sleep 0.05; done
 seconds="$(awk -v a="$first" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')"
 grep -q 'server api sync failed' "$SERVER_LOG" || fail "a pass still waited on Apple ${seconds}s after it began"
-awk -v s="$seconds" -v i="$INTERVAL" 'BEGIN { exit !(s < i + 1) }' \
-    || fail "a pass gave up ${seconds}s after its request, past sync_interval ($INTERVAL s) + 1 s"
+# 2 s of slack for a loaded machine (the log line is written by its own thread, and this loop polls); without the
+# deadline a pass would wait server_api.timeout, 30 s, per try.
+awk -v s="$seconds" -v i="$INTERVAL" 'BEGIN { exit !(s < i + 2) }' \
+    || fail "a pass gave up ${seconds}s after its request, past sync_interval ($INTERVAL s) + 2 s"
 
 # The next pass is due at once; SIGTERM while it waits on Apple.
 for _ in $(seq 100); do [ "$(asked)" -ge 2 ] && break; sleep 0.05; done
