@@ -100,7 +100,8 @@ public final class ServerAPISync: Sendable {
         beginStopping()
         let finished = DispatchSemaphore(value: 0)
         queue.async { finished.signal() }
-        guard seconds.isFinite else {
+        // Past thirty years is forever; the bound keeps the nanoseconds below within UInt64.
+        guard seconds < 1e9 else {
             finished.wait()
             return true
         }
