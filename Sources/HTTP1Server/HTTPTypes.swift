@@ -106,9 +106,4 @@ public struct HTTPHeaderName: Hashable, Sendable, ExpressibleByStringLiteral, Cu
 public struct HTTPFailure: Sendable, Hashable {
     public var status: HTTPStatus
     public var message: String
-
-    public init(status: HTTPStatus, message: String) {
-        self.status = status
-        self.message = message
-    }
 }

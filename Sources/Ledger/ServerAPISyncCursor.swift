@@ -21,26 +21,28 @@ public struct ServerAPISyncCursor: Sendable, Equatable {
 public struct ServerAPISyncLease: Sendable, Equatable {
     public var holder: String
     public var until: Int64
-
-    public init(holder: String, until: Int64) {
-        self.holder = holder
-        self.until = until
-    }
 }
 
 extension LedgerRecords {
     func syncCursor(bundleID: String, environment: String) throws(LedgerError) -> ServerAPISyncCursor? {
-        try database.read { connection throws(LedgerError) in
-            let rows = try connection.query(
+        guard let row = try syncRow("synced_until, last_success_at", bundleID: bundleID, environment: environment)
+        else { return nil }
+        return ServerAPISyncCursor(
+            bundleID: bundleID, environment: environment, syncedUntil: try row.requiredInt64(0),
+            lastSuccessAt: try row.requiredInt64(1))
+    }
+
+    /// An app and environment's `columns`, when the first of them is set: cursors and leases share the row.
+    private func syncRow(_ columns: String, bundleID: String, environment: String) throws(LedgerError) -> SQLRow? {
+        let firstColumn = columns.prefix { $0 != "," }
+        return try database.read { connection throws(LedgerError) in
+            try connection.query(
                 """
-                SELECT synced_until, last_success_at FROM server_api_sync
-                WHERE bundle_id = $1 AND environment = $2 AND synced_until IS NOT NULL
+                SELECT \(columns) FROM server_api_sync
+                WHERE bundle_id = $1 AND environment = $2 AND \(firstColumn) IS NOT NULL
                 """,
-                [.text(bundleID), .text(environment)])
-            guard let row = rows.first else { return nil }
-            return ServerAPISyncCursor(
-                bundleID: bundleID, environment: environment, syncedUntil: try row.requiredInt64(0),
-                lastSuccessAt: try row.requiredInt64(1))
+                [.text(bundleID), .text(environment)]
+            ).first
         }
     }
 
@@ -106,16 +108,10 @@ extension LedgerRecords {
     }
 
     func syncLease(bundleID: String, environment: String) throws(LedgerError) -> ServerAPISyncLease? {
-        try database.read { connection throws(LedgerError) in
-            let rows = try connection.query(
-                """
-                SELECT lease_holder, lease_until FROM server_api_sync
-                WHERE bundle_id = $1 AND environment = $2 AND lease_holder IS NOT NULL
-                """,
-                [.text(bundleID), .text(environment)])
-            guard let row = rows.first, let holder = row.string(0) else { return nil }
-            return ServerAPISyncLease(holder: holder, until: try row.requiredInt64(1))
-        }
+        guard let row = try syncRow("lease_holder, lease_until", bundleID: bundleID, environment: environment),
+            let holder = row.string(0)
+        else { return nil }
+        return ServerAPISyncLease(holder: holder, until: try row.requiredInt64(1))
     }
 
     func releaseSyncLease(bundleID: String, environment: String, holder: String) throws(LedgerError) {
@@ -130,26 +126,16 @@ extension LedgerRecords {
     }
 }
 
-extension SQLiteLedger {
-    public func syncLease(bundleID: String, environment: String) throws(LedgerError) -> ServerAPISyncLease? {
-        try records.syncLease(bundleID: bundleID, environment: environment)
-    }
-    public func acquireSyncLease(
-        bundleID: String, environment: String, holder: String, now: Int64, until: Int64
-    ) throws(LedgerError) -> Bool {
-        try records.acquireSyncLease(bundleID: bundleID, environment: environment, holder: holder, now: now, until: until)
-    }
-    public func releaseSyncLease(bundleID: String, environment: String, holder: String) throws(LedgerError) {
-        try records.releaseSyncLease(bundleID: bundleID, environment: environment, holder: holder)
-    }
-    public func syncCursor(bundleID: String, environment: String) throws(LedgerError) -> ServerAPISyncCursor? {
-        try records.syncCursor(bundleID: bundleID, environment: environment)
-    }
-    public func syncCursors() throws(LedgerError) -> [ServerAPISyncCursor] { try records.syncCursors() }
-    public func record(syncCursor cursor: ServerAPISyncCursor) throws(LedgerError) { try records.record(cursor) }
+/// Both backends keep sync cursors and leases in the same table, through their records: one set of forwarders.
+protocol SyncBookkeepingInRecords: LedgerStore {
+    associatedtype Database: LedgerDatabase
+    var records: LedgerRecords<Database> { get }
 }
 
-extension PostgresLedger {
+extension SQLiteLedger: SyncBookkeepingInRecords {}
+extension PostgresLedger: SyncBookkeepingInRecords {}
+
+extension SyncBookkeepingInRecords {
     public func syncLease(bundleID: String, environment: String) throws(LedgerError) -> ServerAPISyncLease? {
         try records.syncLease(bundleID: bundleID, environment: environment)
     }

@@ -31,11 +31,16 @@ public struct ReceiptDate: Sendable, Hashable, Comparable, CustomStringConvertib
     }
 
     /// Appends `rfc3339`'s UTF-8 to `output` without making a string: JSON answers print many dates, so the digits
-    /// are written with constant divisors (multiplications) rather than a general number formatter, one byte append
-    /// after another with no helper call between them.
+    /// are written with constant divisors (multiplications) rather than a general number formatter, inlined byte
+    /// appends with no call between them.
     public func appendRFC3339(to output: inout [UInt8]) {
         let c = CivilTime(secondsSince1970: secondsSince1970)
         let zero = UInt8(ascii: "0")
+        @inline(__always) func append(_ separator: UInt8, _ twoDigits: Int) {
+            output.append(separator)
+            output.append(zero + UInt8(twoDigits / 10))
+            output.append(zero + UInt8(twoDigits % 10))
+        }
         if (0...9999).contains(c.year) {
             output.append(zero + UInt8(c.year / 1000))
             output.append(zero + UInt8(c.year / 100 % 10))
@@ -47,21 +52,11 @@ public struct ReceiptDate: Sendable, Hashable, Comparable, CustomStringConvertib
             output.append(contentsOf: repeatElement(zero, count: max(0, 4 - year.count)))
             output.append(contentsOf: year)
         }
-        output.append(UInt8(ascii: "-"))
-        output.append(zero + UInt8(c.month / 10))
-        output.append(zero + UInt8(c.month % 10))
-        output.append(UInt8(ascii: "-"))
-        output.append(zero + UInt8(c.day / 10))
-        output.append(zero + UInt8(c.day % 10))
-        output.append(UInt8(ascii: "T"))
-        output.append(zero + UInt8(c.hour / 10))
-        output.append(zero + UInt8(c.hour % 10))
-        output.append(UInt8(ascii: ":"))
-        output.append(zero + UInt8(c.minute / 10))
-        output.append(zero + UInt8(c.minute % 10))
-        output.append(UInt8(ascii: ":"))
-        output.append(zero + UInt8(c.second / 10))
-        output.append(zero + UInt8(c.second % 10))
+        append(UInt8(ascii: "-"), c.month)
+        append(UInt8(ascii: "-"), c.day)
+        append(UInt8(ascii: "T"), c.hour)
+        append(UInt8(ascii: ":"), c.minute)
+        append(UInt8(ascii: ":"), c.second)
         output.append(UInt8(ascii: "Z"))
     }
 

@@ -9,6 +9,7 @@ import ReceiptEngine
 import ReceiptService
 import Ledger
 import CryptoFloor
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -160,7 +161,10 @@ func serve(
     // A caller that stops the servers itself leaves the process's signals alone: a signal cannot say which `serve` of
     // a process it is for, and once one `serve` had cancelled its signal sources, a later one in the same process was
     // seen never to receive SIGTERM (Dispatch on Linux), which would break the one test that sends it.
-    let signals = started == nil ? ShutdownSignals(servers: servers, readiness: readiness, log: log) : nil
+    let syncToStop = SyncToStop()
+    let signals =
+        started == nil
+        ? ShutdownSignals(servers: servers, readiness: readiness, log: log, syncToStop: syncToStop) : nil
     readiness.markReady()
     var listening = [
         ("address", "http://\(hostForURL(configuration.host)):\(port)"),
@@ -177,10 +181,15 @@ func serve(
     for note in configuration.startupNotes { log.event("note", [("message", note)]) }
     if let warning = configuration.authorizationWarning { log.event("warning", [("message", warning)]) }
     let sync = ServerAPISync.start(routes.intake, log: log)
-    started?({ ShutdownSignals.shutDown(servers: servers, readiness: readiness, log: log, reason: "requested") })
+    syncToStop.set(sync)
+    started?({
+        ShutdownSignals.shutDown(
+            servers: servers, readiness: readiness, log: log, syncToStop: syncToStop, reason: "requested")
+    })
 
     for server in servers { server.waitUntilStopped() }
-    sync?.stop()
+    // Counted from when the shutdown began, as the servers' drain is: Apple gets no longer than the requests did.
+    sync?.stop(within: configuration.shutdownGracePeriod)
     signals?.cancel()
     // The servers have stopped, so no request is still writing (one past the grace period fails `unavailable`).
     closeStore()
@@ -213,7 +222,7 @@ private func hostForURL(_ host: String) -> String {
 private final class ShutdownSignals {
     private let sources: [any DispatchSourceSignal]
 
-    init(servers: [HTTPServer], readiness: ServiceReadiness, log: ServiceLog) {
+    init(servers: [HTTPServer], readiness: ServiceReadiness, log: ServiceLog, syncToStop: SyncToStop) {
         let queue = DispatchQueue(label: "receiptd.signals")
         var sources: [any DispatchSourceSignal] = []
         for signalNumber in [SIGTERM, SIGINT] {
@@ -222,7 +231,7 @@ private final class ShutdownSignals {
             let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: queue)
             let name = signalNumber == SIGTERM ? "SIGTERM" : "SIGINT"
             source.setEventHandler { @Sendable in
-                Self.shutDown(servers: servers, readiness: readiness, log: log, reason: name)
+                Self.shutDown(servers: servers, readiness: readiness, log: log, syncToStop: syncToStop, reason: name)
             }
             source.resume()
             sources.append(source)
@@ -230,10 +239,13 @@ private final class ShutdownSignals {
         self.sources = sources
     }
 
-    static func shutDown(servers: [HTTPServer], readiness: ServiceReadiness, log: ServiceLog, reason: String) {
+    static func shutDown(
+        servers: [HTTPServer], readiness: ServiceReadiness, log: ServiceLog, syncToStop: SyncToStop, reason: String
+    ) {
         guard readiness.isReady else { return }
         readiness.markShuttingDown()
         log.event("shutting down", [("signal", reason)])
+        syncToStop.beginStopping()
         for server in servers { DispatchQueue.global().async { @Sendable in server.shutdown() } }
     }
 
@@ -242,4 +254,14 @@ private final class ShutdownSignals {
         signal(SIGTERM, SIG_DFL)
         signal(SIGINT, SIG_DFL)
     }
+}
+
+/// `serve`'s background sync once it has started: the signals are watched from before it starts, and a shutdown
+/// tells it to wind down as the shutdown begins, so that its grace runs beside the servers' drain.
+private final class SyncToStop: Sendable {
+    private let sync = Mutex<ServerAPISync?>(nil)
+
+    func set(_ sync: ServerAPISync?) { self.sync.withLock { $0 = sync } }
+
+    func beginStopping() { sync.withLock { $0 }?.beginStopping() }
 }

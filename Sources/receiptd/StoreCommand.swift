@@ -27,7 +27,7 @@ struct Store: ParsableCommand {
         """
 }
 
-struct StoreStatus: ReceiptdCommand {
+struct StoreStatus: StoreSubcommand {
     static let configuration = CommandConfiguration(
         commandName: "status",
         abstract: "Prints the backend, schema versions, rows per table and (SQLite) quick_check's result.",
@@ -47,14 +47,10 @@ struct StoreStatus: ReceiptdCommand {
                 + "healthy, problems, server_api_sync."))
     var json = false
 
-    func execute() -> Int32 {
-        runStoreCommand("status", configPath: config.config) { store throws(StoreCommandFailure) in
-            try storeStatus(json: json, store)
-        }
-    }
+    func run(on store: ConfiguredStore) throws(StoreCommandFailure) { try storeStatus(json: json, store) }
 }
 
-struct StoreBackup: ReceiptdCommand {
+struct StoreBackup: StoreSubcommand {
     static let configuration = CommandConfiguration(
         commandName: "backup",
         abstract: "Writes a consistent copy of a SQLite ledger to a new file while serve keeps running.",
@@ -71,14 +67,10 @@ struct StoreBackup: ReceiptdCommand {
 
     @OptionGroup var config: ConfigOption
 
-    func execute() -> Int32 {
-        runStoreCommand("backup", configPath: config.config) { store throws(StoreCommandFailure) in
-            try storeBackup(to: file, store)
-        }
-    }
+    func run(on store: ConfiguredStore) throws(StoreCommandFailure) { try storeBackup(to: file, store) }
 }
 
-struct StoreMigrate: ReceiptdCommand {
+struct StoreMigrate: StoreSubcommand {
     static let configuration = CommandConfiguration(
         commandName: "migrate",
         abstract: "Creates the ledger if missing and migrates its schema to this receiptd's version.",
@@ -92,10 +84,10 @@ struct StoreMigrate: ReceiptdCommand {
 
     @OptionGroup var config: ConfigOption
 
-    func execute() -> Int32 { runStoreCommand("migrate", configPath: config.config, storeMigrate) }
+    func run(on store: ConfiguredStore) throws(StoreCommandFailure) { try storeMigrate(store) }
 }
 
-struct StoreRestore: ReceiptdCommand {
+struct StoreRestore: StoreSubcommand {
     static let configuration = CommandConfiguration(
         commandName: "restore",
         abstract: "Replaces the SQLite ledger with a copy of a backup; stop the server first.",
@@ -115,11 +107,7 @@ struct StoreRestore: ReceiptdCommand {
 
     @OptionGroup var config: ConfigOption
 
-    func execute() -> Int32 {
-        runStoreCommand("restore", configPath: config.config) { store throws(StoreCommandFailure) in
-            try storeRestore(from: backup, store)
-        }
-    }
+    func run(on store: ConfiguredStore) throws(StoreCommandFailure) { try storeRestore(from: backup, store) }
 }
 
 /// A failure of a store command: the message names what is wrong; `status` is the exit status.
@@ -158,15 +146,21 @@ struct ConfiguredStore {
     }
 }
 
-private func runStoreCommand(
-    _ subcommand: String, configPath: String?, _ command: (ConfiguredStore) throws(StoreCommandFailure) -> Void
-) -> Int32 {
-    do throws(StoreCommandFailure) {
-        try command(try configuredStore(configPath))
-        return ExitStatus.success
-    } catch {
-        printError("receiptd store \(subcommand): \(error.message)")
-        return error.status
+/// A `store` subcommand: it runs on the configured store, and its failure is printed with its exit status.
+protocol StoreSubcommand: ReceiptdCommand {
+    var config: ConfigOption { get }
+    func run(on store: ConfiguredStore) throws(StoreCommandFailure)
+}
+
+extension StoreSubcommand {
+    func execute() -> Int32 {
+        do throws(StoreCommandFailure) {
+            try run(on: try configuredStore(config.config))
+            return ExitStatus.success
+        } catch {
+            printError("receiptd store \(Self.configuration.commandName ?? ""): \(error.message)")
+            return error.status
+        }
     }
 }
 

@@ -1,5 +1,5 @@
 import Foundation
-import HTTP1Server
+@testable import HTTP1Server
 import ReceiptEngine
 import Synchronization
 import TestSupport

@@ -70,6 +70,32 @@ struct VerifyReceiptLedgerTests {
         return response.json ?? .null
     }
 
+    /// Authentic, but its ids are not ids (a NUL, which PostgreSQL refuses in text; a dot-segment, which would change
+    /// a backfill's path at Apple): Apple's "malformed" (21002, not retryable), and nothing reaches the ledger, as
+    /// `/v1/validate`'s 400 `invalid_id`.
+    @Test(arguments: Backend.tested, ["a\u{0}b", "..", "tab\there"])
+    func receiptWhoseIDsAreNotIDs_is21002_andStoresNothing(_ backend: Backend, _ id: String) throws {
+        let store = try makeLedger(backend)
+        let routes = try Self.routes(ledger: PurchaseLedger(store: store))
+        for edit in [\PurchaseBlueprint.transactionID, \PurchaseBlueprint.originalTransactionID] {
+            var blueprint = ReceiptBlueprint(
+                bundleID: Self.bundleID, applicationVersion: "1.0", creationDate: Self.date("2024-01-15T00:00:00Z"))
+            var purchase = PurchaseBlueprint(
+                productID: "pro.monthly", transactionID: "1001", originalTransactionID: "1000",
+                purchaseDate: Self.date("2024-01-01T00:00:00Z"), expiresDate: Self.date("2024-02-01T00:00:00Z"))
+            purchase[keyPath: edit] = id
+            blueprint.purchases = [purchase]
+            let answer = Self.verify(routes, try blueprint.forge(with: Self.receiptAuthority.get()))
+            #expect(answer["status"] == .integer(21002))
+            #expect(answer["is_retryable"] == .bool(false))
+            #expect(answer["receipt"] == nil)
+        }
+        #expect(try store.counts().transactions == 0)
+        // The same receipt with ids that are ids is recorded: the refusal is the ids', not the receipt's.
+        #expect(Self.verify(routes, try Self.januaryReceipt())["status"] == .integer(0))
+        #expect(try store.counts().transactions == 1)
+    }
+
     @Test func renewalLearnedFromANotification_showsInTheSameReceiptsAnswer() throws {
         let folder = try ScratchFolder()
         let store = try SQLiteLedger(path: folder.path + "/ledger.sqlite")

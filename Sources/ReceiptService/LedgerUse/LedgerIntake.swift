@@ -128,6 +128,16 @@ public struct LedgerIntake: Sendable {
         return nil
     }
 
+    /// `memberWithInvalidID` for every purchase of a receipt, recorded or not: Apple's `verifyReceipt` reads the
+    /// ledger by all of them.
+    static func memberWithInvalidID(of receipt: Receipt) -> String? {
+        for purchase in receipt.inAppPurchases {
+            if let id = purchase.transactionID, !PathID.isValid(id) { return "transactionId" }
+            if let id = purchase.originalTransactionID, !PathID.isValid(id) { return "originalTransactionId" }
+        }
+        return nil
+    }
+
     // MARK: - Validated data
 
     /// Records the entries of a valid receipt, then reads back its subscriptions as the ledger knows them.
@@ -162,7 +172,8 @@ public struct LedgerIntake: Sendable {
     }
 
     /// Records a receipt's entries for Apple's `verifyReceipt`, then reads back everything known of its original
-    /// transactions.
+    /// transactions. A receipt with an id that is not an id never gets here: `AppleVerifyReceipt.status` answers it
+    /// 21002 first.
     func takeForApple(_ receipt: Receipt) throws(PurchaseLedger.Unavailability) -> AppleLedgerState {
         let facts = LedgerFacts.transactions(of: receipt, where: ledger.needsRecording(source: .receipt))
         var seen = Set<String>()

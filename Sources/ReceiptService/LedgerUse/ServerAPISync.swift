@@ -12,10 +12,17 @@ internal import Synchronization
 /// `serve`'s own sync: once at start-up, covering the time since each app and environment's cursor, then every
 /// `server_api.sync_interval`, so an outage heals without anyone acting. Runs on its own serial queue, never on a
 /// request's thread: Apple being slow or down changes no answer and not `/readyz`.
-public final class ServerAPISync {
+///
+/// Nothing waits on Apple without an end: each pass must be over before the next is due (its clients are bounded
+/// by the pass's start + `sync_interval`, every retry and `Retry-After` included), and a shutdown waits for a pass
+/// under way only as long as it was given (`shutdown_grace_period`), then abandons it.
+public final class ServerAPISync: Sendable {
     private let queue = DispatchQueue(label: "receiptd.server-api-sync")
-    private let timer: any DispatchSourceTimer
-    private let stopped = StopFlag()
+    // In a mutex only because Dispatch does not mark its sources Sendable; resuming and cancelling are thread-safe.
+    private let timer: Mutex<any DispatchSourceTimer>
+    private let progress: SyncProgress
+    private let ledger: PurchaseLedger
+    private let log: ServiceLog
 
     /// Logs which apps and environments sync with Apple (one line each, naming the bundle id and environment, never
     /// the key), or why none does, and starts the schedule; nil when no app has a `server_api` key or there is no
@@ -44,7 +51,7 @@ public final class ServerAPISync {
             }
         }
         let sync = ServerAPISync(intake: intake, apps: apps, environments: environments, interval: interval, log: log)
-        sync.timer.resume()
+        sync.timer.withLock { $0.resume() }
         return sync
     }
 
@@ -52,37 +59,98 @@ public final class ServerAPISync {
         intake: LedgerIntake, apps: [ServiceConfiguration.App], environments: [AppStoreEnvironment], interval: Double,
         log: ServiceLog
     ) {
-        timer = DispatchSource.makeTimerSource(queue: queue)
-        let stopped = self.stopped
+        let timer = DispatchSource.makeTimerSource(queue: queue)
+        let progress = SyncProgress()
         timer.setEventHandler { @Sendable in
+            let passDeadline = wallClockSeconds() + interval
             for app in apps {
-                for environment in environments where !stopped.isSet {
+                for environment in environments where !progress.isStopping {
                     var sync = NotificationHistorySync(
                         intake: intake, bundleID: app.bundleID, environment: environment,
                         report: { log.event("server api sync", [("result", $0)]) },
                         complain: { log.event("server api sync failed", [("reason", $0)]) })
-                    sync.shouldContinue = { !stopped.isSet }
+                    sync.shouldContinue = { !progress.isStopping }
+                    sync.deadline = passDeadline
+                    sync.leaseTaken = { progress.leased = (app.bundleID, environment) }
                     let now = ReceiptDate(intake.clock()).millisecondsSince1970
                     _ = sync.run(since: nil, until: now, now: now)
+                    progress.leased = nil
                 }
             }
         }
         timer.schedule(deadline: .now(), repeating: .milliseconds(Int(interval * 1000)), leeway: .seconds(1))
+        self.timer = Mutex(timer)
+        self.progress = progress
+        ledger = intake.ledger
+        self.log = log
     }
 
-    /// Stops the schedule and waits for a sync in progress to finish its current request (bounded by
-    /// `server_api.timeout` and the client's few retries); the sync stops at its next page.
-    public func stop() {
-        stopped.set()
-        timer.cancel()
-        queue.sync {}
+    /// Starts no pass after this, and ends the one under way at its next page; returns at once. A shutdown calls it
+    /// as it begins, so that the sync winds down while the servers drain.
+    public func beginStopping() {
+        if progress.beginStopping() { timer.withLock { $0.cancel() } }
+    }
+
+    /// Stops the schedule and waits for a pass under way to end, at most `seconds` after `beginStopping()` was
+    /// first called (or now). A pass still waiting on Apple then is abandoned: its cursor stays where the last
+    /// complete pass left it, and its lease is given back so that the next receiptd (or `store sync`) need not wait
+    /// for it to lapse. True when no pass was abandoned.
+    @discardableResult
+    public func stop(within seconds: Double = .infinity) -> Bool {
+        beginStopping()
+        let finished = DispatchSemaphore(value: 0)
+        queue.async { finished.signal() }
+        // Past thirty years is forever; the bound keeps the nanoseconds below within UInt64.
+        guard seconds < 1e9 else {
+            finished.wait()
+            return true
+        }
+        let since = progress.stoppingSince ?? DispatchTime.now().uptimeNanoseconds
+        let end = DispatchTime(uptimeNanoseconds: since + UInt64(max(0, seconds) * 1e9))
+        guard finished.wait(timeout: end) == .timedOut else { return true }
+        let leased = progress.leased
+        log.event(
+            "server api sync abandoned",
+            [("reason", "still waiting on Apple at shutdown"), ("app", leased?.bundleID ?? "-"),
+             ("environment", leased?.environment.rawValue ?? "-")])
+        if let leased {
+            _ = try? ledger.withStore { (store) throws(LedgerError) in
+                try store.releaseSyncLease(
+                    bundleID: leased.bundleID, environment: leased.environment.rawValue,
+                    holder: NotificationHistorySync.leaseHolder)
+            }
+        }
+        return false
     }
 }
 
-private final class StopFlag: Sendable {
-    private let value = Atomic<Bool>(false)
-    var isSet: Bool { value.load(ordering: .relaxed) }
-    func set() { value.store(true, ordering: .relaxed) }
+/// What a shutdown needs to know of the passes, shared with the timer's handler.
+private final class SyncProgress: Sendable {
+    private struct State {
+        var stoppingSince: UInt64?
+        var leased: (bundleID: String, environment: AppStoreEnvironment)?
+    }
+    private let state = Mutex(State())
+
+    var isStopping: Bool { state.withLock { $0.stoppingSince != nil } }
+
+    /// When stopping began (`DispatchTime`'s nanoseconds): a shutdown's grace counts from it.
+    var stoppingSince: UInt64? { state.withLock { $0.stoppingSince } }
+
+    /// The app and environment whose lease the pass under way holds.
+    var leased: (bundleID: String, environment: AppStoreEnvironment)? {
+        get { state.withLock { $0.leased } }
+        set { state.withLock { $0.leased = newValue } }
+    }
+
+    /// True the first time only.
+    func beginStopping() -> Bool {
+        state.withLock { state in
+            guard state.stoppingSince == nil else { return false }
+            state.stoppingSince = DispatchTime.now().uptimeNanoseconds
+            return true
+        }
+    }
 }
 
 /// One app and environment's sync: reads every page of the span and takes each notification.
@@ -93,8 +161,14 @@ public struct NotificationHistorySync {
     /// Receives the summary line; `complain` what went wrong.
     let report: (String) -> Void
     let complain: (String) -> Void
-    /// Asked between pages: false stops the sync there (serve shutting down), without moving the cursor.
+    /// Asked between pages and before the cursor moves: false stops the sync there (serve shutting down), without
+    /// moving the cursor.
     var shouldContinue: () -> Bool = { true }
+    /// When every request to Apple must be over (seconds since 1970, the clients' clock), retries and waits included;
+    /// nil for none (`store sync`, which someone watches and can stop).
+    var deadline: Double?
+    /// Told once the lease is taken: from then on the lease is this sync's to give back.
+    var leaseTaken: () -> Void = {}
 
     /// - Parameters:
     ///   - intake: where the notifications go, and whose clients and ledger the sync uses.
@@ -178,6 +252,7 @@ public struct NotificationHistorySync {
             complain("\(label): the ledger cannot be written: \(error)")
             return .incomplete
         }
+        leaseTaken()
         defer {
             _ = try? intake.ledger.withStore { (store) throws(LedgerError) in
                 try store.releaseSyncLease(bundleID: bundleID, environment: environment.rawValue, holder: holder)
@@ -198,9 +273,10 @@ public struct NotificationHistorySync {
             report("\(label): nothing to sync (\(historyDateText(since)) is not before \(historyDateText(until)))")
             return .complete
         }
-        let client: AppStoreServerAPIClient
+        var client: AppStoreServerAPIClient
         do {
             client = try intake.serverAPIClients.client(bundleID: bundleID, environment: environment)
+            if let deadline { client = client.bounded(until: deadline) }
         } catch {
             complain("\(label): \(error.message)")
             return .incomplete
@@ -232,7 +308,7 @@ public struct NotificationHistorySync {
             }
         } while token != nil
         report(summary(label, since, until, counts))
-        guard counts.refused == 0, counts.notStored == 0 else { return .incomplete }
+        guard counts.refused == 0, counts.notStored == 0, shouldContinue() else { return .incomplete }
         do {
             try intake.ledger.withStore { (store) throws(LedgerError) in
                 try store.record(

@@ -7,7 +7,8 @@ public enum AppleReceiptStatus: Int, Sendable, Hashable {
     case valid = 0
     /// Not a POST, or a body that is not a JSON object.
     case badRequest = 21000
-    /// `receipt-data` missing, empty, not a string, not base64 or not a receipt: Apple's "malformed or missing".
+    /// `receipt-data` missing, empty, not a string, not base64 or not a receipt: Apple's "malformed or missing". Also
+    /// a valid receipt with a transaction id that is not an id (`PathID`), which is never recorded.
     case malformedReceipt = 21002
     /// The receipt could not be authenticated: signature, certificate chain, version or device.
     case notAuthenticated = 21003
@@ -95,6 +96,12 @@ enum AppleVerifyReceipt {
             !constantTimeEquals(secret, password ?? "")
         {
             return .sharedSecretMismatch
+        }
+        // Apple's ids are digits, and Apple has no status for authentic data whose ids are not ids: "malformed" keeps
+        // such a receipt from the ledger (as `/v1/validate`'s 400 `invalid_id` does), where a retryable status would
+        // be repeated forever. Without a ledger too: the answer must not depend on which store is configured.
+        if let receipt = result.receipt, LedgerIntake.memberWithInvalidID(of: receipt) != nil {
+            return .malformedReceipt
         }
         return .valid
     }
