@@ -18,8 +18,8 @@ internal import Darwin
 /// The writer is woken by the first line after a quiet spell, which it writes at once; then it naps for
 /// `Limits.batchInterval` and writes whatever came meanwhile in one batch, and sleeps until woken only after a nap
 /// that brought nothing. Under load that is one wake-up and one write per interval, not per request: woken for each
-/// line, it cost every request a futex wake and a context switch, and HTTP 12-24% of its rate on two cores. A nap
-/// is cut short only when the queue passes half full, so a burst is written before it is dropped.
+/// line, it cost every request futex calls and a context switch that preempted an event loop (BENCHMARKS.md). A nap
+/// is cut short only when the queue passes half full, so a burst is written before it is dropped, or by `flush`.
 ///
 /// The writer thread ends once its queue is released and emptied (a line appended through `sink` after that is never
 /// written); a writer blocked on a stream that never reads again is left to the process's exit.
