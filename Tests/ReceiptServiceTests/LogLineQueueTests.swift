@@ -108,6 +108,76 @@ struct LogLineQueueTests {
         }
     }
 
+    /// A stream that never stalls and keeps each batch the writer handed it apart.
+    final class BatchRecorder: Sendable {
+        private let written = Mutex<[String]>([])
+        private let batchWritten = DispatchSemaphore(value: 0)
+
+        var batches: [String] { written.withLock { $0 } }
+
+        func queue(_ limits: LogLineQueue.Limits) throws -> LogLineQueue {
+            try LogLineQueue(
+                limits: limits,
+                write: { [self] bytes in
+                    written.withLock { $0.append(String(decoding: bytes, as: UTF8.self)) }
+                    batchWritten.signal()
+                },
+                lineDropped: {})
+        }
+
+        /// Whether one more batch was written within a generous bound.
+        func waitForBatch() -> Bool {
+            batchWritten.wait(timeout: .now() + .seconds(10)) == .success
+        }
+    }
+
+    /// Long enough that a test never sees a nap end by itself.
+    static let endlessNap = Duration.seconds(600)
+
+    @Test func firstLineAfterAQuietSpell_isWrittenWithoutWaitingOutTheNap() throws {
+        let recorder = BatchRecorder()
+        let queue = try recorder.queue(LogLineQueue.Limits(lines: 4_096, bytes: 1 << 20, batchInterval: Self.endlessNap))
+        queue.append("alone")
+        try #require(recorder.waitForBatch())
+        #expect(recorder.batches == ["alone\n"])
+    }
+
+    @Test func linesThatComeDuringANap_areWrittenTogether_andFlushEndsTheNap() throws {
+        let recorder = BatchRecorder()
+        let queue = try recorder.queue(LogLineQueue.Limits(lines: 4_096, bytes: 1 << 20, batchInterval: Self.endlessNap))
+        queue.append("first")
+        try #require(recorder.waitForBatch())
+        for number in 1...50 { queue.append("line \(number)") }
+        // The writer naps after every batch, so the fifty lines wait for it (or for a flush), whatever the timing.
+        #expect(recorder.batches.count == 1)
+
+        #expect(queue.flush(timeout: .seconds(10)))
+        #expect(recorder.batches == ["first\n", (1...50).map { "line \($0)\n" }.joined()])
+    }
+
+    @Test func queuePastHalfFull_endsTheNap() throws {
+        let recorder = BatchRecorder()
+        let queue = try recorder.queue(LogLineQueue.Limits(lines: 8, bytes: 1 << 20, batchInterval: Self.endlessNap))
+        queue.append("first")
+        try #require(recorder.waitForBatch())
+        for number in 1...4 { queue.append("line \(number)") }
+        // Four of eight is half: the nap ends without a flush, and the four go in one batch.
+        try #require(recorder.waitForBatch())
+        #expect(recorder.batches == ["first\n", "line 1\nline 2\nline 3\nline 4\n"])
+    }
+
+    @Test func releasingTheQueue_writesWhatWaitsInTheNap() throws {
+        let recorder = BatchRecorder()
+        var queue: LogLineQueue? = try recorder.queue(
+            LogLineQueue.Limits(lines: 4_096, bytes: 1 << 20, batchInterval: Self.endlessNap))
+        queue?.append("first")
+        try #require(recorder.waitForBatch())
+        queue?.append("last")
+        queue = nil
+        try #require(recorder.waitForBatch())
+        #expect(recorder.batches == ["first\n", "last\n"])
+    }
+
     @Test func droppedLines_showInMetrics() {
         let metrics = ServiceMetrics()
         #expect(metrics.exposition().contains("\nreceiptd_log_lines_dropped_total 0\n"))

@@ -15,21 +15,31 @@ internal import Darwin
 /// queue is full, in lines or in bytes, the line is dropped and `lineDropped` is told. Only the writer thread writes,
 /// a batch of whole lines per call, so lines keep their order and never interleave.
 ///
+/// The writer is woken by the first line after a quiet spell, which it writes at once; then it naps for
+/// `Limits.batchInterval` and writes whatever came meanwhile in one batch, and sleeps until woken only after a nap
+/// that brought nothing. Under load that is one wake-up and one write per interval, not per request: woken for each
+/// line, it cost every request futex calls and a context switch that preempted an event loop (BENCHMARKS.md). A nap
+/// is cut short only when the queue passes half full, so a burst is written before it is dropped, or by `flush`.
+///
 /// The writer thread ends once its queue is released and emptied (a line appended through `sink` after that is never
 /// written); a writer blocked on a stream that never reads again is left to the process's exit.
 package final class LogLineQueue: Sendable {
-    /// How much may wait for the stream. Bytes count each line's newline.
+    /// How much may wait for the stream, and how long a line may wait while more arrive. Bytes count each line's
+    /// newline.
     package struct Limits: Sendable {
         package var lines: Int
         package var bytes: Int
+        package var batchInterval: Duration
 
         /// Several seconds of access log at a few hundred requests a second, on top of the 64 KiB a pipe holds: a log
-        /// shipper's hiccup loses nothing, a stalled one costs at most 1 MiB of memory.
-        package static let standard = Limits(lines: 4_096, bytes: 1 << 20)
+        /// shipper's hiccup loses nothing, a stalled one costs at most 1 MiB of memory. Five milliseconds gather
+        /// about a hundred lines at full speed, and delay a line by no more than a reader could notice.
+        package static let standard = Limits(lines: 4_096, bytes: 1 << 20, batchInterval: .milliseconds(5))
 
-        package init(lines: Int, bytes: Int) {
+        package init(lines: Int, bytes: Int, batchInterval: Duration = .milliseconds(5)) {
             self.lines = lines
             self.bytes = bytes
+            self.batchInterval = batchInterval
         }
     }
 
@@ -71,6 +81,7 @@ package final class LogLineQueue: Sendable {
     @discardableResult
     package func flush(timeout: Duration) -> Bool {
         let deadline = ContinuousClock.now + timeout
+        shared.hurry()
         while !shared.isIdle {
             guard ContinuousClock.now < deadline else { return false }
             // Only at exit, so a short poll beats a second condition the writer would signal on every batch.
@@ -83,15 +94,27 @@ package final class LogLineQueue: Sendable {
 /// What the writer thread and the loggers share; the thread holds this, not the `LogLineQueue`, so that releasing the
 /// queue ends the thread.
 private final class SharedQueue: Sendable {
+    private enum Writer {
+        /// Taking lines or writing them.
+        case awake
+        /// Waiting out `batchInterval` after a write so that lines gather; woken early only past half full.
+        case napping
+        /// The queue was empty after a nap: waiting for the next line, which wakes it.
+        case asleep
+    }
+
     private struct State {
         var lines: [String] = []
         var bytes = 0
-        var isWriterAsleep = false
+        var writer = Writer.awake
         var isWriting = false
+        /// Asked, while awake, to skip the next nap: the queue is to be emptied now.
+        var isHurried = false
         var isClosed = false
     }
 
     private let limits: LogLineQueue.Limits
+    private let napTime: DispatchTimeInterval
     private let write: @Sendable ([UInt8]) -> Void
     private let lineDropped: @Sendable () -> Void
     private let state = LockedState(State())
@@ -102,12 +125,18 @@ private final class SharedQueue: Sendable {
         lineDropped: @escaping @Sendable () -> Void
     ) {
         self.limits = limits
+        let (seconds, attoseconds) = limits.batchInterval.components
+        napTime = .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
         self.write = write
         self.lineDropped = lineDropped
     }
 
     var isIdle: Bool {
         state.withLock { $0.lines.isEmpty && !$0.isWriting }
+    }
+
+    private func isHalfFull(_ state: State) -> Bool {
+        2 * state.lines.count >= limits.lines || 2 * state.bytes >= limits.bytes
     }
 
     func append(_ line: String) {
@@ -117,36 +146,50 @@ private final class SharedQueue: Sendable {
             guard state.lines.count < limits.lines, state.bytes + size <= limits.bytes else { return (false, false) }
             state.lines.append(line)
             state.bytes += size
-            // A semaphore signal per line would be a futex call per request while the writer sleeps; one per wake-up
-            // is enough, since the writer takes everything queued when it runs.
-            let wakeWriter = state.isWriterAsleep
-            state.isWriterAsleep = false
+            let wakeWriter: Bool
+            switch state.writer {
+            case .awake: wakeWriter = false
+            case .napping: wakeWriter = isHalfFull(state)
+            case .asleep: wakeWriter = true
+            }
+            // One signal per wake-up: the writer takes everything queued when it runs.
+            if wakeWriter { state.writer = .awake }
             return (true, wakeWriter)
         }
         if !accepted.queued { lineDropped() }
         if accepted.wakeWriter { wake.signal() }
     }
 
-    func close() {
+    /// Has what is queued written now rather than after the writer's nap.
+    func hurry() {
         let wakeWriter = state.withLock { state in
-            state.isClosed = true
-            defer { state.isWriterAsleep = false }
-            return state.isWriterAsleep
+            guard state.writer != .awake else {
+                state.isHurried = true
+                return false
+            }
+            state.writer = .awake
+            return true
         }
         if wakeWriter { wake.signal() }
     }
 
-    /// The writer thread's whole life.
+    func close() {
+        state.withLock { $0.isClosed = true }
+        hurry()
+    }
+
+    /// The writer thread's whole life: sleep until a line comes, write it, then nap and write what came meanwhile,
+    /// until a nap brings nothing.
     func drain() {
         var batch: [UInt8] = []
         while true {
             let lines: [String]? = state.withLock { state in
-                state.isWriting = false
                 if state.lines.isEmpty {
                     if state.isClosed { return nil }
-                    state.isWriterAsleep = true
+                    state.writer = .asleep
                     return []
                 }
+                state.writer = .awake
                 state.isWriting = true
                 defer {
                     state.lines = []
@@ -165,6 +208,16 @@ private final class SharedQueue: Sendable {
                 batch.append(UInt8(ascii: "\n"))
             }
             write(batch)
+            let naps = state.withLock { state in
+                state.isWriting = false
+                defer { state.isHurried = false }
+                guard !state.isClosed, !state.isHurried, !isHalfFull(state) else { return false }
+                state.writer = .napping
+                return true
+            }
+            // A signal that comes after the timeout stays in the semaphore and ends the next wait at once: one more
+            // turn of the loop, never a line left behind.
+            if naps { _ = wake.wait(timeout: .now() + napTime) }
         }
     }
 }
