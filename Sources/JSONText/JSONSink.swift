@@ -6,9 +6,9 @@ package protocol JSONSink {
     mutating func endObject()
     mutating func beginArray()
     mutating func endArray()
-    /// The name of the object member whose value comes next.
+    /// The name of the object member whose value comes next. Static only: with a `String` overload beside it, a
+    /// literal name chose that one (a string's default type) and paid for an escape scan of every name.
     mutating func key(_ name: StaticString)
-    mutating func key(_ name: String)
     /// A name made as UTF-8 (a payload's member renamed): written without making a `String`.
     mutating func key(utf8 name: [UInt8])
     mutating func null()
@@ -23,102 +23,108 @@ package protocol JSONSink {
 }
 
 extension JSONSink {
-    package mutating func string(_ value: String?) {
+    @inlinable package mutating func string(_ value: String?) {
         if let value { string(value) } else { null() }
     }
 
-    package mutating func integer(_ value: Int64?) {
+    @inlinable package mutating func integer(_ value: Int64?) {
         if let value { integer(value) } else { null() }
     }
 
-    package mutating func bool(_ value: Bool?) {
+    @inlinable package mutating func bool(_ value: Bool?) {
         if let value { bool(value) } else { null() }
     }
 
-    package mutating func value(_ value: JSONValue?) {
+    @inlinable package mutating func value(_ value: JSONValue?) {
         if let value { self.value(value) } else { null() }
     }
 }
 
 /// Compact JSON text, byte for byte what `JSONValue.serialized()` writes for the same value.
+///
+/// Inlinable: answers are described in ReceiptService, and each call across the module boundary (a few hundred per
+/// receipt answer) cost more than the bytes it wrote; inlined, the writer specializes into each description.
 package struct JSONWriter: JSONSink {
-    package private(set) var bytes: [UInt8] = []
+    package var bytes: [UInt8] = []
     /// A value was written at this level: the next one is preceded by a comma.
-    private var needsComma = false
+    @usableFromInline var needsComma = false
 
-    package init(capacity: Int = 1024) {
+    @inlinable package init(capacity: Int = 1024) {
         bytes.reserveCapacity(capacity)
     }
 
-    private mutating func separate() {
+    @inlinable mutating func separate() {
         if needsComma { bytes.append(UInt8(ascii: ",")) }
     }
 
-    private mutating func open(_ bracket: UInt8) {
+    @inlinable mutating func open(_ bracket: UInt8) {
         separate()
         bytes.append(bracket)
         needsComma = false
     }
 
-    private mutating func close(_ bracket: UInt8) {
+    @inlinable mutating func close(_ bracket: UInt8) {
         bytes.append(bracket)
         needsComma = true
     }
 
-    package mutating func beginObject() { open(UInt8(ascii: "{")) }
-    package mutating func endObject() { close(UInt8(ascii: "}")) }
-    package mutating func beginArray() { open(UInt8(ascii: "[")) }
-    package mutating func endArray() { close(UInt8(ascii: "]")) }
+    /// Constant bytes in one copy.
+    @inlinable mutating func literal(_ text: StaticString) {
+        bytes.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
 
-    package mutating func key(_ name: StaticString) {
+    @inlinable package mutating func beginObject() { open(UInt8(ascii: "{")) }
+    @inlinable package mutating func endObject() { close(UInt8(ascii: "}")) }
+    @inlinable package mutating func beginArray() { open(UInt8(ascii: "[")) }
+    @inlinable package mutating func endArray() { close(UInt8(ascii: "]")) }
+
+    // Always inlined: the optimizer kept it a call, which cost more than its four appends.
+    @inlinable @inline(__always) package mutating func key(_ name: StaticString) {
         separate()
         // Member names of answers are literals that need no escape.
         bytes.append(UInt8(ascii: "\""))
-        name.withUTF8Buffer { bytes.append(contentsOf: $0) }
+        literal(name)
         bytes.append(UInt8(ascii: "\""))
         bytes.append(UInt8(ascii: ":"))
         needsComma = false
     }
 
-    package mutating func key(utf8 name: [UInt8]) {
+    @inlinable package mutating func key(utf8 name: [UInt8]) {
         separate()
         name.withUnsafeBufferPointer { JSONValue.writeString(utf8: $0, into: &bytes) }
         bytes.append(UInt8(ascii: ":"))
         needsComma = false
     }
 
-    package mutating func key(_ name: String) {
+    /// Four bytes are cheaper appended one by one than through a string's UTF-8 view.
+    @inlinable package mutating func null() {
         separate()
-        JSONValue.writeString(name, into: &bytes)
-        bytes.append(UInt8(ascii: ":"))
-        needsComma = false
-    }
-
-    package mutating func null() {
-        separate()
-        bytes.append(contentsOf: "null".utf8)
+        bytes.append(UInt8(ascii: "n"))
+        bytes.append(UInt8(ascii: "u"))
+        bytes.append(UInt8(ascii: "l"))
+        bytes.append(UInt8(ascii: "l"))
         needsComma = true
     }
 
-    package mutating func bool(_ value: Bool) {
+    @inlinable package mutating func bool(_ value: Bool) {
         separate()
-        bytes.append(contentsOf: (value ? "true" : "false").utf8)
+        literal(value ? "true" : "false")
         needsComma = true
     }
 
-    package mutating func integer(_ value: Int64) {
+    @inlinable package mutating func integer(_ value: Int64) {
         separate()
         JSONValue.writeInteger(value, into: &bytes)
         needsComma = true
     }
 
-    package mutating func string(_ value: String) {
+    @inlinable package mutating func string(_ value: String) {
         separate()
         JSONValue.writeString(value, into: &bytes)
         needsComma = true
     }
 
-    package mutating func plainString(_ write: (inout [UInt8]) -> Void) {
+    @inlinable package mutating func plainString(_ write: (inout [UInt8]) -> Void) {
         separate()
         bytes.append(UInt8(ascii: "\""))
         write(&bytes)
@@ -126,13 +132,13 @@ package struct JSONWriter: JSONSink {
         needsComma = true
     }
 
-    package mutating func value(_ value: JSONValue) {
+    @inlinable package mutating func value(_ value: JSONValue) {
         separate()
         value.write(into: &bytes, pretty: false, depth: 0)
         needsComma = true
     }
 
-    package mutating func value(_ value: JSONValue, serializedText text: [UInt8]?) {
+    @inlinable package mutating func value(_ value: JSONValue, serializedText text: [UInt8]?) {
         guard let text else { return self.value(value) }
         separate()
         bytes.append(contentsOf: text)
@@ -181,11 +187,11 @@ package struct JSONTreeBuilder: JSONSink {
         add(.array(level.elements))
     }
 
-    package mutating func key(_ name: StaticString) { key(name.description) }
+    package mutating func key(_ name: StaticString) { setKey(name.description) }
 
-    package mutating func key(utf8 name: [UInt8]) { key(String(decoding: name, as: UTF8.self)) }
+    package mutating func key(utf8 name: [UInt8]) { setKey(String(decoding: name, as: UTF8.self)) }
 
-    package mutating func key(_ name: String) {
+    private mutating func setKey(_ name: String) {
         guard !levels.isEmpty else { return }
         levels[levels.count - 1].key = name
     }

@@ -74,7 +74,7 @@ extension JSONValue {
         return out
     }
 
-    func write(into out: inout [UInt8], pretty: Bool, depth: Int) {
+    @usableFromInline func write(into out: inout [UInt8], pretty: Bool, depth: Int) {
         switch self {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let value): out.append(contentsOf: (value ? "true" : "false").utf8)
