@@ -3,11 +3,9 @@ extension LedgerRecords {
     func registerAppAccountToken(_ token: String, account: String, at time: Int64) throws(LedgerError)
         -> AppAccountTokenOutcome
     {
-        try checkStorable(token)
-        try checkStorable(account)
         let token = token.lowercased()
         return try database.write { connection throws(LedgerError) in
-            try LedgerStatements.lockAppAccountToken(token, exclusive: true, connection)
+            try LedgerStatements.lockAppAccountToken(token, connection)
             let inserted = try connection.query(
                 """
                 INSERT INTO account_tokens (app_account_token, account, registered_at) VALUES ($1, $2, $3)
@@ -43,8 +41,6 @@ extension LedgerRecords {
     func link(originalTransactionIDs: [String], to account: String, source: AccountLinkSource, at time: Int64)
         throws(LedgerError) -> [String: AccountLinkOutcome]
     {
-        try checkStorable(account)
-        for id in originalTransactionIDs { try checkStorable(id) }
         let rules = linkRules
         // One lock order for every writer, so concurrent PostgreSQL links of several originals cannot deadlock.
         let ids = Array(Set(originalTransactionIDs)).sorted()
@@ -118,69 +114,109 @@ struct ChangedAccounts {
     }
 }
 
+/// What storing a transaction carrying an `appAccountToken` read in the same statement: the account that registered
+/// the token and the owner of the transaction's original, as of that statement.
+///
+/// On PostgreSQL that statement also takes the token's lock (shared; a registration holds it exclusively). A token
+/// not registered as of that statement is looked up once more by a later one, under the lock (the transaction's
+/// source row when it is new, else a statement of its own in ``LedgerStatements/linkByAppAccountToken(_:at:_:)``):
+/// of a registration and a purchase committing side by side, one then sees the other.
+struct AppAccountTokenLookup {
+    var originalTransactionID: String
+    var token: String
+    var account: String?
+    var owner: String?
+    /// Whether the lookup saw every registration that committed before this transaction held the token's lock: always
+    /// on SQLite, whose one writer serializes, and whenever the token was found (a token never changes account).
+    var isUnderLock: Bool
+
+    init(_ originalTransactionID: String, _ token: String, _ row: SQLRow, from column: Int, isUnderLock: Bool) {
+        self.originalTransactionID = originalTransactionID
+        self.token = token
+        account = row.string(column)
+        owner = row.string(column + 1)
+        self.isUnderLock = isUnderLock || account != nil
+    }
+
+    /// A lookup by the statement that took the lock.
+    init(
+        _ originalTransactionID: String, _ token: String, _ row: SQLRow, from column: Int,
+        _ connection: any SQLConnection
+    ) {
+        self.init(originalTransactionID, token, row, from: column, isUnderLock: !(connection is PostgresConnection))
+    }
+
+    /// Result columns reading the token's account and the original's owner from the placeholders `token` and
+    /// `original`; with `lock`, on PostgreSQL, then the lock, whose keys (``lockKeys(_:_:)``) are the placeholders
+    /// from `lock`.
+    static func columns(token: Int, original: Int, lock: Int? = nil, _ connection: any SQLConnection) -> String {
+        let lookups = """
+            (SELECT account FROM account_tokens WHERE app_account_token = $\(token)), \
+            (SELECT account FROM account_links WHERE original_transaction_id = $\(original))
+            """
+        guard let lock, connection is PostgresConnection else { return lookups }
+        return lookups + ", pg_advisory_xact_lock_shared($\(lock), $\(lock + 1))"
+    }
+
+    static func lockKeys(_ token: String, _ connection: any SQLConnection) -> [SQLValue] {
+        guard connection is PostgresConnection else { return [] }
+        return [.integer(Int64(LedgerStatements.appAccountTokenLockClass)), .integer(Int64(lockKey(token)))]
+    }
+
+    /// FNV-1a: stable across processes, unlike Swift's seeded hashing. A collision only makes two tokens wait on each
+    /// other.
+    static func lockKey(_ token: String) -> Int32 {
+        var hash: UInt32 = 2_166_136_261
+        for byte in token.utf8 { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
+        return Int32(bitPattern: hash)
+    }
+}
+
 extension LedgerStatements {
-    /// Links the original transactions of `transactions` that carry a registered `appAccountToken` to its account,
-    /// unless someone owns them already; run in the transaction that stored them. Costs one indexed lookup per
-    /// transaction carrying a token (its account and the original's owner at once), and nothing for the others.
+    /// Links the originals of stored transactions whose token is registered to its account, unless someone owns them
+    /// already; run in the transaction that stored them, after every transaction of it (one lock order: by original).
+    /// Transactions without a token cost nothing, and those with one no statement of their own unless they link (or,
+    /// on PostgreSQL, their token was unregistered and the transaction already stored from this source).
     static func linkByAppAccountToken(
-        _ transactions: [TransactionFacts], at time: Int64, _ connection: any SQLConnection
+        _ lookups: [AppAccountTokenLookup], at time: Int64, _ connection: any SQLConnection
     ) throws(LedgerError) {
-        var tokens: [String: String] = [:]
-        for transaction in transactions {
-            guard let token = transaction.appAccountToken?.lowercased() else { continue }
-            tokens[transaction.originalTransactionID] = token
-        }
-        guard !tokens.isEmpty else { return }
+        guard !lookups.isEmpty else { return }
         var changed = ChangedAccounts()
-        for (original, token) in tokens.sorted(by: { $0.key < $1.key }) {
-            guard let (account, owner) = try registeredAccount(token, original: original, connection), owner == nil
-            else { continue }
-            _ = try linkByAppAccountToken(original, to: account, at: time, &changed, connection)
+        for lookup in lookups.sorted(by: { $0.originalTransactionID < $1.originalTransactionID }) {
+            var found = lookup.account.map { (account: $0, owner: lookup.owner) }
+            if !lookup.isUnderLock {
+                found = try registeredAccount(lookup.token, original: lookup.originalTransactionID, connection)
+            }
+            guard let (account, owner) = found, owner == nil else { continue }
+            _ = try linkByAppAccountToken(lookup.originalTransactionID, to: account, at: time, &changed, connection)
         }
         try changed.touch(at: time, connection)
     }
 
     /// The account that registered `token`, and who owns `original` now; nil when nobody registered the token.
-    ///
-    /// On PostgreSQL a registration may be committing beside this transaction: found, nothing can change it (a token
-    /// moves to no other account); not found, the registration's lock is waited for and the lookup repeated, so that
-    /// either this transaction sees the token or the registration sees this transaction's purchase.
     private static func registeredAccount(
         _ token: String, original: String, _ connection: any SQLConnection
     ) throws(LedgerError) -> (account: String, owner: String?)? {
-        func lookup() throws(LedgerError) -> (account: String, owner: String?)? {
-            let rows = try connection.query(
-                """
-                SELECT account_tokens.account, account_links.account FROM account_tokens
-                LEFT JOIN account_links ON account_links.original_transaction_id = $2
-                WHERE account_tokens.app_account_token = $1
-                """,
-                [.text(token), .text(original)]
-            )
-            guard let row = rows.first else { return nil }
-            return (try row.requiredString(0), row.string(1))
-        }
-        if let found = try lookup() { return found }
-        guard connection is PostgresConnection else { return nil }
-        try lockAppAccountToken(token, exclusive: false, connection)
-        return try lookup()
+        let rows = try connection.query(
+            """
+            SELECT account_tokens.account, account_links.account FROM account_tokens
+            LEFT JOIN account_links ON account_links.original_transaction_id = $2
+            WHERE account_tokens.app_account_token = $1
+            """,
+            [.text(token), .text(original)]
+        )
+        guard let row = rows.first else { return nil }
+        return (try row.requiredString(0), row.string(1))
     }
 
-    /// An advisory lock per token (PostgreSQL only; SQLite's single writer already serializes): exclusive while a
-    /// token is registered, shared while a purchase carrying it looks for its account.
-    static func lockAppAccountToken(
-        _ token: String, exclusive: Bool, _ connection: any SQLConnection
-    ) throws(LedgerError) {
+    /// The token's lock, exclusive, for its registration (PostgreSQL only; SQLite's single writer already
+    /// serializes).
+    static func lockAppAccountToken(_ token: String, _ connection: any SQLConnection) throws(LedgerError) {
         guard connection is PostgresConnection else { return }
-        // FNV-1a: stable across processes, unlike Swift's seeded hashing. A collision only makes two tokens wait on
-        // each other.
-        var hash: UInt32 = 2_166_136_261
-        for byte in token.utf8 { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
-        let function = exclusive ? "pg_advisory_xact_lock" : "pg_advisory_xact_lock_shared"
         // The two-key form: its key space is apart from the migration lock's single key.
         try connection.execute(
-            "SELECT \(function)($1, $2)",
-            [.integer(Int64(appAccountTokenLockClass)), .integer(Int64(Int32(bitPattern: hash)))]
+            "SELECT pg_advisory_xact_lock($1, $2)",
+            [.integer(Int64(appAccountTokenLockClass)), .integer(Int64(AppAccountTokenLookup.lockKey(token)))]
         )
     }
 

@@ -127,7 +127,7 @@ public struct AccountLink: Sendable, Hashable {
 /// ``LedgerStore/transactions(originalTransactionIDs:)``.
 public struct AccountRecord: Sendable, Hashable {
     public var account: String
-    /// Original transactions it owns now, by original transaction id.
+    /// Original transactions it owns now, oldest link first (then by original transaction id).
     public var links: [AccountLink]
     /// Its registered `appAccountToken`s, lowercase.
     public var appAccountTokens: [String]

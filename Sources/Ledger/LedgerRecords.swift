@@ -22,9 +22,9 @@ struct LedgerRecords<Database: LedgerDatabase>: Sendable {
     func record(_ notification: NotificationFacts) throws(LedgerError) -> NotificationWrite {
         let receivedAt = clock()
         return try database.write { connection throws(LedgerError) in
-            let write = try LedgerStatements.insert(notification, receivedAt: receivedAt, connection)
-            if write == .stored, let transaction = notification.transaction {
-                try LedgerStatements.linkByAppAccountToken([transaction], at: receivedAt, connection)
+            let (write, tokenLookup) = try LedgerStatements.insert(notification, receivedAt: receivedAt, connection)
+            if let tokenLookup {
+                try LedgerStatements.linkByAppAccountToken([tokenLookup], at: receivedAt, connection)
             }
             return write
         }
@@ -36,8 +36,13 @@ struct LedgerRecords<Database: LedgerDatabase>: Sendable {
         // One lock order for every writer, so concurrent PostgreSQL batches cannot deadlock.
         let sorted = transactions.sorted { $0.transactionID < $1.transactionID }
         try database.write { connection throws(LedgerError) in
-            for transaction in sorted { try LedgerStatements.upsert(transaction, source: source, now: now, connection) }
-            try LedgerStatements.linkByAppAccountToken(sorted, at: now, connection)
+            var tokenLookups: [AppAccountTokenLookup] = []
+            for transaction in sorted {
+                if let lookup = try LedgerStatements.upsert(transaction, source: source, now: now, connection) {
+                    tokenLookups.append(lookup)
+                }
+            }
+            try LedgerStatements.linkByAppAccountToken(tokenLookups, at: now, connection)
         }
     }
 
@@ -53,7 +58,9 @@ struct LedgerRecords<Database: LedgerDatabase>: Sendable {
     func claim(transactionID: String, account: String, at time: Int64) throws(LedgerError) -> ClaimOutcome {
         let rules = linkRules
         return try database.write { connection throws(LedgerError) in
-            let outcome = try LedgerStatements.claim(transactionID: transactionID, account: account, at: time, connection)
+            let outcome = try LedgerStatements.claim(
+                transactionID: transactionID, account: account, at: time, connection
+            )
             guard case .granted = outcome,
                 let original = try connection.query(
                     "SELECT original_transaction_id FROM transactions WHERE transaction_id = $1", [.text(transactionID)]
@@ -180,9 +187,10 @@ struct LedgerRecords<Database: LedgerDatabase>: Sendable {
 
 /// The statements behind ``LedgerRecords``; each runs inside the caller's transaction.
 enum LedgerStatements {
+    /// Also returns what storing its transaction found of the transaction's `appAccountToken`.
     static func insert(
         _ notification: NotificationFacts, receivedAt: Int64, _ connection: any SQLConnection
-    ) throws(LedgerError) -> NotificationWrite {
+    ) throws(LedgerError) -> (write: NotificationWrite, tokenLookup: AppAccountTokenLookup?) {
         let originalID = notification.transaction?.originalTransactionID ?? notification.renewal?.originalTransactionID
         let inserted = try connection.query(
             """
@@ -208,16 +216,21 @@ enum LedgerStatements {
             guard let storedPayload = stored.first?.string(0) else {
                 throw LedgerError(.queryFailed, "a notification uuid conflicted but cannot be read back")
             }
-            return signedClaims(storedPayload) == signedClaims(notification.signedPayload) ? .duplicate : .conflict
+            let write: NotificationWrite =
+                signedClaims(storedPayload) == signedClaims(notification.signedPayload) ? .duplicate : .conflict
+            return (write, nil)
         }
         let uuid = notification.uuid
+        var tokenLookup: AppAccountTokenLookup?
         if let transaction = notification.transaction {
-            try upsert(transaction, source: .notification, notificationUUID: uuid, now: receivedAt, connection)
+            tokenLookup = try upsert(
+                transaction, source: .notification, notificationUUID: uuid, now: receivedAt, connection
+            )
         }
         if let renewal = notification.renewal {
             try upsert(renewal, source: .notification, notificationUUID: uuid, now: receivedAt, connection)
         }
-        return .stored
+        return (.stored, tokenLookup)
     }
 
     /// What a compact JWS says, without how it was signed: its payload segment. ES256 signatures differ on every
@@ -271,10 +284,16 @@ enum LedgerStatements {
     /// Inserts a new transaction, or replaces the stored one when `facts` are a greater ``Version``; the decision
     /// is taken on the stored row under its lock, so that concurrent writers (receipts racing StoreKit 2 data
     /// across processes) cannot both act on what the other is about to change.
+    ///
+    /// A transaction carrying an `appAccountToken` also looks up, in the statement that stores or reads it, the
+    /// token's account and the original's owner (see ``AppAccountTokenLookup``): linking by token then costs no
+    /// statement of its own when the token is registered.
+    @discardableResult
     static func upsert(
         _ facts: TransactionFacts, source: TransactionSource, notificationUUID: String? = nil, now: Int64,
         _ connection: any SQLConnection
-    ) throws(LedgerError) {
+    ) throws(LedgerError) -> AppAccountTokenLookup? {
+        let token = facts.appAccountToken?.lowercased()
         let values: [SQLValue] = [
             .text(facts.transactionID), .text(facts.originalTransactionID), .text(facts.productID),
             SQLValue(facts.bundleID), SQLValue(facts.type), SQLValue(facts.purchaseDate),
@@ -282,8 +301,13 @@ enum LedgerStatements {
             SQLValue(facts.revocationReason), SQLValue(facts.inAppOwnershipType), SQLValue(facts.webOrderLineItemID),
             SQLValue(facts.environment), .integer(facts.signedDate), .text(facts.payloadJSON),
             .text(source.rawValue), SQLValue(notificationUUID), SQLValue(facts.isUpgraded), .integer(now),
-            SQLValue(facts.appAccountToken?.lowercased()),
+            SQLValue(token),
         ]
+        let lockKeys = token.map { AppAccountTokenLookup.lockKeys($0, connection) } ?? []
+        func lookupColumns(token placeholder: Int, original: Int, lock: Int) -> String {
+            guard token != nil else { return "" }
+            return ", " + AppAccountTokenLookup.columns(token: placeholder, original: original, lock: lock, connection)
+        }
         // A concurrent insert of the same id makes PostgreSQL wait here for it to commit; the read below then sees it.
         let inserted = try connection.query(
             """
@@ -294,20 +318,25 @@ enum LedgerStatements {
             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $19, $20)
             ON CONFLICT (transaction_id) DO NOTHING
             RETURNING transaction_id
-            """,
-            values
+            """ + lookupColumns(token: 20, original: 2, lock: 21),
+            values + lockKeys
         )
+        var tokenLookup = token.flatMap { token in
+            inserted.first.map { AppAccountTokenLookup(facts.originalTransactionID, token, $0, from: 1, connection) }
+        }
         if inserted.isEmpty {
             let rows = try connection.query(
                 """
                 SELECT source, signed_date, revocation_date, notification_uuid, payload_json
-                FROM transactions WHERE transaction_id = $1
-                """ + forUpdate(connection),
+                """ + lookupColumns(token: 2, original: 3, lock: 4) + " FROM transactions WHERE transaction_id = $1"
+                    + forUpdate(connection),
                 [.text(facts.transactionID)]
+                    + (token.map { [.text($0), .text(facts.originalTransactionID)] + lockKeys } ?? [])
             )
             guard let row = rows.first else {
                 throw LedgerError(.queryFailed, "a transaction conflicted but cannot be read back")
             }
+            tokenLookup = token.map { AppAccountTokenLookup(facts.originalTransactionID, $0, row, from: 5, connection) }
             let stored = Version(
                 isStoreKit2: row.string(0) != TransactionSource.receipt.rawValue, signedDate: try row.requiredInt64(1),
                 isRevocation: row.int64(2) != nil, notificationUUID: row.string(3),
@@ -332,13 +361,20 @@ enum LedgerStatements {
                 )
             }
         }
-        try connection.execute(
+        // Not registered as of the statement that took the token's lock: this later statement looks again, under it.
+        let looksAgain = tokenLookup?.isUnderLock == false
+        let sourceRows = try connection.query(
             """
             INSERT INTO transaction_sources (transaction_id, source, first_seen) VALUES ($1, $2, $3)
             ON CONFLICT (transaction_id, source) DO NOTHING
-            """,
+            """ + (looksAgain ? " RETURNING " + AppAccountTokenLookup.columns(token: 4, original: 5, connection) : ""),
             [.text(facts.transactionID), .text(source.rawValue), .integer(now)]
+                + (looksAgain ? [SQLValue(token), .text(facts.originalTransactionID)] : [])
         )
+        if looksAgain, let token, let row = sourceRows.first {
+            tokenLookup = AppAccountTokenLookup(facts.originalTransactionID, token, row, from: 0, isUnderLock: true)
+        }
+        return tokenLookup
     }
 
     /// Inserts a renewal info, or replaces the stored one when `facts` are a greater ``Version``, decided like a
@@ -575,8 +611,8 @@ enum LedgerStatements {
             let renewal = renewals[id]
             let notifications = notifications[id] ?? []
             guard !transactions.isEmpty || renewal != nil || !notifications.isEmpty else { continue }
-            let updatedAt = (transactions.map(\.updatedAt) + notifications.map(\.receivedAt) + [renewal?.updatedAt ?? 0])
-                .max() ?? 0
+            let updatedAt =
+                (transactions.map(\.updatedAt) + notifications.map(\.receivedAt) + [renewal?.updatedAt ?? 0]).max() ?? 0
             facts[id] = SubscriptionFacts(
                 originalTransactionID: id,
                 transactions: transactions.map(\.facts),

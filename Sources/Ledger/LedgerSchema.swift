@@ -170,18 +170,22 @@ enum LedgerSchema {
     ]
 
     /// Every StoreKit 2 payload stored before version 5 kept its `appAccountToken`; the new column gets it, so that
-    /// registering a token links purchases the ledger held before the upgrade. Receipts' payloads never have one.
+    /// registering a token links purchases the ledger held before the upgrade. Receipts' payloads never have one. Read
+    /// a page at a time, by transaction id, so that a large ledger's payloads are never all in memory at once.
     static func backfillAppAccountTokens(_ connection: any SQLConnection) throws(LedgerError) {
-        let rows = try connection.query(
-            "SELECT transaction_id, payload_json FROM transactions WHERE payload_json LIKE '%appAccountToken%'", []
-        )
-        for row in rows {
-            let payload = try? JSONValue(parsing: Array(try row.requiredString(1).utf8))
-            guard case .string(let token)? = payload?["appAccountToken"] else { continue }
-            try connection.execute(
-                "UPDATE transactions SET app_account_token = $2 WHERE transaction_id = $1",
-                [.text(try row.requiredString(0)), .text(token.lowercased())]
-            )
+        let select = "SELECT transaction_id, payload_json FROM transactions WHERE payload_json LIKE '%appAccountToken%'"
+        let page = " ORDER BY transaction_id LIMIT \(LedgerStatements.idsPerStatement)"
+        var rows = try connection.query(select + page, [])
+        while let last = rows.last {
+            for row in rows {
+                let payload = try? JSONValue(parsing: Array(try row.requiredString(1).utf8))
+                guard case .string(let token)? = payload?["appAccountToken"] else { continue }
+                try connection.execute(
+                    "UPDATE transactions SET app_account_token = $2 WHERE transaction_id = $1",
+                    [.text(try row.requiredString(0)), .text(token.lowercased())]
+                )
+            }
+            rows = try connection.query(select + " AND transaction_id > $1" + page, [.text(try last.requiredString(0))])
         }
     }
 

@@ -35,7 +35,17 @@ public final class SQLiteLedger: LedgerStore {
         path: String, schemaVersion: Int, timeout: Double = LedgerConfiguration.defaultTimeout,
         clock: @escaping LedgerClock, linkRules: AccountLinkRules = .transferAlways
     ) throws(LedgerError) {
-        let writerConnection = try SQLiteConnection(path: path, timeout: timeout)
+        let writerConnection: SQLiteConnection
+        do throws(LedgerError) {
+            writerConnection = try SQLiteConnection(path: path, timeout: timeout)
+        } catch where error.reason == .corrupt {
+            // Damage in the schema's own pages stops the first statement, before quick_check can run.
+            throw LedgerError(
+                .corrupt,
+                "the SQLite database at \(path) is damaged: \(error.message); restore a backup "
+                    + "(receiptd store restore)",
+                reason: .corrupt)
+        }
         let problems = writerConnection.integrityProblems()
         guard problems.isEmpty else {
             throw LedgerError(

@@ -18,7 +18,8 @@ struct AccountTests {
     ) -> TransactionFacts {
         var facts = E.transaction(id, purchase: signed, expires: expires, signed: signed, original: original)
         facts.appAccountToken = token
-        facts.payloadJSON = #"{"transactionId":"\#(id)","appAccountToken":"\#(token.uppercased())","signedDate":\#(signed)}"#
+        facts.payloadJSON =
+            #"{"transactionId":"\#(id)","appAccountToken":"\#(token.uppercased())","signedDate":\#(signed)}"#
         return facts
     }
 
@@ -53,10 +54,12 @@ struct AccountTests {
     func tokenRegisteredFirst_linksWhatArrivesLater_fromEverySource(_ backend: Backend) throws {
         let ledger = try Self.open(backend)
         _ = try ledger.registerAppAccountToken(Self.tokenA, account: "alice", at: 1)
-        _ = try ledger.record(E.notification("SUBSCRIBED", signed: E.t0, transaction: Self.tokened("1000", original: "1000")))
+        _ = try ledger.record(
+            E.notification("SUBSCRIBED", signed: E.t0, transaction: Self.tokened("1000", original: "1000")))
         try ledger.record(transactions: [Self.tokened("2000", original: "2000")], source: .jws)
         try ledger.record(transactions: [Self.tokened("3000", original: "3000")], source: .serverAPI)
-        try ledger.record(transactions: [E.transaction("4000", purchase: E.t0, expires: nil, signed: E.t0, original: "4000")],
+        try ledger.record(
+            transactions: [E.transaction("4000", purchase: E.t0, expires: nil, signed: E.t0, original: "4000")],
             source: .jws)
         for original in ["1000", "2000", "3000"] {
             #expect(try ledger.owner(originalTransactionID: original) == "alice")
@@ -197,7 +200,8 @@ struct AccountTests {
         let ledger = try Self.open(backend)
         try ledger.record(transactions: [E.firstMonth, E.transaction("1001", purchase: E.t0 + 30 * E.day,
             expires: E.t0 + 60 * E.day, signed: E.t0 + 30 * E.day)], source: .jws)
-        #expect(try ledger.claim(transactionID: "1001", account: "alice", at: 10) == .granted(first: true, claimedAt: 10))
+        #expect(
+            try ledger.claim(transactionID: "1001", account: "alice", at: 10) == .granted(first: true, claimedAt: 10))
         #expect(try ledger.account("alice")?.record.links
             == [AccountLink(originalTransactionID: E.original, linkedAt: 10, source: .claim)])
         #expect(try ledger.claim(transactionID: "1000", account: "bob", at: 20) == .granted(first: true, claimedAt: 20))
@@ -270,11 +274,25 @@ struct AccountTests {
         try VersionOrderMigrationTests.insertAsVersion2(stored, sources: [.jws], location.rawConnection())
         try VersionOrderMigrationTests.insertAsVersion2(E.transaction("2000", purchase: E.t0, expires: nil,
             signed: E.t0, original: "2000"), sources: [.receipt], location.rawConnection())
+        // More than one page of the back-fill's reads.
+        let many = 2 * LedgerStatements.idsPerStatement + 1
+        do {
+            let raw = try location.rawConnection()
+            try raw.execute("BEGIN")
+            for number in 0..<many {
+                try VersionOrderMigrationTests.insertAsVersion2(
+                    Self.tokened("b\(number)", original: "3000", token: Self.tokenB), sources: [.notification], raw)
+            }
+            try raw.execute("COMMIT")
+        }
         let ledger = try location.open()
         #expect(try ledger.transaction(id: "1000")?.facts.appAccountToken == Self.tokenA)
         #expect(try ledger.transaction(id: "2000")?.facts.appAccountToken == nil)
         #expect(try ledger.registerAppAccountToken(Self.tokenA, account: "alice", at: 1)
             == .registered(first: true, links: [E.original: .linked]))
+        let backfilled = try location.rawConnection().query(
+            "SELECT count(*) FROM transactions WHERE app_account_token = $1", [.text(Self.tokenB)])
+        #expect(backfilled.first?.int(0) == many)
     }
 
     @Test(.enabled(if: !Backend.skipPostgres))
