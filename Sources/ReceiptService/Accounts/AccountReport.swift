@@ -45,7 +45,7 @@ public struct AccountReport: Sendable {
         for facts in owned {
             purchases += facts.transactions
             guard facts.isAutoRenewable, !facts.transactions.isEmpty else { continue }
-            let json = ReceiptRoutes.subscriptionJSON(facts, now: Self.exactDate(instant))
+            let json = ReceiptRoutes.subscriptionJSON(facts, at: instant)
             // The subscription's object already holds each of its transactions normalized: reused, not redone.
             if case .array(let transactions)? = json["transactions"] {
                 for (facts, transaction) in zip(facts.transactions, transactions) {
@@ -75,10 +75,14 @@ public struct AccountReport: Sendable {
         if left != right { return left > right }
         return (rhs?.transactionID ?? "").utf8.lexicographicallyPrecedes((lhs?.transactionID ?? "").utf8)
     }
+}
 
-    /// A `Date` that `ReceiptDate(_:)`, which rounds down, reads back as exactly `milliseconds`: a half millisecond
-    /// more than the instant keeps a binary fraction below it from losing one.
-    static func exactDate(_ milliseconds: Int64) -> Date {
-        Date(timeIntervalSince1970: (Double(milliseconds) + 0.5) / 1000)
+extension ReceiptRoutes {
+    /// The `/v1/subscriptions/{id}` object with its status at `milliseconds` exactly (for `?at=` and accounts: pass
+    /// facts ``SubscriptionFacts/asOf(_:)`` the same instant).
+    static func subscriptionJSON(_ facts: SubscriptionFacts, at milliseconds: Int64) -> JSONValue {
+        // `ReceiptDate(_:)` rounds the Date's seconds down, and `milliseconds / 1000` seconds in binary floating point
+        // may fall just below the millisecond (from 2038 on): half a millisecond more always reads back as it.
+        subscriptionJSON(facts, now: Date(timeIntervalSince1970: (Double(milliseconds) + 0.5) / 1000))
     }
 }

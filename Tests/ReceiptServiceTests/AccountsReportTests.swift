@@ -1,0 +1,147 @@
+import JSONText
+import Ledger
+import ReceiptEngine
+import Testing
+
+@testable import ReceiptService
+
+/// The body of `GET /v1/accounts/{account}`, and the facts as of an instant it is computed from.
+struct AccountsReportTests {
+    typealias S = Shop
+    let day = Shop.day
+    let t0 = Shop.t0
+
+    private func keys(_ value: JSONValue?) -> [String] {
+        guard case .object(let members)? = value else { return [] }
+        return members.map(\.key)
+    }
+
+    private func date(_ milliseconds: Int64) -> JSONValue { .string(ReceiptDate(millisecondsSince1970: milliseconds).rfc3339) }
+
+    /// A monthly subscription renewed twice (the second renewal after the instant looked at), refunded after it, and
+    /// a non-consumable.
+    private var snapshot: AccountSnapshot {
+        let subscription = S.facts(
+            [
+                S.transaction("1", purchase: t0, expires: t0 + 30 * day),
+                S.transaction("2", original: "1", purchase: t0 + 30 * day, expires: t0 + 60 * day, revoked: t0 + 45 * day),
+                S.transaction("3", original: "1", purchase: t0 + 60 * day, expires: t0 + 90 * day),
+            ],
+            renewal: S.renewal("1"), updatedAt: t0 + 61 * day)
+        return S.snapshot([subscription, S.oneTime("9", product: S.noAds, purchase: t0 + 10 * day)], updatedAt: t0 + 2 * day)
+    }
+
+    @Test func accountJSON_hasTheIssuesKeys_inOrder() {
+        let json = AccountReport(snapshot: snapshot, configuration: S.configuration(), at: t0 + 40 * day).json
+        #expect(keys(json) == [
+            "account", "entitlements", "subscriptions", "purchases", "app_account_tokens", "first_seen", "updated_at", "at",
+        ])
+        #expect(json["account"] == .string("user-42"))
+        #expect(keys(json["entitlements"]) == ["no_ads", "pro"])
+        #expect(keys(json["entitlements"]?["pro"]) == [
+            "active", "product_id", "original_transaction_id", "expires_date", "grace_period_expires_date", "will_renew",
+            "is_in_billing_retry_period", "period_type", "ownership", "environment", "purchase_date",
+        ])
+        #expect(json["app_account_tokens"] == .array([.string("7e3fb20b-4cdb-47cc-936d-99d65f608138")]))
+        #expect(json["first_seen"] == date(t0 - day))
+        #expect(json["updated_at"] == date(t0 + 61 * day))
+        #expect(json["at"] == date(t0 + 40 * day))
+    }
+
+    @Test func activeEntitlement_saysWhy() {
+        let pro = AccountReport(snapshot: snapshot, configuration: S.configuration(), at: t0 + 40 * day).json["entitlements"]?["pro"]
+        #expect(pro?["active"] == .bool(true))
+        #expect(pro?["product_id"] == .string(S.monthly))
+        #expect(pro?["original_transaction_id"] == .string("1"))
+        #expect(pro?["expires_date"] == date(t0 + 60 * day))
+        #expect(pro?["grace_period_expires_date"] == .null)
+        #expect(pro?["will_renew"] == .bool(true))
+        #expect(pro?["is_in_billing_retry_period"] == .bool(false))
+        #expect(pro?["period_type"] == .string("normal"))
+        #expect(pro?["ownership"] == .string("PURCHASED"))
+        #expect(pro?["environment"] == .string("Production"))
+        #expect(pro?["purchase_date"] == date(t0 + 30 * day))
+        #expect(pro?["ended_date"] == nil && pro?["ended_reason"] == nil)
+    }
+
+    @Test func inactiveEntitlement_saysWhenAndWhyItEnded() {
+        let report = AccountReport(snapshot: snapshot, configuration: S.configuration(), at: t0 + 50 * day)
+        let pro = report.json["entitlements"]?["pro"]
+        #expect(pro?["active"] == .bool(false))
+        #expect(pro?["ended_date"] == date(t0 + 45 * day))
+        #expect(pro?["ended_reason"] == .string("refunded"))
+        #expect(report.entitlements.map(\.name) == ["no_ads", "pro"])
+        #expect(report.entitlements.map(\.isActive) == [true, false])
+    }
+
+    @Test func subscriptionsAndPurchases_areAsOfTheInstant_newestFirst() {
+        let json = AccountReport(snapshot: snapshot, configuration: S.configuration(), at: t0 + 40 * day).json
+        guard case .array(let purchases)? = json["purchases"], case .array(let subscriptions)? = json["subscriptions"] else {
+            Issue.record("no purchases or subscriptions: \(json)")
+            return
+        }
+        // Transaction 3 was bought after the instant; the refund of 2 is dated after it too.
+        #expect(purchases.map { $0["transaction_id"] } == [.string("2"), .string("9"), .string("1")])
+        #expect(purchases.first?["revocation_date"] == .null)
+        #expect(subscriptions.count == 1)
+        #expect(subscriptions.first?["status"] == .string("active"))
+        #expect(subscriptions.first?["revocation_date"] == .null)
+        #expect(subscriptions.first?["latest_transaction"]?["transaction_id"] == .string("2"))
+        #expect(subscriptions.first?["latest_transaction"]?["revocation_date"] == .null)
+
+        let later = AccountReport(snapshot: snapshot, configuration: S.configuration(), at: t0 + 50 * day).json
+        #expect(later["subscriptions"]?[0]?["status"] == .string("revoked"))
+        #expect(later["purchases"]?[0]?["revocation_date"] == date(t0 + 45 * day))
+    }
+
+    @Test func subscriptionStatus_isTakenAtTheExactMillisecond() {
+        // Instants that a Date of `milliseconds / 1000` seconds, read back rounding down, loses a millisecond of
+        // (from 2038 on, seconds need another bit).
+        for expires: Int64 in [2_153_479_672_489, 2_154_577_027_305, 2_183_614_187_811, t0 + 30 * day + 1] {
+            let facts = S.facts([S.transaction("1", purchase: t0, expires: expires)])
+            let json = AccountReport(snapshot: S.snapshot([facts]), rules: S.rules, at: expires).json
+            #expect(json["subscriptions"]?[0]?["status"] == .string("expired"), "expires \(expires)")
+            #expect(json["entitlements"]?["pro"]?["ended_date"] == date(expires))
+        }
+    }
+
+    // MARK: - Facts as of an instant
+
+    @Test func asOf_leavesOutLaterPurchases_andIgnoresLaterRevocations() {
+        let facts = S.facts([
+            S.transaction("1", purchase: t0, expires: t0 + 30 * day, revoked: t0 + 10 * day),
+            S.transaction("2", original: "1", purchase: t0 + 30 * day, expires: t0 + 60 * day),
+        ])
+        let early = facts.asOf(t0 + 5 * day)
+        #expect(early.transactions.map(\.transactionID) == ["1"])
+        #expect(early.transactions.first?.revocationDate == nil)
+        #expect(early.status(at: t0 + 5 * day) == .active)
+        #expect(!early.transactions[0].payloadJSON.contains("revocation"))
+        let refunded = facts.asOf(t0 + 10 * day)
+        #expect(refunded.transactions.first?.revocationDate == t0 + 10 * day)
+        #expect(refunded.status(at: t0 + 10 * day) == .revoked)
+        #expect(facts.asOf(t0 + 30 * day) == facts)
+    }
+
+    @Test func asOf_countsAnUpgradeOnlyOnceItHappened() {
+        let upgradeAt = t0 + 10 * day
+        let upgraded = S.transaction("1", purchase: t0, expires: t0 + 30 * day, signed: upgradeAt, upgraded: true)
+        let replacement = S.transaction("2", original: "1", product: S.yearly, purchase: upgradeAt, expires: t0 + 400 * day)
+        let facts = S.facts([upgraded, replacement])
+        #expect(facts.asOf(upgradeAt - 1).transactions.map(\.isUpgraded) == [false])
+        #expect(facts.asOf(upgradeAt - 1).status(at: upgradeAt - 1) == .active)
+        #expect(facts.asOf(upgradeAt).transactions.map(\.isUpgraded) == [nil, true])
+        // Without the replacement, Apple's signing of the upgraded version is the latest it can have happened.
+        let alone = S.facts([upgraded])
+        #expect(alone.asOf(upgradeAt - 1).status(at: upgradeAt - 1) == .active)
+        #expect(alone.asOf(upgradeAt).status(at: upgradeAt) == .upgraded)
+    }
+
+    @Test func entitlementLines_haveNameActiveUntilAndWhy() {
+        let report = AccountReport(snapshot: snapshot, configuration: S.configuration(), at: t0 + 50 * day)
+        let lines = report.entitlements.map { ($0.name, $0.isActive, $0.until, $0.end?.reason) }
+        #expect(lines.count == 2)
+        #expect(lines[0] == ("no_ads", true, nil, nil))
+        #expect(lines[1] == ("pro", false, t0 + 45 * day, .refunded))
+    }
+}
