@@ -48,7 +48,8 @@ extension ReceiptRoutes {
                 message: "\(originalTransactionID) is a one-time purchase\(type), not an auto-renewable subscription: "
                     + "see /v1/transactions/\(originalTransactionID)"))
         }
-        return json(status: .ok, Self.subscriptionJSON(facts, now: at.map(AccountReport.exactDate) ?? clock()))
+        let body = at.map { Self.subscriptionJSON(facts, at: $0) } ?? Self.subscriptionJSON(facts, now: clock())
+        return json(status: .ok, body)
     }
 
     func transaction(id: String) -> HTTPResponse {
