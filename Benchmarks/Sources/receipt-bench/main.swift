@@ -23,6 +23,9 @@ import StoreKitJWS
 // receipt-bench write-real-path --out DIR                that JWS, its test root and a serve config, for wrk and scripts
 // receipt-bench ledger --fixtures DIR [--count SENDERS] [--postgres CONNINFO]
 //                                                        the ledger beside a validation; notifications committed/s
+// receipt-bench accounts [--count N]                     issue 24: an account of 3 subscriptions and 200 transactions
+//                                                        against each subscription, and token linking's cost, on
+//                                                        SQLite; N interleaved repetitions (default 400)
 
 struct Arguments {
     var mode = "inprocess"
@@ -77,6 +80,11 @@ func row(_ label: String, _ value: String, _ note: String = "") {
 }
 
 let arguments = Arguments(Array(CommandLine.arguments.dropFirst()))
+if arguments.mode == "accounts" {
+    accountsBenchmark(repetitions: arguments.countGiven ? arguments.count : 400)
+    exit(0)
+}
+
 let typical = read(arguments.fixtures + "/receipts/tpinapp_1.der")
 let large = read(arguments.fixtures + "/receipts/tpinapp_3.der")
 let appleRoot = read(arguments.fixtures + "/certs/AppleIncRootCertificate.cer")
