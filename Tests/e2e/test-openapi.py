@@ -389,6 +389,7 @@ def main():
     expect_member(payload, ("status",), 21000, "GET /verifyReceipt")
 
     check_storekit_and_ledger(os.environ["STORE_URL"], main_url)
+    check_accounts(os.environ["STORE_URL"], main_url)
 
     # Operations
     request(main_url, "GET", "/healthz", expect=200)
@@ -708,6 +709,61 @@ def check_storekit_and_ledger(store_url, stateless_url):
             break
         time.sleep(0.1)
     request(store_url, "GET", "/readyz", label="readyz, ledger back", expect=200)
+
+
+def check_accounts(store_url, stateless_url):
+    """The account routes (docs/accounts.md): every documented status, each answer against its schema."""
+    as_json = {"Content-Type": "application/json"}
+    ACCOUNT_GET = ("/v1/accounts/{account}", "GET")
+    TOKEN_PUT = ("/v1/accounts/{account}/app_account_tokens/{app_account_token}", "PUT")
+    token = "5d1c7e2a-9b3f-4a6d-8e0c-1f2a3b4c5d6e"
+    account = "/v1/accounts/openapi%20user"
+    tokens = f"{account}/app_account_tokens/{token.upper()}"
+    request(store_url, "GET", account, label="account unknown", expect=404, code="account_not_found",
+            as_operation=ACCOUNT_GET)
+    request(store_url, "DELETE", account, label="delete an unknown account", expect=404, code="account_not_found",
+            as_operation=("/v1/accounts/{account}", "DELETE"))
+    request(store_url, "PUT", tokens, label="register a token", expect=200, as_operation=TOKEN_PUT)
+    request(store_url, "PUT", "/v1/accounts/someone%20else/app_account_tokens/" + token,
+            label="register another's token", expect=409, code="token_owned_by_another_account", as_operation=TOKEN_PUT)
+    request(store_url, "PUT", f"{account}/app_account_tokens/not-a-uuid", label="register a non-UUID token",
+            expect=400, code="bad_request", as_operation=TOKEN_PUT)
+    request(store_url, "GET", "/v1/accounts/a%00b", label="account with a NUL", expect=400, code="bad_request",
+            as_operation=("/v1/accounts/{account}", "GET"))
+    pro = forge_jws("transaction", "--bundle-id", "com.example.app", "--transaction-id", "880001",
+                    "--purchased", "2026-01-01T00:00:00Z", "--expires", "2099-01-01T00:00:00Z",
+                    "--members", json.dumps({"appAccountToken": token}))
+    request(store_url, "POST", "/v1/validate", pro, {"Content-Type": "text/plain"}, label="validate a token's JWS",
+            expect=200)
+    purchases = f"{account}/purchases"
+    once = forge_jws("transaction", "--bundle-id", "com.example.app", "--transaction-id", "880002",
+                     "--product-id", "coins.100", "--product-type", "Consumable", "--purchased", "2026-02-01T00:00:00Z")
+    _, _, payload = request(store_url, "POST", purchases, json.dumps({"jws": once.decode()}).encode(), as_json,
+                            label="post a purchase", expect=200, as_operation=("/v1/accounts/{account}/purchases", "POST"))
+    expect_member(payload, ("validation", "valid"), True, "post a purchase")
+    request(store_url, "POST", purchases, b'{"jws": "not a jws"}', as_json, label="post a body that is no JWS",
+            expect=400, code="bad_request", as_operation=("/v1/accounts/{account}/purchases", "POST"))
+    rogue = forge_jws("transaction", "--bundle-id", "com.example.app", "--transaction-id", "880009",
+                      ca=os.environ["UNTRUSTED_CA"])
+    request(store_url, "POST", purchases, rogue, {"Content-Type": "text/plain"}, label="post a rogue JWS",
+            expect=422, as_operation=("/v1/accounts/{account}/purchases", "POST"))
+    request(store_url, "POST", purchases, b"x", {"Content-Type": "image/png"}, label="post an image", expect=415,
+            as_operation=("/v1/accounts/{account}/purchases", "POST"))
+    for at in ("", "?at=2026-01-15T00:00:00Z"):
+        _, _, payload = request(store_url, "GET", account + at, label=f"account{at}", expect=200,
+                                as_operation=("/v1/accounts/{account}", "GET"))
+        expect_keys(payload, (), ["account", "entitlements", "subscriptions", "purchases", "app_account_tokens",
+                                  "first_seen", "updated_at", "at"], f"account{at}")
+    request(store_url, "GET", account + "?at=soon", label="account ?at= not a date", expect=400, code="bad_request",
+            as_operation=("/v1/accounts/{account}", "GET"))
+    request(store_url, "GET", "/v1/subscriptions/880001?at=2026-06-01T00:00:00Z", label="subscription ?at=",
+            expect=200, as_operation=("/v1/subscriptions/{original_transaction_id}", "GET"))
+    request(store_url, "PATCH", account, label="PATCH an account", expect=405,
+            as_operation=("/v1/accounts/{account}", "PATCH"))
+    request(store_url, "DELETE", account, label="delete the account", expect=200,
+            as_operation=("/v1/accounts/{account}", "DELETE"))
+    request(stateless_url, "GET", account, label="account without a store", expect=503, code="store_not_configured",
+            as_operation=("/v1/accounts/{account}", "GET"))
 
 
 def check_crowded(base):

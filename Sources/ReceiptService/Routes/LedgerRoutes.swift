@@ -48,8 +48,8 @@ extension ReceiptRoutes {
                 message: "\(originalTransactionID) is a one-time purchase\(type), not an auto-renewable subscription: "
                     + "see /v1/transactions/\(originalTransactionID)"))
         }
-        let body = at.map { Self.subscriptionJSON(facts, at: $0) } ?? Self.subscriptionJSON(facts, now: clock())
-        return json(status: .ok, body)
+        guard let at else { return json(status: .ok, Self.subscriptionJSON(facts, now: clock())) }
+        return json(status: .ok, Self.subscriptionJSON(facts, at: at))
     }
 
     func transaction(id: String) -> HTTPResponse {
