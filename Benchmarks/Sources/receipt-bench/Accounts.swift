@@ -17,7 +17,7 @@ import ReceiptService
 ///
 /// Requests take turns one by one, so that the machine's drift falls on all alike; each figure is the median (and
 /// 90th percentile) of single calls.
-func accountsBenchmark(repetitions: Int) {
+func accountsBenchmark(repetitions: Int, profiling target: String? = nil) {
     let folder = NSTemporaryDirectory() + "receipt-bench-accounts-\(getpid())"
     try! FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(atPath: folder) }
@@ -72,7 +72,7 @@ func accountsBenchmark(repetitions: Int) {
     }
 
     let started = nanoseconds()
-    for other in 0..<2_000 {
+    for other in 0..<(target == nil ? 2_000 : 0) {
         account("other-\(other)", (0..<3).map { ("9\(other)0\($0)", 8) })
     }
     let spread = [("1000000001", 67), ("1000000002", 67), ("1000000003", 66)]
@@ -86,6 +86,21 @@ func accountsBenchmark(repetitions: Int) {
         HTTPRequest(
             method: .get, target: target, headers: HTTPHeaders([]), body: [], peer: .benchmarkClient,
             listener: .benchmarkListener)
+    }
+    if let target {
+        let account = String(target.split(separator: ":").last ?? "")
+        let snapshot = try! store.account(account)
+        var sink = 0
+        for _ in 0..<repetitions {
+            switch target.prefix(5) {
+            case "tree:":
+                sink &+= AccountReport(snapshot: snapshot!, configuration: configuration, at: now).json.serialized().count
+            case "text:": sink &+= AccountReport(snapshot: snapshot!, configuration: configuration, at: now).jsonText.count
+            default: sink &+= routes.handle(get(target), on: .main).body.count
+            }
+        }
+        print("\(repetitions) \(target), sink \(sink)")
+        return
     }
     for (name, subscriptions) in [("spread", spread), ("long", long)] {
         let requests = [("/v1/accounts/\(name)", get("/v1/accounts/\(name)"))]

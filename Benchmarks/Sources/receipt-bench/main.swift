@@ -26,6 +26,10 @@ import StoreKitJWS
 // receipt-bench accounts [--count N]                     issue 24: an account of 3 subscriptions and 200 transactions
 //                                                        against each subscription, and token linking's cost, on
 //                                                        SQLite; N interleaved repetitions (default 400)
+// receipt-bench profile-accounts --target T [--count N]  N of one of them without the 2,000 other accounts, for
+//                                                        callgrind: T a path (/v1/accounts/spread), or tree:ACCOUNT
+//                                                        or text:ACCOUNT for AccountReport's json.serialized() or
+//                                                        jsonText alone
 
 struct Arguments {
     var mode = "inprocess"
@@ -36,6 +40,7 @@ struct Arguments {
     var out = ""
     var jws = ""
     var postgres = ""
+    var target = ""
 
     init(_ arguments: [String]) {
         var rest = arguments[...]
@@ -51,6 +56,7 @@ struct Arguments {
             case "--out": out = value
             case "--jws": jws = value
             case "--postgres": postgres = value
+            case "--target": target = value
             default:
                 FileHandle.standardError.write(Data("unknown argument \(flag)\n".utf8))
                 exit(2)
@@ -80,8 +86,10 @@ func row(_ label: String, _ value: String, _ note: String = "") {
 }
 
 let arguments = Arguments(Array(CommandLine.arguments.dropFirst()))
-if arguments.mode == "accounts" {
-    accountsBenchmark(repetitions: arguments.countGiven ? arguments.count : 400)
+if arguments.mode == "accounts" || arguments.mode == "profile-accounts" {
+    accountsBenchmark(
+        repetitions: arguments.countGiven ? arguments.count : 400,
+        profiling: arguments.mode == "profile-accounts" ? arguments.target : nil)
     exit(0)
 }
 
