@@ -48,6 +48,25 @@ struct AccountsReportTests {
         #expect(json["at"] == date(t0 + 40 * day))
     }
 
+    /// What `GET /v1/accounts/{account}` sends: each transaction's text written once for its subscription and
+    /// `purchases` alike must read exactly as the whole value serialized, before, during and after every purchase.
+    @Test(arguments: [-1, 0, 15, 40, 50, 70, 100] as [Int64])
+    func accountText_isTheAccountJSONSerialized(daysAfterT0: Int64) {
+        let yearly = S.facts(
+            [
+                S.transaction("20", purchase: t0 + 5 * day, expires: t0 + 35 * day),
+                S.transaction("21", original: "20", purchase: t0 + 35 * day, expires: t0 + 65 * day, upgraded: true),
+                S.transaction(
+                    "22", original: "20", product: S.yearly, purchase: t0 + 50 * day, expires: t0 + 415 * day),
+            ],
+            renewal: S.renewal("20"), updatedAt: t0 + 51 * day)
+        var owned = Array(snapshot.subscriptions.values.sorted { $0.originalTransactionID < $1.originalTransactionID })
+        owned.append(yearly)
+        let report = AccountReport(
+            snapshot: S.snapshot(owned), configuration: S.configuration(), at: t0 + daysAfterT0 * day)
+        #expect(report.jsonText == report.json.serialized())
+    }
+
     @Test func activeEntitlement_saysWhy() {
         let pro = AccountReport(snapshot: snapshot, configuration: S.configuration(), at: t0 + 40 * day).json["entitlements"]?["pro"]
         #expect(pro?["active"] == .bool(true))

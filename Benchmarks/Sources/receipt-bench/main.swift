@@ -23,6 +23,13 @@ import StoreKitJWS
 // receipt-bench write-real-path --out DIR                that JWS, its test root and a serve config, for wrk and scripts
 // receipt-bench ledger --fixtures DIR [--count SENDERS] [--postgres CONNINFO]
 //                                                        the ledger beside a validation; notifications committed/s
+// receipt-bench accounts [--count N]                     issue 24: an account of 3 subscriptions and 200 transactions
+//                                                        against each subscription, and token linking's cost, on
+//                                                        SQLite; N interleaved repetitions (default 400)
+// receipt-bench profile-accounts --target T [--count N]  N of one of them without the 2,000 other accounts, for
+//                                                        callgrind: T a path (/v1/accounts/spread), or tree:ACCOUNT
+//                                                        or text:ACCOUNT for AccountReport's json.serialized() or
+//                                                        jsonText alone
 
 struct Arguments {
     var mode = "inprocess"
@@ -33,6 +40,7 @@ struct Arguments {
     var out = ""
     var jws = ""
     var postgres = ""
+    var target = ""
 
     init(_ arguments: [String]) {
         var rest = arguments[...]
@@ -48,6 +56,7 @@ struct Arguments {
             case "--out": out = value
             case "--jws": jws = value
             case "--postgres": postgres = value
+            case "--target": target = value
             default:
                 FileHandle.standardError.write(Data("unknown argument \(flag)\n".utf8))
                 exit(2)
@@ -77,6 +86,13 @@ func row(_ label: String, _ value: String, _ note: String = "") {
 }
 
 let arguments = Arguments(Array(CommandLine.arguments.dropFirst()))
+if arguments.mode == "accounts" || arguments.mode == "profile-accounts" {
+    accountsBenchmark(
+        repetitions: arguments.countGiven ? arguments.count : 400,
+        profiling: arguments.mode == "profile-accounts" ? arguments.target : nil)
+    exit(0)
+}
+
 let typical = read(arguments.fixtures + "/receipts/tpinapp_1.der")
 let large = read(arguments.fixtures + "/receipts/tpinapp_3.der")
 let appleRoot = read(arguments.fixtures + "/certs/AppleIncRootCertificate.cer")

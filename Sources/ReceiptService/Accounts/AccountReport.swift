@@ -36,10 +36,88 @@ public struct AccountReport: Sendable {
     /// "purchases": [every owned transaction, normalized, newest first], "app_account_tokens", "first_seen",
     /// "updated_at", "at"}`.
     public var json: JSONValue {
+        let (subscriptions, purchases) = renderedSubscriptionsAndPurchases()
+        return .object([
+            ("account", .string(snapshot.record.account)),
+            ("entitlements", entitlementsJSON),
+            ("subscriptions", .array(subscriptions.map(\.json))),
+            ("purchases", .array(purchases.map(\.json))),
+        ] + trailingMembers)
+    }
+
+    /// ``json``'s compact text, byte for byte. Every transaction appears twice, in its subscription and among
+    /// `purchases`, as the same normalized object: its text is written once and copied, where serializing both copies
+    /// was nearly half of an account's answer (issue 24's benchmark, `receipt-bench accounts`).
+    public var jsonText: [UInt8] {
+        let (subscriptions, purchases) = renderedSubscriptionsAndPurchases()
+        var texts: [String: [UInt8]] = [:]
+        var writer = JSONWriter(capacity: 64 * 1024)
+        writer.beginObject()
+        writer.key("account")
+        writer.string(snapshot.record.account)
+        writer.key("entitlements")
+        writer.value(entitlementsJSON)
+        writer.key("subscriptions")
+        writer.beginArray()
+        for subscription in subscriptions {
+            guard case .object(let members) = subscription.json else {
+                writer.value(subscription.json)
+                continue
+            }
+            writer.beginObject()
+            for (key, value) in members {
+                writer.key(key)
+                guard key == "transactions", case .array(let transactions) = value else {
+                    writer.value(value)
+                    continue
+                }
+                writer.beginArray()
+                for (transactionID, transaction) in zip(subscription.transactionIDs, transactions) {
+                    let text = transaction.serialized()
+                    texts[transactionID] = text
+                    writer.value(transaction, serializedText: text)
+                }
+                writer.endArray()
+            }
+            writer.endObject()
+        }
+        writer.endArray()
+        writer.key("purchases")
+        writer.beginArray()
+        for purchase in purchases {
+            writer.value(purchase.json, serializedText: texts[purchase.transactionID])
+        }
+        writer.endArray()
+        for (key, value) in trailingMembers {
+            writer.key(key)
+            writer.value(value)
+        }
+        writer.endObject()
+        return writer.bytes
+    }
+
+    private var entitlementsJSON: JSONValue { .object(entitlements.map { ($0.name, $0.json) }) }
+
+    private var trailingMembers: [(key: String, value: JSONValue)] {
         let record = snapshot.record
-        let owned = record.links.compactMap { link in snapshot.subscriptions[link.originalTransactionID] }
+        let updatedAt = snapshot.subscriptions.values.map(\.updatedAt).reduce(record.updatedAt, max)
+        return [
+            ("app_account_tokens", .array(record.appAccountTokens.map(JSONValue.string))),
+            ("first_seen", Entitlement.date(record.firstSeen)),
+            ("updated_at", Entitlement.date(updatedAt)),
+            ("at", Entitlement.date(instant)),
+        ]
+    }
+
+    /// The subscriptions' objects, each with the ids of its `transactions` in their order, and the purchases, each the
+    /// very value its subscription holds when it has one.
+    private func renderedSubscriptionsAndPurchases() -> (
+        subscriptions: [(json: JSONValue, transactionIDs: [String])],
+        purchases: [(transactionID: String, json: JSONValue)]
+    ) {
+        let owned = snapshot.record.links.compactMap { link in snapshot.subscriptions[link.originalTransactionID] }
             .map { $0.asOf(instant) }
-        var subscriptions: [(latest: TransactionFacts?, json: JSONValue)] = []
+        var subscriptions: [(latest: TransactionFacts?, json: JSONValue, transactionIDs: [String])] = []
         var normalized: [String: JSONValue] = [:]
         var purchases: [TransactionFacts] = []
         for facts in owned {
@@ -52,21 +130,14 @@ public struct AccountReport: Sendable {
                     normalized[facts.transactionID] = transaction
                 }
             }
-            subscriptions.append((facts.latestTransaction, json))
+            subscriptions.append((facts.latestTransaction, json, facts.transactions.map(\.transactionID)))
         }
         subscriptions.sort { Self.isNewer($0.latest, than: $1.latest) }
         purchases.sort { Self.isNewer($0, than: $1) }
-        let updatedAt = snapshot.subscriptions.values.map(\.updatedAt).reduce(record.updatedAt, max)
-        return .object([
-            ("account", .string(record.account)),
-            ("entitlements", .object(entitlements.map { ($0.name, $0.json) })),
-            ("subscriptions", .array(subscriptions.map(\.json))),
-            ("purchases", .array(purchases.map { normalized[$0.transactionID] ?? ReceiptRoutes.transactionJSON($0) })),
-            ("app_account_tokens", .array(record.appAccountTokens.map(JSONValue.string))),
-            ("first_seen", Entitlement.date(record.firstSeen)),
-            ("updated_at", Entitlement.date(updatedAt)),
-            ("at", Entitlement.date(instant)),
-        ])
+        return (
+            subscriptions.map { ($0.json, $0.transactionIDs) },
+            purchases.map { ($0.transactionID, normalized[$0.transactionID] ?? ReceiptRoutes.transactionJSON($0)) }
+        )
     }
 
     /// Newest purchase first; then the greater transaction id, so that the order never depends on the input's.

@@ -39,7 +39,7 @@ extension ReceiptRoutes {
             return problem(Self.storeProblem(error))
         }
         guard let snapshot else { return problem(Self.accountNotFound) }
-        return json(status: .ok, AccountReport(snapshot: snapshot, configuration: configuration, at: at).json)
+        return json(status: .ok, text: AccountReport(snapshot: snapshot, configuration: configuration, at: at).jsonText)
     }
 
     /// `?at=`: the instant the rules are applied at (Unix milliseconds), sent as RFC 3339; nil when not asked.
