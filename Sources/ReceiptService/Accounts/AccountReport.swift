@@ -66,7 +66,7 @@ public struct AccountReport: Sendable {
             }
             writer.beginObject()
             for (key, value) in members {
-                writer.key(key)
+                writer.key(utf8: Array(key.utf8))
                 guard key == "transactions", case .array(let transactions) = value else {
                     writer.value(value)
                     continue
@@ -89,7 +89,7 @@ public struct AccountReport: Sendable {
         }
         writer.endArray()
         for (key, value) in trailingMembers {
-            writer.key(key)
+            writer.key(utf8: Array(key.utf8))
             writer.value(value)
         }
         writer.endObject()
