@@ -96,17 +96,6 @@ public struct AccountTransfer: Sendable, Hashable {
     public var toAccount: String
     public var transferredAt: Int64
     public var source: AccountLinkSource
-
-    public init(
-        originalTransactionID: String, fromAccount: String, toAccount: String, transferredAt: Int64,
-        source: AccountLinkSource
-    ) {
-        self.originalTransactionID = originalTransactionID
-        self.fromAccount = fromAccount
-        self.toAccount = toAccount
-        self.transferredAt = transferredAt
-        self.source = source
-    }
 }
 
 /// One original transaction an account owns.
@@ -114,12 +103,6 @@ public struct AccountLink: Sendable, Hashable {
     public var originalTransactionID: String
     public var linkedAt: Int64
     public var source: AccountLinkSource
-
-    public init(originalTransactionID: String, linkedAt: Int64, source: AccountLinkSource) {
-        self.originalTransactionID = originalTransactionID
-        self.linkedAt = linkedAt
-        self.source = source
-    }
 }
 
 /// Everything the ledger holds about one account; the service reads the facts of `links` (and of the originals it
