@@ -121,16 +121,9 @@ public struct AccountRecord: Sendable, Hashable {
     /// When anything about its links or tokens last changed.
     public var updatedAt: Int64
 
-    public init(
-        account: String, links: [AccountLink], appAccountTokens: [String], transfers: [AccountTransfer],
-        firstSeen: Int64, updatedAt: Int64
-    ) {
-        self.account = account
-        self.links = links
-        self.appAccountTokens = appAccountTokens
-        self.transfers = transfers
-        self.firstSeen = firstSeen
-        self.updatedAt = updatedAt
+    /// An account the ledger holds nothing for yet, as of `time`.
+    public static func empty(_ account: String, at time: Int64) -> AccountRecord {
+        AccountRecord(account: account, links: [], appAccountTokens: [], transfers: [], firstSeen: time, updatedAt: time)
     }
 }
 
