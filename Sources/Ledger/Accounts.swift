@@ -96,17 +96,6 @@ public struct AccountTransfer: Sendable, Hashable {
     public var toAccount: String
     public var transferredAt: Int64
     public var source: AccountLinkSource
-
-    public init(
-        originalTransactionID: String, fromAccount: String, toAccount: String, transferredAt: Int64,
-        source: AccountLinkSource
-    ) {
-        self.originalTransactionID = originalTransactionID
-        self.fromAccount = fromAccount
-        self.toAccount = toAccount
-        self.transferredAt = transferredAt
-        self.source = source
-    }
 }
 
 /// One original transaction an account owns.
@@ -114,12 +103,6 @@ public struct AccountLink: Sendable, Hashable {
     public var originalTransactionID: String
     public var linkedAt: Int64
     public var source: AccountLinkSource
-
-    public init(originalTransactionID: String, linkedAt: Int64, source: AccountLinkSource) {
-        self.originalTransactionID = originalTransactionID
-        self.linkedAt = linkedAt
-        self.source = source
-    }
 }
 
 /// Everything the ledger holds about one account; the service reads the facts of `links` (and of the originals it
@@ -138,16 +121,9 @@ public struct AccountRecord: Sendable, Hashable {
     /// When anything about its links or tokens last changed.
     public var updatedAt: Int64
 
-    public init(
-        account: String, links: [AccountLink], appAccountTokens: [String], transfers: [AccountTransfer],
-        firstSeen: Int64, updatedAt: Int64
-    ) {
-        self.account = account
-        self.links = links
-        self.appAccountTokens = appAccountTokens
-        self.transfers = transfers
-        self.firstSeen = firstSeen
-        self.updatedAt = updatedAt
+    /// An account the ledger holds nothing for yet, as of `time`.
+    public static func empty(_ account: String, at time: Int64) -> AccountRecord {
+        AccountRecord(account: account, links: [], appAccountTokens: [], transfers: [], firstSeen: time, updatedAt: time)
     }
 }
 

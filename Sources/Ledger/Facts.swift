@@ -174,24 +174,12 @@ public struct NotificationSummary: Sendable, Hashable {
     public var type: String
     public var subtype: String?
     public var signedDate: Int64
-
-    public init(uuid: String, type: String, subtype: String? = nil, signedDate: Int64) {
-        self.uuid = uuid
-        self.type = type
-        self.subtype = subtype
-        self.signedDate = signedDate
-    }
 }
 
 /// Who was granted a purchase, and when.
 public struct Claim: Sendable, Hashable {
     public var account: String
     public var claimedAt: Int64
-
-    public init(account: String, claimedAt: Int64) {
-        self.account = account
-        self.claimedAt = claimedAt
-    }
 }
 
 /// The answer to a claim: a purchase is granted to one account, once.

@@ -91,18 +91,6 @@ public struct LedgerInspection: Sendable, Hashable {
         guard version == LedgerSchema.latestVersion else {
             return LedgerInspection(schemaVersion: version, counts: nil)
         }
-        func count(_ sql: String) throws(LedgerError) -> Int64 {
-            try connection.query(sql, []).first?.requiredInt64(0) ?? 0
-        }
-        let counts = LedgerCounts(
-            transactions: try count("SELECT count(*) FROM transactions"),
-            transactionSources: try count("SELECT count(*) FROM transaction_sources"),
-            renewalInfos: try count("SELECT count(*) FROM renewal_infos"),
-            notifications: try count("SELECT count(*) FROM notifications"),
-            claims: try count("SELECT count(*) FROM claims"),
-            accounts: try count("SELECT count(*) FROM accounts"),
-            accountLinks: try count("SELECT count(*) FROM account_links")
-        )
-        return LedgerInspection(schemaVersion: version, counts: counts)
+        return LedgerInspection(schemaVersion: version, counts: try LedgerStatements.counts(connection))
     }
 }

@@ -168,20 +168,7 @@ struct LedgerRecords<Database: LedgerDatabase>: Sendable {
     }
 
     func counts() throws(LedgerError) -> LedgerCounts {
-        try database.read { connection throws(LedgerError) in
-            func count(_ sql: String) throws(LedgerError) -> Int64 {
-                try connection.query(sql, []).first?.requiredInt64(0) ?? 0
-            }
-            return LedgerCounts(
-                transactions: try count("SELECT count(*) FROM transactions"),
-                transactionSources: try count("SELECT count(*) FROM transaction_sources"),
-                renewalInfos: try count("SELECT count(*) FROM renewal_infos"),
-                notifications: try count("SELECT count(*) FROM notifications"),
-                claims: try count("SELECT count(*) FROM claims"),
-                accounts: try count("SELECT count(*) FROM accounts"),
-                accountLinks: try count("SELECT count(*) FROM account_links")
-            )
-        }
+        try database.read { connection throws(LedgerError) in try LedgerStatements.counts(connection) }
     }
 }
 
@@ -461,6 +448,22 @@ enum LedgerStatements {
         }
         if existing.account == account { return .granted(first: false, claimedAt: existing.claimedAt) }
         return .alreadyClaimed(existing)
+    }
+
+    /// How many rows each table holds: for the live store and for a ledger inspected without opening it as one.
+    static func counts(_ connection: any SQLConnection) throws(LedgerError) -> LedgerCounts {
+        func count(_ sql: String) throws(LedgerError) -> Int64 {
+            try connection.query(sql, []).first?.requiredInt64(0) ?? 0
+        }
+        return LedgerCounts(
+            transactions: try count("SELECT count(*) FROM transactions"),
+            transactionSources: try count("SELECT count(*) FROM transaction_sources"),
+            renewalInfos: try count("SELECT count(*) FROM renewal_infos"),
+            notifications: try count("SELECT count(*) FROM notifications"),
+            claims: try count("SELECT count(*) FROM claims"),
+            accounts: try count("SELECT count(*) FROM accounts"),
+            accountLinks: try count("SELECT count(*) FROM account_links")
+        )
     }
 
     static func existingClaim(transactionID: String, _ connection: any SQLConnection) throws(LedgerError) -> Claim? {

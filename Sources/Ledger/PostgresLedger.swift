@@ -43,75 +43,10 @@ public final class PostgresLedger: LedgerStore {
     /// An arbitrary constant naming the ledger's migration lock among the database's advisory locks.
     static let migrationLock: Int64 = 0x7265_6365_6970_7464
 
-    // The store's operations forward to `LedgerRecords`, the one implementation of the ledger's SQL that both
-    // backends share; the backends differ only in how they own connections (and SQLite's backup). The forwards stay
-    // written out in each: a public protocol requirement cannot be met by an internal default.
-    public func record(_ notification: NotificationFacts) throws(LedgerError) -> NotificationWrite {
-        try records.record(notification)
-    }
-
-    public func record(transactions: [TransactionFacts], source: TransactionSource) throws(LedgerError) {
-        try records.record(transactions: transactions, source: source)
-    }
-
-    public func record(renewal: RenewalFacts, source: TransactionSource) throws(LedgerError) {
-        try records.record(renewal: renewal, source: source)
-    }
-
-    public func subscription(originalTransactionID: String) throws(LedgerError) -> SubscriptionFacts? {
-        try records.subscription(originalTransactionID: originalTransactionID)
-    }
-
-    public func transaction(id: String) throws(LedgerError) -> TransactionRecord? {
-        try records.transaction(id: id)
-    }
-
-    public func claim(transactionID: String, account: String, at time: Int64) throws(LedgerError) -> ClaimOutcome {
-        try records.claim(transactionID: transactionID, account: account, at: time)
-    }
-
-    public func transactions(originalTransactionIDs: [String]) throws(LedgerError) -> [TransactionFacts] {
-        try records.transactions(originalTransactionIDs: originalTransactionIDs)
-    }
-
-    public func renewalInfos(originalTransactionIDs: [String]) throws(LedgerError) -> [RenewalFacts] {
-        try records.renewalInfos(originalTransactionIDs: originalTransactionIDs)
-    }
-
-    public func notification(uuid: String) throws(LedgerError) -> StoredNotification? {
-        try records.notification(uuid: uuid)
-    }
-
-    public func ping() throws(LedgerError) { try records.ping() }
-
     public func checkWritable() throws(LedgerError) { try records.checkWritable() }
 
     /// PostgreSQL finds its own damage on the pages a statement reads; a read that answers is all that can be asked.
     public func checkIntegrity() throws(LedgerError) { try records.ping() }
-
-    public func schemaVersion() throws(LedgerError) -> Int { try records.schemaVersion() }
-
-    public func counts() throws(LedgerError) -> LedgerCounts { try records.counts() }
-
-    public func registerAppAccountToken(_ token: String, account: String, at time: Int64) throws(LedgerError)
-        -> AppAccountTokenOutcome
-    {
-        try records.registerAppAccountToken(token, account: account, at: time)
-    }
-
-    public func link(
-        originalTransactionIDs: [String], to account: String, source: AccountLinkSource, at time: Int64
-    ) throws(LedgerError) -> [String: AccountLinkOutcome] {
-        try records.link(originalTransactionIDs: originalTransactionIDs, to: account, source: source, at: time)
-    }
-
-    public func account(_ account: String) throws(LedgerError) -> AccountSnapshot? { try records.account(account) }
-
-    public func owner(originalTransactionID: String) throws(LedgerError) -> String? {
-        try records.owner(originalTransactionID: originalTransactionID)
-    }
-
-    public func deleteAccount(_ account: String) throws(LedgerError) -> Bool { try records.deleteAccount(account) }
 
     /// Closes the pool's connections (each one in use as it comes back); later calls fail `unavailable`.
     public func close() throws(LedgerError) { records.database.pool.close() }

@@ -67,47 +67,6 @@ public final class SQLiteLedger: LedgerStore {
         self.path = path
     }
 
-    // The store's operations forward to `LedgerRecords`, the one implementation of the ledger's SQL that both
-    // backends share; the backends differ only in how they own connections (and SQLite's backup). The forwards stay
-    // written out in each: a public protocol requirement cannot be met by an internal default.
-    public func record(_ notification: NotificationFacts) throws(LedgerError) -> NotificationWrite {
-        try records.record(notification)
-    }
-
-    public func record(transactions: [TransactionFacts], source: TransactionSource) throws(LedgerError) {
-        try records.record(transactions: transactions, source: source)
-    }
-
-    public func record(renewal: RenewalFacts, source: TransactionSource) throws(LedgerError) {
-        try records.record(renewal: renewal, source: source)
-    }
-
-    public func subscription(originalTransactionID: String) throws(LedgerError) -> SubscriptionFacts? {
-        try records.subscription(originalTransactionID: originalTransactionID)
-    }
-
-    public func transaction(id: String) throws(LedgerError) -> TransactionRecord? {
-        try records.transaction(id: id)
-    }
-
-    public func claim(transactionID: String, account: String, at time: Int64) throws(LedgerError) -> ClaimOutcome {
-        try records.claim(transactionID: transactionID, account: account, at: time)
-    }
-
-    public func transactions(originalTransactionIDs: [String]) throws(LedgerError) -> [TransactionFacts] {
-        try records.transactions(originalTransactionIDs: originalTransactionIDs)
-    }
-
-    public func renewalInfos(originalTransactionIDs: [String]) throws(LedgerError) -> [RenewalFacts] {
-        try records.renewalInfos(originalTransactionIDs: originalTransactionIDs)
-    }
-
-    public func notification(uuid: String) throws(LedgerError) -> StoredNotification? {
-        try records.notification(uuid: uuid)
-    }
-
-    public func ping() throws(LedgerError) { try records.ping() }
-
     /// A real write through the writer (a heartbeat counter in the database header, logged and fsynced like any
     /// commit: SQLite skips an `UPDATE` that changes no byte), then the volume's free space, and for a file once found
     /// damaged, `quick_check`.
@@ -138,30 +97,6 @@ public final class SQLiteLedger: LedgerStore {
             }
         }
     }
-
-    public func schemaVersion() throws(LedgerError) -> Int { try records.schemaVersion() }
-
-    public func counts() throws(LedgerError) -> LedgerCounts { try records.counts() }
-
-    public func registerAppAccountToken(_ token: String, account: String, at time: Int64) throws(LedgerError)
-        -> AppAccountTokenOutcome
-    {
-        try records.registerAppAccountToken(token, account: account, at: time)
-    }
-
-    public func link(
-        originalTransactionIDs: [String], to account: String, source: AccountLinkSource, at time: Int64
-    ) throws(LedgerError) -> [String: AccountLinkOutcome] {
-        try records.link(originalTransactionIDs: originalTransactionIDs, to: account, source: source, at: time)
-    }
-
-    public func account(_ account: String) throws(LedgerError) -> AccountSnapshot? { try records.account(account) }
-
-    public func owner(originalTransactionID: String) throws(LedgerError) -> String? {
-        try records.owner(originalTransactionID: originalTransactionID)
-    }
-
-    public func deleteAccount(_ account: String) throws(LedgerError) -> Bool { try records.deleteAccount(account) }
 
     /// Folds the write-ahead log into the database file and closes every connection, after the writes already
     /// queued committed; later calls fail `unavailable`. Fails when the final checkpoint could not complete (the

@@ -126,16 +126,8 @@ extension LedgerRecords {
     }
 }
 
-/// Both backends keep sync cursors and leases in the same table, through their records: one set of forwarders.
-protocol SyncBookkeepingInRecords: LedgerStore {
-    associatedtype Database: LedgerDatabase
-    var records: LedgerRecords<Database> { get }
-}
-
-extension SQLiteLedger: SyncBookkeepingInRecords {}
-extension PostgresLedger: SyncBookkeepingInRecords {}
-
-extension SyncBookkeepingInRecords {
+/// Both backends keep sync cursors and leases in the same table, through their records.
+extension LedgerStoreInRecords {
     public func syncLease(bundleID: String, environment: String) throws(LedgerError) -> ServerAPISyncLease? {
         try records.syncLease(bundleID: bundleID, environment: environment)
     }

@@ -1,5 +1,5 @@
 import JSONText
-import Ledger
+@testable import Ledger
 import ReceiptEngine
 
 @testable import ReceiptService

@@ -36,11 +36,6 @@ public struct Entitlement: Sendable, Hashable {
     public struct End: Sendable, Hashable {
         public var date: Int64
         public var reason: EndReason
-
-        public init(date: Int64, reason: EndReason) {
-            self.date = date
-            self.reason = reason
-        }
     }
 
     /// The name configured in `apps[].entitlements`.

@@ -53,35 +53,29 @@ public struct AccountSummary: Sendable {
     public var lines: [String] {
         var lines = ["account: \(text(json["account"]) ?? "")"]
         if let at = text(json["at"]) { lines.append("at: \(at)") }
-        lines.append("entitlements:")
-        let entitlements = entitlements
-        if entitlements.isEmpty { lines.append("  none") }
-        for line in entitlements {
+        lines += Self.section("entitlements", entitlements) { line in
             let state = line.isActive
                 ? "active " + (line.until.map { "until \($0)" } ?? "with no end")
                 : "not active" + (line.until.map { " since \($0)" } ?? "")
-            lines.append("  \(line.name): \(state) (\(line.why))")
+            return "\(line.name): \(state) (\(line.why))"
         }
-        lines.append("subscriptions:")
-        let subscriptions = json["subscriptions"]?.arrayItems ?? []
-        if subscriptions.isEmpty { lines.append("  none") }
-        for subscription in subscriptions {
+        lines += Self.section("subscriptions", json["subscriptions"]?.arrayItems ?? []) { subscription in
             let expiry = text(subscription["expires_date"]).map { ", expires \($0)" } ?? ""
-            lines.append(
-                "  \(text(subscription["original_transaction_id"]) ?? "?") \(text(subscription["product_id"]) ?? "?"): "
-                    + "\(text(subscription["status"]) ?? "?")\(expiry)")
+            return "\(text(subscription["original_transaction_id"]) ?? "?") \(text(subscription["product_id"]) ?? "?"): "
+                + "\(text(subscription["status"]) ?? "?")\(expiry)"
         }
-        lines.append("purchases:")
-        let purchases = json["purchases"]?.arrayItems ?? []
-        if purchases.isEmpty { lines.append("  none") }
-        for purchase in purchases {
+        lines += Self.section("purchases", json["purchases"]?.arrayItems ?? []) { purchase in
             let revoked = text(purchase["revocation_date"]).map { ", revoked \($0)" } ?? ""
-            lines.append(
-                "  \(text(purchase["purchase_date"]) ?? "?") \(text(purchase["transaction_id"]) ?? "?") "
-                    + "\(text(purchase["product_id"]) ?? "?") (original \(text(purchase["original_transaction_id"]) ?? "?")"
-                    + ", \(text(purchase["environment"]) ?? "?")\(revoked))")
+            return "\(text(purchase["purchase_date"]) ?? "?") \(text(purchase["transaction_id"]) ?? "?") "
+                + "\(text(purchase["product_id"]) ?? "?") (original \(text(purchase["original_transaction_id"]) ?? "?")"
+                + ", \(text(purchase["environment"]) ?? "?")\(revoked))"
         }
         return lines
+    }
+
+    /// `title:`, then one indented line an item, or `  none`.
+    private static func section<Item>(_ title: String, _ items: [Item], line: (Item) -> String) -> [String] {
+        ["\(title):"] + (items.isEmpty ? ["  none"] : items.map { "  " + line($0) })
     }
 
     private func text(_ value: JSONValue?) -> String? {

@@ -327,14 +327,12 @@ enum LookupPage {
     private static func escape(_ text: String) -> String { ResultHTML.escape(text) }
 
     private static func document(title: String, body: String) -> String {
-        """
-        <!DOCTYPE html>
-        <html lang="en">
-        <head>
-        <meta charset="utf-8">
-        <meta name="viewport" content="width=device-width, initial-scale=1">
-        <title>\(escape(title)) — receiptd</title>
-        <style>
+        ResultHTML.document(
+            title: title, style: style, heading: "Look up a purchase", body: body,
+            footer: "<p><a href=\"/\">Back to the support page</a></p>")
+    }
+
+    private static let style = """
         :root { --fg: #1d1d1f; --muted: #6e6e73; --line: #d2d2d7; }
         body { margin: 0 auto; max-width: 62rem; padding: 1.5rem; color: var(--fg);
                font: 15px/1.45 -apple-system, BlinkMacSystemFont, "Segoe UI", Roboto, Helvetica, Arial, sans-serif; }
@@ -387,16 +385,8 @@ enum LookupPage {
         caption { text-align: left; color: var(--muted); font-size: .85rem; padding-bottom: .3rem; }
         th, td { text-align: left; padding: .3rem .5rem; border-bottom: 1px solid var(--line); vertical-align: top; }
         th { color: var(--muted); font-weight: 600; }
-        </style>
-        </head>
-        <body>
-        <h1>Look up a purchase</h1>
-        \(body)<p><a href="/">Back to the support page</a></p>
-        </body>
-        </html>
 
         """
-    }
 }
 
 extension String {

@@ -166,7 +166,8 @@ public enum ResultHTML {
         return html + "</table>\n"
     }
 
-    private static func document(title: String, body: String) -> String {
+    /// The page every HTML answer is: `style`, `heading` and `footer` go in as HTML, unescaped.
+    static func document(title: String, style: String, heading: String, body: String, footer: String) -> String {
         """
         <!DOCTYPE html>
         <html lang="en">
@@ -175,6 +176,24 @@ public enum ResultHTML {
         <meta name="viewport" content="width=device-width, initial-scale=1">
         <title>\(escape(title)) — receiptd</title>
         <style>
+        \(style)</style>
+        </head>
+        <body>
+        <h1>\(heading)</h1>
+        \(body)\(footer)
+        </body>
+        </html>
+
+        """
+    }
+
+    private static func document(title: String, body: String) -> String {
+        document(
+            title: title, style: style, heading: escape(title), body: body,
+            footer: "<p><a href=\"/\">Check another receipt</a></p>")
+    }
+
+    private static let style = """
         body { font: 15px/1.5 system-ui, sans-serif; margin: 2rem auto; max-width: 60rem; padding: 0 1rem; color: #222; }
         table { border-collapse: collapse; margin: 0.5rem 0 1.5rem; }
         th, td { border: 1px solid #ccc; padding: 0.25rem 0.6rem; text-align: left; vertical-align: top; }
@@ -183,14 +202,6 @@ public enum ResultHTML {
         .valid { color: #176f2c; }
         .invalid { color: #a11d1d; }
         code { font-size: 0.9em; color: #555; }
-        </style>
-        </head>
-        <body>
-        <h1>\(escape(title))</h1>
-        \(body)<p><a href="/">Check another receipt</a></p>
-        </body>
-        </html>
 
         """
-    }
 }

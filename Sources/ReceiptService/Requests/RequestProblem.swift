@@ -112,4 +112,8 @@ struct RequestProblem: Error, Sendable, Hashable {
     static func badRequest(_ detail: Detail, _ message: String) -> RequestProblem {
         RequestProblem(status: 400, code: .badRequest, message: message, detail: detail)
     }
+
+    static func notFound(_ message: String) -> RequestProblem {
+        RequestProblem(status: .notFound, code: .notFound, message: message)
+    }
 }

@@ -143,11 +143,7 @@ extension ReceiptRoutes {
                 }
                 return .success(
                     try store.account(account)
-                        ?? AccountSnapshot(
-                            record: AccountRecord(
-                                account: account, links: [], appAccountTokens: [], transfers: [], firstSeen: now,
-                                updatedAt: now),
-                            subscriptions: [:]))
+                        ?? AccountSnapshot(record: .empty(account, at: now), subscriptions: [:]))
             }
         } catch {
             return problem(Self.storeProblem(error))

@@ -180,11 +180,6 @@ extension ServiceConfiguration {
     public struct PublicListener: Sendable, Hashable {
         public var host: String
         public var port: Int
-
-        public init(host: String, port: Int) {
-            self.host = host
-            self.port = port
-        }
     }
 
     /// Whether `host` only accepts connections from this machine; elsewhere, guarded routes need `api_tokens`.

@@ -30,16 +30,13 @@ extension ReceiptRoutes {
         if let at, let stored = facts {
             facts = stored.asOf(at)
             guard facts?.transactions.isEmpty == false || stored.transactions.isEmpty else {
-                return problem(RequestProblem(
-                    status: .notFound, code: .notFound,
-                    message: "original transaction \(originalTransactionID) was not purchased yet at "
+                return problem(.notFound(
+                    "original transaction \(originalTransactionID) was not purchased yet at "
                         + ReceiptDate(millisecondsSince1970: at).rfc3339))
             }
         }
         guard let facts else {
-            return problem(RequestProblem(
-                status: .notFound, code: .notFound,
-                message: "the ledger has never seen original transaction \(originalTransactionID)"))
+            return problem(.notFound("the ledger has never seen original transaction \(originalTransactionID)"))
         }
         guard facts.isAutoRenewable else {
             let type = facts.latestTransaction?.type.map { " (\($0))" } ?? ""
@@ -60,8 +57,7 @@ extension ReceiptRoutes {
             return problem(Self.storeProblem(error))
         }
         guard let record else {
-            return problem(RequestProblem(
-                status: .notFound, code: .notFound, message: "the ledger has never seen transaction \(id) verified"))
+            return problem(.notFound("the ledger has never seen transaction \(id) verified"))
         }
         let sources = record.sources.sorted { ($0.value, $0.key.rawValue) < ($1.value, $1.key.rawValue) }
         return json(
@@ -133,9 +129,8 @@ extension ReceiptRoutes {
                     ("claim", existing.map(Self.claimJSON) ?? .null),
                 ]))
         case .unknownTransaction:
-            return problem(RequestProblem(
-                status: .notFound, code: .notFound,
-                message: "the ledger has never seen transaction \(transactionID) verified: validate it first"))
+            return problem(
+                .notFound("the ledger has never seen transaction \(transactionID) verified: validate it first"))
         }
     }
 

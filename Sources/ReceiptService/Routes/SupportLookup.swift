@@ -66,16 +66,12 @@ extension ReceiptRoutes {
         case .notFound:
             return failure(
                 isTransactionID
-                    ? RequestProblem(
-                        status: .notFound, code: .notFound,
-                        message: "neither the ledger nor Apple knows transaction or original transaction \(id)")
+                    ? .notFound("neither the ledger nor Apple knows transaction or original transaction \(id)")
                     : RequestProblem(status: .notFound, code: .orderNotFound, message: "Apple knows no order \(id)"))
         case .notConfigured:
             return failure(
                 isTransactionID
-                    ? RequestProblem(
-                        status: .notFound, code: .notFound,
-                        message: "the ledger has never seen transaction or original transaction \(id)")
+                    ? .notFound("the ledger has never seen transaction or original transaction \(id)")
                     : RequestProblem(
                         status: .serviceUnavailable, code: .serverAPINotConfigured,
                         message: "the ledger knows no transaction \(id); if it is an order id (from the customer's "
