@@ -68,9 +68,9 @@ package struct JSONWriter: JSONSink {
         needsComma = true
     }
 
-    /// Constant bytes in one copy.
+    /// Constant bytes in one copy; `withUTF8Buffer` also serves a literal held as one scalar, where `utf8Start` traps.
     @inlinable mutating func literal(_ text: StaticString) {
-        bytes.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+        text.withUTF8Buffer { bytes.append(contentsOf: $0) }
     }
 
     @inlinable package mutating func beginObject() { open(UInt8(ascii: "{")) }
