@@ -18,6 +18,7 @@ struct LedgerRecords<Database: LedgerDatabase>: Sendable {
     let database: Database
     let clock: LedgerClock
     let linkRules: AccountLinkRules
+    let outbox: OutboxRules
 
     func record(_ notification: NotificationFacts) throws(LedgerError) -> NotificationWrite {
         let receivedAt = clock()

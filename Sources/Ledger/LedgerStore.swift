@@ -5,7 +5,7 @@ internal import Glibc
 /// Every call blocks until done and is safe from any thread. Writes return only after a durable commit. State for one
 /// transaction or one subscription only moves forward in signed date, so repeated and out-of-order deliveries
 /// converge. Failures are ``LedgerError``s; `unavailable` means the database cannot be reached right now.
-public protocol LedgerStore: Sendable {
+public protocol LedgerStore: LedgerOutbox {
     /// Stores a verified notification and merges its transaction and renewal info; `.duplicate` (and no other
     /// effect) if its uuid was stored before.
     func record(_ notification: NotificationFacts) throws(LedgerError) -> NotificationWrite
@@ -118,14 +118,18 @@ extension LedgerConfiguration {
 ///   statement's answer before it fails with `unavailable` (reason `timeout` or `locked`).
 /// - Parameter linkRules: the apps' restore behaviors and entitlement rule, which decide an explicit link to an
 ///   account when another account owns the purchase (see Accounts.swift).
+/// - Parameter outbox: which events each write implies and which webhooks want them (see Outbox.swift).
 public func openLedger(
     _ configuration: LedgerConfiguration, timeout: Double = LedgerConfiguration.defaultTimeout,
-    clock: @escaping LedgerClock = unixMillisecondsNow, linkRules: AccountLinkRules = .transferAlways
+    clock: @escaping LedgerClock = unixMillisecondsNow, linkRules: AccountLinkRules = .transferAlways,
+    outbox: OutboxRules = .none
 ) throws(LedgerError) -> any LedgerStore {
     switch configuration {
-    case .sqlite(let path): try SQLiteLedger(path: path, timeout: timeout, clock: clock, linkRules: linkRules)
+    case .sqlite(let path):
+        try SQLiteLedger(path: path, timeout: timeout, clock: clock, linkRules: linkRules, outbox: outbox)
     case .postgres(let connectionString):
-        try PostgresLedger(connectionString: connectionString, timeout: timeout, clock: clock, linkRules: linkRules)
+        try PostgresLedger(
+            connectionString: connectionString, timeout: timeout, clock: clock, linkRules: linkRules, outbox: outbox)
     }
 }
 

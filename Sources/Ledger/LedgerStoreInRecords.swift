@@ -71,3 +71,29 @@ extension LedgerStoreInRecords {
 
     public func deleteAccount(_ account: String) throws(LedgerError) -> Bool { try records.deleteAccount(account) }
 }
+
+extension LedgerStoreInRecords {
+    public func claimDeliveries(webhook: String, holder: String, now: Int64, leaseUntil: Int64, limit: Int)
+        throws(LedgerError) -> [ClaimedDelivery]
+    {
+        try records.claimDeliveries(webhook: webhook, holder: holder, now: now, leaseUntil: leaseUntil, limit: limit)
+    }
+
+    public func finishDelivery(
+        eventID: String, webhook: String, holder: String, result: DeliveryResult, at time: Int64
+    ) throws(LedgerError) -> Bool {
+        try records.finishDelivery(eventID: eventID, webhook: webhook, holder: holder, result: result, at: time)
+    }
+
+    public func events(_ query: OutboxQuery) throws(LedgerError) -> [OutboxEvent] { try records.events(query) }
+
+    public func replay(_ replay: OutboxReplay, at time: Int64) throws(LedgerError) -> Int {
+        try records.replay(replay, at: time)
+    }
+
+    public func webhookBacklogs() throws(LedgerError) -> [WebhookBacklog] { try records.webhookBacklogs() }
+
+    public func pruneDeliveredEvents(deliveredBefore time: Int64) throws(LedgerError) -> Int {
+        try records.pruneDeliveredEvents(deliveredBefore: time)
+    }
+}

@@ -11,13 +11,16 @@ public final class PostgresLedger: LedgerStore {
     /// - Parameter timeout: the longest a call waits for a connection and for each transaction's answers, in
     ///   seconds; also the server's `statement_timeout` unless the connection string's `options` set one.
     /// - Parameter linkRules: what decides a link to an account that another account owns (see Accounts.swift).
+    /// - Parameter outbox: which events each write implies and which webhooks want them (see Outbox.swift).
     public convenience init(
         connectionString: String, poolSize: Int = 4, timeout: Double = LedgerConfiguration.defaultTimeout,
-        clock: @escaping LedgerClock = unixMillisecondsNow, linkRules: AccountLinkRules = .transferAlways
+        clock: @escaping LedgerClock = unixMillisecondsNow, linkRules: AccountLinkRules = .transferAlways,
+        outbox: OutboxRules = .none
     ) throws(LedgerError) {
         try self.init(
             connectionString: connectionString, poolSize: poolSize, schemaVersion: LedgerSchema.latestVersion,
-            timeout: timeout, clock: clock, linkRules: linkRules
+            timeout: timeout, clock: clock,
+            linkRules: linkRules, outbox: outbox
         )
     }
 
@@ -25,7 +28,7 @@ public final class PostgresLedger: LedgerStore {
     init(
         connectionString: String, poolSize: Int, schemaVersion: Int,
         timeout: Double = LedgerConfiguration.defaultTimeout, clock: @escaping LedgerClock,
-        linkRules: AccountLinkRules = .transferAlways
+        linkRules: AccountLinkRules = .transferAlways, outbox: OutboxRules = .none
     ) throws(LedgerError) {
         try PostgresConnection.checkParses(connectionString)
         let pool = ConnectionPool(capacity: poolSize, timeout: timeout) { deadline throws(LedgerError) in
@@ -37,7 +40,7 @@ public final class PostgresLedger: LedgerStore {
             try connection.execute("SELECT pg_advisory_xact_lock($1)", [.integer(Self.migrationLock)])
             try LedgerSchema.migrate(connection, to: schemaVersion)
         }
-        records = LedgerRecords(database: database, clock: clock, linkRules: linkRules)
+        records = LedgerRecords(database: database, clock: clock, linkRules: linkRules, outbox: outbox)
     }
 
     /// An arbitrary constant naming the ledger's migration lock among the database's advisory locks.

@@ -21,19 +21,22 @@ public final class SQLiteLedger: LedgerStore {
     ///
     /// - Parameter timeout: the longest a call waits for a lock, a reader or the writer, in seconds.
     /// - Parameter linkRules: what decides a link to an account that another account owns (see Accounts.swift).
+    /// - Parameter outbox: which events each write implies and which webhooks want them (see Outbox.swift).
     public convenience init(
         path: String, timeout: Double = LedgerConfiguration.defaultTimeout,
-        clock: @escaping LedgerClock = unixMillisecondsNow, linkRules: AccountLinkRules = .transferAlways
+        clock: @escaping LedgerClock = unixMillisecondsNow, linkRules: AccountLinkRules = .transferAlways,
+        outbox: OutboxRules = .none
     ) throws(LedgerError) {
         try self.init(
-            path: path, schemaVersion: LedgerSchema.latestVersion, timeout: timeout, clock: clock, linkRules: linkRules
+            path: path, schemaVersion: LedgerSchema.latestVersion, timeout: timeout, clock: clock,
+            linkRules: linkRules, outbox: outbox
         )
     }
 
     /// `schemaVersion` below the latest exists for migration tests.
     init(
         path: String, schemaVersion: Int, timeout: Double = LedgerConfiguration.defaultTimeout,
-        clock: @escaping LedgerClock, linkRules: AccountLinkRules = .transferAlways
+        clock: @escaping LedgerClock, linkRules: AccountLinkRules = .transferAlways, outbox: OutboxRules = .none
     ) throws(LedgerError) {
         let writerConnection: SQLiteConnection
         do throws(LedgerError) {
@@ -63,7 +66,7 @@ public final class SQLiteLedger: LedgerStore {
                 try SQLiteConnection(path: path, timeout: timeout)
             }
         )
-        records = LedgerRecords(database: database, clock: clock, linkRules: linkRules)
+        records = LedgerRecords(database: database, clock: clock, linkRules: linkRules, outbox: outbox)
         self.path = path
     }
 

@@ -117,7 +117,7 @@ private func runAccountsCommand(
         do {
             ledger = try openLedger(
                 store.ledger, timeout: store.configuration.storeTimeout,
-                linkRules: store.configuration.accountLinkRules)
+                linkRules: store.configuration.accountLinkRules, outbox: store.configuration.outboxRules)
         } catch {
             throw StoreCommandFailure(message: store.explain(error))
         }

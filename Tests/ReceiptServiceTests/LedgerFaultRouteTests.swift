@@ -109,6 +109,23 @@ final class ObservedStore: LedgerStore {
         count()
         return try base.deleteAccount(account)
     }
+    // The outbox is the dispatcher's, never a request's: not counted.
+    func claimDeliveries(webhook: String, holder: String, now: Int64, leaseUntil: Int64, limit: Int)
+        throws(LedgerError) -> [ClaimedDelivery]
+    {
+        try base.claimDeliveries(webhook: webhook, holder: holder, now: now, leaseUntil: leaseUntil, limit: limit)
+    }
+    func finishDelivery(
+        eventID: String, webhook: String, holder: String, result: DeliveryResult, at time: Int64
+    ) throws(LedgerError) -> Bool {
+        try base.finishDelivery(eventID: eventID, webhook: webhook, holder: holder, result: result, at: time)
+    }
+    func events(_ query: OutboxQuery) throws(LedgerError) -> [OutboxEvent] { try base.events(query) }
+    func replay(_ replay: OutboxReplay, at time: Int64) throws(LedgerError) -> Int { try base.replay(replay, at: time) }
+    func webhookBacklogs() throws(LedgerError) -> [WebhookBacklog] { try base.webhookBacklogs() }
+    func pruneDeliveredEvents(deliveredBefore time: Int64) throws(LedgerError) -> Int {
+        try base.pruneDeliveredEvents(deliveredBefore: time)
+    }
 }
 
 /// Log lines, captured.

@@ -138,6 +138,10 @@ public struct ServiceConfiguration: Sendable {
     public var publicListener: PublicListener?
     /// The top-level `server_api` settings (ServerAPIConfiguration.swift).
     public var serverAPI = ServerAPISettings()
+    /// `webhooks`: where events go (issue 25); empty sends none and stores no events.
+    public var webhooks: [Webhook] = []
+    /// `webhook_retention_days`: delivered events are pruned after this many days; pending and failed never are.
+    public var webhookRetentionDays = 30
     /// The file this was read from, as given; nil when running on defaults.
     public var sourcePath: String?
 
@@ -168,7 +172,7 @@ public struct ServiceConfiguration: Sendable {
     /// The ledger `store` names (opened on first use), linking purchases to accounts under the apps'
     /// `restore_behavior` and entitlement rules; a stateless one without `store`.
     public func makeLedger() -> PurchaseLedger {
-        let (timeout, linkRules) = (storeTimeout, accountLinkRules)
+        let (timeout, linkRules, outbox) = (storeTimeout, accountLinkRules, outboxRules)
         switch store {
         case nil: return .none
         case .sqlite(let path)?:
@@ -176,11 +180,12 @@ public struct ServiceConfiguration: Sendable {
                 // The folder is part of the default config (git-ignored): make it rather than fail the first run.
                 let folder = path.deletingLastPathComponent
                 if !folder.isEmpty { try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) }
-                return try openLedger(.sqlite(path: path), timeout: timeout, linkRules: linkRules)
+                return try openLedger(.sqlite(path: path), timeout: timeout, linkRules: linkRules, outbox: outbox)
             }, isExclusiveWriter: true, storeTimeout: timeout)
         case .postgres(let connectionString)?:
             return PurchaseLedger(opening: { () throws(LedgerError) in
-                try openLedger(.postgres(connectionString: connectionString), timeout: timeout, linkRules: linkRules)
+                try openLedger(
+                    .postgres(connectionString: connectionString), timeout: timeout, linkRules: linkRules, outbox: outbox)
             }, storeTimeout: timeout)
         }
     }

@@ -1,0 +1,21 @@
+/// The event types webhooks receive (docs/events.md has the table from Apple's notification types).
+public enum EventType: String, Sendable, Hashable, CaseIterable {
+    case initialPurchase = "INITIAL_PURCHASE"
+    case renewal = "RENEWAL"
+    case productChange = "PRODUCT_CHANGE"
+    case cancellation = "CANCELLATION"
+    case uncancellation = "UNCANCELLATION"
+    case billingIssue = "BILLING_ISSUE"
+    case gracePeriodStarted = "GRACE_PERIOD_STARTED"
+    case expiration = "EXPIRATION"
+    case refund = "REFUND"
+    case refundReversed = "REFUND_REVERSED"
+    case oneTimePurchase = "ONE_TIME_PURCHASE"
+    case consumptionRequest = "CONSUMPTION_REQUEST"
+    case priceIncrease = "PRICE_INCREASE"
+    case offerRedeemed = "OFFER_REDEEMED"
+    case renewalExtended = "RENEWAL_EXTENDED"
+    case transfer = "TRANSFER"
+    case entitlementsChanged = "ENTITLEMENTS_CHANGED"
+    case test = "TEST"
+}
