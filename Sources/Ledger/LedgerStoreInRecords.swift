@@ -85,6 +85,10 @@ extension LedgerStoreInRecords {
         try records.finishDelivery(eventID: eventID, webhook: webhook, holder: holder, result: result, at: time)
     }
 
+    public func retryNow(webhook: String, at time: Int64) throws(LedgerError) -> Int {
+        try records.retryNow(webhook: webhook, at: time)
+    }
+
     public func events(_ query: OutboxQuery) throws(LedgerError) -> [OutboxEvent] { try records.events(query) }
 
     public func replay(_ replay: OutboxReplay, at time: Int64) throws(LedgerError) -> Int {

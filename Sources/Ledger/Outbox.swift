@@ -279,6 +279,10 @@ public protocol LedgerOutbox: Sendable {
     func finishDelivery(eventID: String, webhook: String, holder: String, result: DeliveryResult, at time: Int64)
         throws(LedgerError) -> Bool
 
+    /// Makes every pending delivery of `webhook` due at `time` (a receiver that answered 2xx again has recovered: its
+    /// other streams need not wait out their back-off); how many.
+    func retryNow(webhook: String, at time: Int64) throws(LedgerError) -> Int
+
     /// Events matching `query`, newest first, with their deliveries.
     func events(_ query: OutboxQuery) throws(LedgerError) -> [OutboxEvent]
 

@@ -8,6 +8,8 @@ extension LedgerRecords {
         eventID: String, webhook: String, holder: String, result: DeliveryResult, at time: Int64
     ) throws(LedgerError) -> Bool { false }
 
+    func retryNow(webhook: String, at time: Int64) throws(LedgerError) -> Int { 0 }
+
     func events(_ query: OutboxQuery) throws(LedgerError) -> [OutboxEvent] { [] }
 
     func replay(_ replay: OutboxReplay, at time: Int64) throws(LedgerError) -> Int { 0 }

@@ -120,6 +120,9 @@ final class ObservedStore: LedgerStore {
     ) throws(LedgerError) -> Bool {
         try base.finishDelivery(eventID: eventID, webhook: webhook, holder: holder, result: result, at: time)
     }
+    func retryNow(webhook: String, at time: Int64) throws(LedgerError) -> Int {
+        try base.retryNow(webhook: webhook, at: time)
+    }
     func events(_ query: OutboxQuery) throws(LedgerError) -> [OutboxEvent] { try base.events(query) }
     func replay(_ replay: OutboxReplay, at time: Int64) throws(LedgerError) -> Int { try base.replay(replay, at: time) }
     func webhookBacklogs() throws(LedgerError) -> [WebhookBacklog] { try base.webhookBacklogs() }
