@@ -289,6 +289,23 @@ struct EventRulesTests {
         #expect(drafts.map(\.dedupeKey) == ["ENTITLEMENTS_CHANGED:user-42:1000:\(C.now)"])
     }
 
+    /// The ledger gives one change per touched original, each seeing the whole account before and after the write.
+    @Test func writeTouchingTwoOriginalsOfOneAccount_givesOneEntitlementsChanged() throws {
+        let changes = [(C.twoMonths, "1000"), (C.lifetime, "2000")].map { facts, original in
+            LedgerChange(
+                cause: .facts(.receipt), originalTransactionID: original, before: nil, after: facts, accountBefore: nil,
+                accountAfter: "user-42", accountsBefore: ["user-42": []],
+                accountsAfter: ["user-42": [C.twoMonths, C.lifetime]], time: C.now)
+        }
+        #expect(C.rules.events(changes[0]).map(\.dedupeKey) == [
+            "INITIAL_PURCHASE:1000", "RENEWAL:1001", "ENTITLEMENTS_CHANGED:user-42:1000:\(C.now)",
+        ])
+        #expect(C.rules.events(changes[1]).map(\.dedupeKey) == ["ONE_TIME_PURCHASE:2000"])
+        let body = try Self.body(#require(C.rules.events(changes[0]).last))
+        #expect(body["entitlements"] == .array([.string("no_ads"), .string("pro")]))
+        #expect(body["entitlements_before"] == .array([]))
+    }
+
     @Test func renewalOfAnUnownedSubscription_isOnTheOriginalsStream_withItsEntitlementsAlone() throws {
         let drafts = C.rules.events(C.change(C.notification("DID_RENEW"), before: C.oneMonth, after: C.twoMonths))
         let draft = try #require(drafts.first)

@@ -65,7 +65,8 @@ struct EventRules: Sendable {
         for entitlementChange in entitlementChanges {
             let kind = Kind(
                 .entitlementsChanged, entitlementChange.account, change.originalTransactionID, String(change.time))
-            drafts.append(body.draft(kind, account: entitlementChange.account, entitlementsBefore: entitlementChange.before))
+            drafts.append(
+                body.draft(kind, account: entitlementChange.account, entitlementsBefore: entitlementChange.before))
         }
         return drafts
     }
@@ -146,15 +147,38 @@ struct EventRules: Sendable {
     // MARK: - Entitlements
 
     /// Every account involved whose active entitlement names differ before and after, at the change's time.
+    ///
+    /// A write that touches several originals of one account (a first receipt with all its purchases) is one change
+    /// per original, each seeing the whole account before and after: only the change of the first touched original
+    /// tells, so that the account gets one event per write.
     func entitlementChanges(_ change: LedgerChange) -> [EntitlementChange] {
         let accounts = Set(change.accountsBefore.keys).union(change.accountsAfter.keys)
         var changes: [EntitlementChange] = []
         for account in accounts.sorted() {
-            let before = activeNames(change.accountsBefore[account] ?? [], at: change.time)
-            let after = activeNames(change.accountsAfter[account] ?? [], at: change.time)
+            let originalsBefore = change.accountsBefore[account] ?? []
+            let originalsAfter = change.accountsAfter[account] ?? []
+            let touched = Self.touched(originalsBefore, originalsAfter)
+            if touched.contains(where: { $0.utf8.lexicographicallyPrecedes(change.originalTransactionID.utf8) }) {
+                continue
+            }
+            let before = activeNames(originalsBefore, at: change.time)
+            let after = activeNames(originalsAfter, at: change.time)
             if before != after { changes.append(EntitlementChange(account: account, before: before, after: after)) }
         }
         return changes
+    }
+
+    /// The originals whose facts or ownership differ between an account's two lists.
+    static func touched(_ before: [SubscriptionFacts], _ after: [SubscriptionFacts]) -> [String] {
+        var earlier: [String: SubscriptionFacts] = [:]
+        for facts in before { earlier[facts.originalTransactionID] = facts }
+        var touched: [String] = []
+        for facts in after {
+            if earlier.removeValue(forKey: facts.originalTransactionID) != facts {
+                touched.append(facts.originalTransactionID)
+            }
+        }
+        return touched + earlier.keys
     }
 
     /// The names some of these originals grant at `instant`, sorted; offers are not read (names are all events need).
