@@ -367,7 +367,7 @@ extension LedgerStatements {
         let createdAt = JSONValue.string(outbox.formatTime(time)).serializedText
         var deliveries: [SQLValue] = []
         for (stream, entries) in byStream.sorted(by: { $0.key < $1.key }) {
-            for text in [stream] + entries.map(\.draft.dedupeKey) + entries.map(\.draft.bodyMembers) {
+            for text in [stream] + entries.flatMap({ [$0.draft.type, $0.draft.dedupeKey, $0.draft.bodyMembers] }) {
                 try checkStorable(text)
             }
             guard

@@ -273,6 +273,37 @@ struct OutboxTests {
     }
 
     @Test(arguments: Backend.tested)
+    func concurrentClaimers_neverClaimTheSameDelivery(_ backend: Backend) throws {
+        let location = try DatabaseLocation.fresh(backend)
+        // Two ledgers on one database: on PostgreSQL, two replicas.
+        let ledgers = [try Self.open(location, Rules()), try Self.open(location, Rules())]
+        let originals = 40
+        try ledgers[0].record(
+            transactions: (0..<originals).map { Self.transaction("t\($0)", original: "o\($0)") }, source: .jws
+        )
+        let claimed = Mutex<[String]>([])
+        let failures = Atomic<Int>(0)
+        onThreads(8) { thread in
+            for _ in 0..<4 {
+                do {
+                    let got = try ledgers[thread % 2].claimDeliveries(
+                        webhook: "backend", holder: "r\(thread)", now: Self.now, leaseUntil: Self.now + 60_000,
+                        limit: 3
+                    )
+                    claimed.withLock { $0 += got.map(\.eventID) }
+                } catch {
+                    failures.add(1, ordering: .relaxed)
+                }
+            }
+        }
+        #expect(failures.load(ordering: .relaxed) == 0)
+        let all = claimed.withLock { $0 }
+        #expect(all.count == Set(all).count)
+        // 8 threads × 4 claims × 3 = 96 ≥ 40 heads: every head was claimed, by one claimer.
+        #expect(all.count == originals)
+    }
+
+    @Test(arguments: Backend.tested)
     func anExpiredLease_isTakenOver_andTheStaleHolderCannotFinish(_ backend: Backend) throws {
         let ledger = try Self.threeAndOne(backend)
         let first = try ledger.claimDeliveries(
