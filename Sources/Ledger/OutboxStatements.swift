@@ -213,35 +213,62 @@ extension LedgerRecords {
     }
 
     func pruneDeliveredEvents(deliveredBefore time: Int64) throws(LedgerError) -> Int {
-        try database.write { connection throws(LedgerError) in
-            // The condition is checked again by the DELETE itself: a replay committed in between keeps its event.
-            let unfinished = """
-                created_at < $1 AND NOT EXISTS (
-                    SELECT 1 FROM event_deliveries d WHERE d.event_id = events.event_id
-                        AND (d.state <> 'delivered' OR d.delivered_at IS NULL OR d.delivered_at >= $1))
-                """
-            let candidates = try connection.query(
-                "SELECT event_id FROM events WHERE " + unfinished, [.integer(time)]
-            ).compactMap { $0.string(0) }
-            var pruned = 0
-            for chunk in LedgerStatements.chunks(candidates) {
+        // The condition is checked again by the DELETE itself: a replay committed in between keeps its event.
+        let unfinished = """
+            created_at < $1 AND NOT EXISTS (
+                SELECT 1 FROM event_deliveries d WHERE d.event_id = events.event_id
+                    AND (d.state <> 'delivered' OR d.delivered_at IS NULL OR d.delivered_at >= $1))
+            """
+        let batch = LedgerStatements.idsPerStatement
+        var pruned = 0
+        var cursor: Cursor?
+        // A batch per transaction: a long history never holds the writer (SQLite's only one) long enough to time out
+        // the requests queued behind it. The cursor walks past the pending and failed events that stay.
+        repeat {
+            let after = cursor
+            let (deleted, last, full) = try database.write { connection throws(LedgerError) in
+                var values: [SQLValue] = [.integer(time)]
+                var page = ""
+                if let after {
+                    page = " AND (created_at > $2 OR (created_at = $2 AND event_id > $3))"
+                    values += [.integer(after.createdAt), .text(after.eventID)]
+                }
+                let candidates = try connection.query(
+                    "SELECT event_id, created_at FROM events WHERE " + unfinished + page
+                        + " ORDER BY created_at, event_id LIMIT \(batch)",
+                    values
+                )
+                let ids = candidates.compactMap { $0.string(0) }
+                guard let lastRow = candidates.last else { return (0, Cursor?.none, false) }
+                let last = Cursor(createdAt: try lastRow.requiredInt64(1), eventID: try lastRow.requiredString(0))
                 let deleted = try connection.query(
                     """
-                    DELETE FROM events WHERE event_id IN (\(LedgerStatements.placeholders(chunk.count, from: 2)))
+                    DELETE FROM events WHERE event_id IN (\(LedgerStatements.placeholders(ids.count, from: 2)))
                         AND \(unfinished)
                     RETURNING event_id
                     """,
-                    [.integer(time)] + chunk.map(SQLValue.text)
+                    [.integer(time)] + ids.map(SQLValue.text)
                 ).compactMap { $0.string(0) }
-                guard !deleted.isEmpty else { continue }
-                try connection.execute(
-                    "DELETE FROM event_deliveries WHERE event_id IN (\(LedgerStatements.placeholders(deleted.count)))",
-                    deleted.map(SQLValue.text)
-                )
-                pruned += deleted.count
+                if !deleted.isEmpty {
+                    try connection.execute(
+                        """
+                        DELETE FROM event_deliveries
+                        WHERE event_id IN (\(LedgerStatements.placeholders(deleted.count)))
+                        """,
+                        deleted.map(SQLValue.text)
+                    )
+                }
+                return (deleted.count, Optional(last), ids.count == batch)
             }
-            return pruned
-        }
+            pruned += deleted
+            cursor = full ? last : nil
+        } while cursor != nil
+        return pruned
+    }
+
+    private struct Cursor: Sendable {
+        var createdAt: Int64
+        var eventID: String
     }
 }
 

@@ -444,6 +444,38 @@ struct OutboxTests {
         #expect(try ledger.events(OutboxQuery(originalTransactionID: "a")).map(\.sequence) == [3, 2])
     }
 
+    @Test(arguments: Backend.tested)
+    func prune_walksALongHistoryInBatches_pastWhatItKeeps(_ backend: Backend) throws {
+        let ledger = try Self.open(backend)
+        // 520 events: more than one batch of 500.
+        let originals = 260
+        for first in stride(from: 0, to: originals, by: 20) {
+            try ledger.record(
+                transactions: (first..<first + 20).map { Self.transaction("t\($0)", original: "o\($0)") }, source: .jws
+            )
+        }
+        // Each stream's NEW, then its SEEN; the very first claimed fails, and stays.
+        var kept: String?
+        for _ in 0..<2 {
+            var claimed: [ClaimedDelivery] = []
+            repeat {
+                claimed = try ledger.claimDeliveries(
+                    webhook: "backend", holder: "r", now: Self.now, leaseUntil: Self.now + 1, limit: 50
+                )
+                for delivery in claimed {
+                    let fails = kept == nil
+                    if fails { kept = delivery.eventID }
+                    _ = try ledger.finishDelivery(
+                        eventID: delivery.eventID, webhook: "backend", holder: "r",
+                        result: fails ? .failed(status: 500, error: "HTTP 500") : .delivered(status: 200), at: Self.now)
+                }
+            } while !claimed.isEmpty
+        }
+        #expect(try ledger.events(OutboxQuery(state: .delivered, limit: 10_000)).count == 2 * originals - 1)
+        #expect(try ledger.pruneDeliveredEvents(deliveredBefore: Self.now + 1) == 2 * originals - 1)
+        #expect(try Self.all(ledger).map(\.id) == [kept])
+    }
+
     // MARK: - migration
 
     @Test(arguments: Backend.tested)
