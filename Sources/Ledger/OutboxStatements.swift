@@ -44,6 +44,18 @@ extension LedgerRecords {
                     [.text(holder), .integer(leaseUntil), .text(webhook)] + chunk.map(SQLValue.text)
                 )
             }
+            // What waits behind a head in flight is not due before the lease ends (finishing the head makes it due):
+            // a claim then reads the heads, not every event of a long backlog.
+            for chunk in LedgerStatements.chunks(Array(Set(claimed.map(\.stream))).sorted()) {
+                try connection.execute(
+                    """
+                    UPDATE event_deliveries SET next_attempt_at = $2
+                    WHERE webhook = $1 AND state = 'pending' AND next_attempt_at < $2
+                        AND stream IN (\(LedgerStatements.placeholders(chunk.count, from: 3)))
+                    """,
+                    [.text(webhook), .integer(leaseUntil)] + chunk.map(SQLValue.text)
+                )
+            }
             return claimed
         }
     }
@@ -65,16 +77,31 @@ extension LedgerRecords {
             values += [SQLValue(status), .text(error)]
         }
         let parameters = values
+        // The rest of the stream waits for the head's next try, or is due now that the head is done.
+        let (followers, followersDue): (String, Int64) =
+            if case .retry(let retryAt, _, _) = result { ("next_attempt_at < $3", retryAt) } else {
+                ("next_attempt_at > $3", time)
+            }
         return try database.write { connection throws(LedgerError) in
-            try !connection.query(
+            guard
+                let stream = try connection.query(
+                    """
+                    UPDATE event_deliveries SET \(assignments), attempts = attempts + 1, lease_holder = NULL,
+                        lease_until = NULL
+                    WHERE event_id = $1 AND webhook = $2 AND lease_holder = $3 AND state = 'pending'
+                    RETURNING stream
+                    """,
+                    parameters
+                ).first?.string(0)
+            else { return false }
+            try connection.execute(
                 """
-                UPDATE event_deliveries SET \(assignments), attempts = attempts + 1, lease_holder = NULL,
-                    lease_until = NULL
-                WHERE event_id = $1 AND webhook = $2 AND lease_holder = $3 AND state = 'pending'
-                RETURNING event_id
+                UPDATE event_deliveries SET next_attempt_at = $3
+                WHERE webhook = $1 AND stream = $2 AND state = 'pending' AND \(followers)
                 """,
-                parameters
-            ).isEmpty
+                [.text(webhook), .text(stream), .integer(followersDue)]
+            )
+            return true
         }
     }
 

@@ -320,6 +320,11 @@ struct OutboxTests {
         #expect(try ledger.finishDelivery(
             eventID: first[0].eventID, webhook: "backend", holder: "r2", result: .delivered(status: 204),
             at: Self.now + 60_002))
+        // Done with the head: what waited behind it is due at once.
+        let next = try ledger.claimDeliveries(
+            webhook: "backend", holder: "r2", now: Self.now + 60_002, leaseUntil: Self.now + 120_000, limit: 10
+        )
+        #expect(next.map { "\($0.stream)#\($0.sequence)" } == ["\(first[0].stream)#2"])
         // Finishing twice is refused: the lease is gone.
         #expect(try !ledger.finishDelivery(
             eventID: first[0].eventID, webhook: "backend", holder: "r2", result: .delivered(status: 204),
@@ -344,6 +349,9 @@ struct OutboxTests {
             eventID: head.eventID, webhook: "backend", holder: "r1",
             result: .retry(at: Self.now + 10_000, status: 500, error: "HTTP 500"), at: Self.now + 1))
         #expect(try claimA(at: Self.now + 5_000, "r1").isEmpty)
+        // What waits behind the head is due no earlier than the head's next try.
+        let waiting = try ledger.events(OutboxQuery(originalTransactionID: "a")).filter { $0.id != head.eventID }
+        #expect(waiting.allSatisfy { ($0.deliveries.first?.nextAttemptAt ?? 0) >= Self.now + 10_000 })
         let again = try claimA(at: Self.now + 10_000, "r1")
         #expect(again.map(\.eventID) == [head.eventID])
         #expect(again.first?.attempts == 1)
@@ -368,7 +376,8 @@ struct OutboxTests {
                 eventID: head.eventID, webhook: "backend", holder: "r1",
                 result: .retry(at: Self.now + 3_600_000, status: 503, error: "HTTP 503"), at: Self.now + 1)
         }
-        #expect(try ledger.retryNow(webhook: "backend", at: Self.now + 2) == 2)
+        // The heads, and what waits behind them.
+        #expect(try ledger.retryNow(webhook: "backend", at: Self.now + 2) == 5)
         #expect(try ledger.claimDeliveries(
             webhook: "backend", holder: "r1", now: Self.now + 2, leaseUntil: Self.now + 60_000, limit: 10
         ).count == 2)
