@@ -2,9 +2,9 @@ internal import JSONText
 
 /// The outbox's operations (see Outbox.swift): each call is one database transaction.
 extension LedgerRecords {
-    func claimDeliveries(webhook: String, holder: String, now: Int64, leaseUntil: Int64, limit: Int)
-        throws(LedgerError) -> [ClaimedDelivery]
-    {
+    func claimDeliveries(
+        webhook: String, holder: String, now: Int64, leaseUntil: Int64, limit: Int
+    ) throws(LedgerError) -> [ClaimedDelivery] {
         guard limit > 0 else { return [] }
         return try database.write { connection throws(LedgerError) in
             // SKIP LOCKED: a replica never waits on, nor claims, a row another replica is claiming right now; once
@@ -307,8 +307,8 @@ struct OutboxBefore {
 }
 
 extension LedgerStatements {
-    /// Reads what ``recordEvents(_:causes:at:_:_:)`` compares the write's outcome with; nil, and nothing read, when no
-    /// webhook is configured.
+    /// Reads what ``recordEvents(_:causes:fallback:at:_:_:)`` compares the write's outcome with; nil, and nothing
+    /// read, when no webhook is configured.
     static func outboxBefore(
         _ originals: [String], _ outbox: OutboxRules, _ connection: any SQLConnection
     ) throws(LedgerError) -> OutboxBefore? {
@@ -357,7 +357,10 @@ extension LedgerStatements {
         var ownedAfter: [String: [String]] = [:]
         for chunk in chunks(accounts.sorted()) {
             for row in try connection.query(
-                "SELECT account, original_transaction_id FROM account_links WHERE account IN (\(placeholders(chunk.count)))",
+                """
+                SELECT account, original_transaction_id FROM account_links
+                WHERE account IN (\(placeholders(chunk.count)))
+                """,
                 chunk.map(SQLValue.text)
             ) {
                 ownedAfter[try row.requiredString(0), default: []].append(try row.requiredString(1))
@@ -370,7 +373,9 @@ extension LedgerStatements {
         for account in accounts {
             let after = Set(ownedAfter[account] ?? [])
             let beforeIDs = after.subtracting(touched).union(originals.filter { before.owners[$0] == account })
-            accountsAfter[account] = after.sorted().compactMap { touched.contains($0) ? afterFacts[$0] : untouchedFacts[$0] }
+            accountsAfter[account] = after.sorted().compactMap {
+                touched.contains($0) ? afterFacts[$0] : untouchedFacts[$0]
+            }
             accountsBefore[account] = beforeIDs.sorted().compactMap {
                 touched.contains($0) ? before.facts[$0] : untouchedFacts[$0]
             }
@@ -437,9 +442,10 @@ extension LedgerStatements {
             var sequence = last - Int64(entries.count)
             for (draft, webhooks) in entries {
                 let id = newEventID()
+                let type = JSONValue.string(draft.type).serializedText
                 let body =
-                    #"{"id":"\#(id)","type":\#(JSONValue.string(draft.type).serializedText),"created_at":\#(createdAt),"#
-                    + #""sequence":\#(sequence + 1)"# + (draft.bodyMembers.isEmpty ? "" : "," + draft.bodyMembers) + "}"
+                    #"{"id":"\#(id)","type":\#(type),"created_at":\#(createdAt),"sequence":\#(sequence + 1)"#
+                    + (draft.bodyMembers.isEmpty ? "" : "," + draft.bodyMembers) + "}"
                 // Another writer may have stored the same fact's event since the read above (PostgreSQL).
                 let inserted = try connection.query(
                     """
@@ -465,7 +471,8 @@ extension LedgerStatements {
                 // Numbers taken for events another writer had stored are given back: a stream has no gaps. The row
                 // is still locked by this transaction, so nobody took a later number.
                 try connection.execute(
-                    "UPDATE event_streams SET last_sequence = $2 WHERE stream = $1", [.text(stream), .integer(sequence)]
+                    "UPDATE event_streams SET last_sequence = $2 WHERE stream = $1",
+                    [.text(stream), .integer(sequence)]
                 )
             }
         }
@@ -490,10 +497,11 @@ extension LedgerStatements {
     /// `evt_` and 128 bits from the system's CSPRNG, in lowercase hex.
     static func newEventID() -> String {
         var generator = SystemRandomNumberGenerator()
-        return "evt_" + (0..<2).map { _ in
-            let hex = String(generator.next() as UInt64, radix: 16)
-            return String(repeating: "0", count: 16 - hex.count) + hex
-        }.joined()
+        return "evt_"
+            + (0..<2).map { _ in
+                let hex = String(generator.next() as UInt64, radix: 16)
+                return String(repeating: "0", count: 16 - hex.count) + hex
+            }.joined()
     }
 
     static func placeholders(_ count: Int, from first: Int) -> String {

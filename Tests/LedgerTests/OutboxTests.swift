@@ -1,7 +1,8 @@
-@testable import Ledger
 import Synchronization
 import TestSupport
 import Testing
+
+@testable import Ledger
 
 /// The outbox: events stored in the transaction of the fact that causes them, once per fact, numbered per stream;
 /// deliveries claimed by stream heads under a lease, finished, replayed and pruned.
@@ -87,8 +88,8 @@ struct OutboxTests {
         #expect(new.createdAt == TestClock.fixed())
         #expect(
             new.body
-                == #"{"id":"\#(new.id)","type":"NEW","created_at":"t\#(TestClock.fixed())","sequence":\#(new.sequence),"#
-                + #""environment":"Sandbox"}"#)
+                == #"{"id":"\#(new.id)","type":"NEW","created_at":"t\#(TestClock.fixed())","#
+                + #""sequence":\#(new.sequence),"environment":"Sandbox"}"#)
         #expect(new.deliveries.map(\.webhook) == ["backend", "crm"])
         #expect(new.deliveries.allSatisfy { $0.state == .pending && $0.attempts == 0 })
         #expect(Set(events.map(\.sequence)) == [1, 2])
@@ -107,8 +108,11 @@ struct OutboxTests {
         try #require(changes.count == 4)
         #expect(changes[0].before == nil)
         #expect(changes[0].after?.transactions.map(\.transactionID) == ["1000"])
-        #expect(changes[0].cause == .notification(
-            NotificationSummary(uuid: E.subscribed.uuid, type: "SUBSCRIBED", subtype: "INITIAL_BUY", signedDate: E.t0)))
+        #expect(
+            changes[0].cause
+                == .notification(
+                    NotificationSummary(
+                        uuid: E.subscribed.uuid, type: "SUBSCRIBED", subtype: "INITIAL_BUY", signedDate: E.t0)))
         #expect(changes[1].cause == .link(.purchase))
         #expect(changes[1].accountBefore == nil && changes[1].accountAfter == "alice")
         #expect(changes[1].accountsBefore["alice"] == [])
@@ -180,8 +184,10 @@ struct OutboxTests {
         let rules = Rules()
         let ledger = try Self.open(backend, rules)
         try ledger.record(
-            transactions: [Self.transaction("a1", original: "a"), Self.transaction("b1", original: "b"),
-                Self.transaction("a2", original: "a")],
+            transactions: [
+                Self.transaction("a1", original: "a"), Self.transaction("b1", original: "b"),
+                Self.transaction("a2", original: "a"),
+            ],
             source: .receipt
         )
         #expect(rules.seen.withLock { $0.map(\.originalTransactionID) } == ["a", "b"])
@@ -261,15 +267,18 @@ struct OutboxTests {
             webhook: "backend", holder: "r1", now: Self.now, leaseUntil: Self.now + 60_000, limit: 10
         )
         #expect(Set(claimed.map { "\($0.stream)#\($0.sequence)" }) == ["otx:a#1", "otx:b#1"])
-        #expect(claimed.allSatisfy { $0.attempts == 0 && $0.leaseUntil == Self.now + 60_000 && $0.webhook == "backend" })
+        #expect(
+            claimed.allSatisfy { $0.attempts == 0 && $0.leaseUntil == Self.now + 60_000 && $0.webhook == "backend" })
         #expect(claimed.allSatisfy { $0.body.contains(#""sequence":1"#) })
         // Leased: nobody else gets them, nor what waits behind them.
-        #expect(try ledger.claimDeliveries(
-            webhook: "backend", holder: "r2", now: Self.now + 1, leaseUntil: Self.now + 60_001, limit: 10
-        ).isEmpty)
-        #expect(try ledger.claimDeliveries(
-            webhook: "other", holder: "r2", now: Self.now + 1, leaseUntil: Self.now + 60_001, limit: 10
-        ).isEmpty)
+        #expect(
+            try ledger.claimDeliveries(
+                webhook: "backend", holder: "r2", now: Self.now + 1, leaseUntil: Self.now + 60_001, limit: 10
+            ).isEmpty)
+        #expect(
+            try ledger.claimDeliveries(
+                webhook: "other", holder: "r2", now: Self.now + 1, leaseUntil: Self.now + 60_001, limit: 10
+            ).isEmpty)
     }
 
     @Test(arguments: Backend.tested)
@@ -314,21 +323,24 @@ struct OutboxTests {
             webhook: "backend", holder: "r2", now: Self.now + 60_000, leaseUntil: Self.now + 120_000, limit: 10
         )
         #expect(taken.map(\.eventID).contains(first[0].eventID))
-        #expect(try !ledger.finishDelivery(
-            eventID: first[0].eventID, webhook: "backend", holder: "r1", result: .delivered(status: 200),
-            at: Self.now + 60_001))
-        #expect(try ledger.finishDelivery(
-            eventID: first[0].eventID, webhook: "backend", holder: "r2", result: .delivered(status: 204),
-            at: Self.now + 60_002))
+        #expect(
+            try !ledger.finishDelivery(
+                eventID: first[0].eventID, webhook: "backend", holder: "r1", result: .delivered(status: 200),
+                at: Self.now + 60_001))
+        #expect(
+            try ledger.finishDelivery(
+                eventID: first[0].eventID, webhook: "backend", holder: "r2", result: .delivered(status: 204),
+                at: Self.now + 60_002))
         // Done with the head: what waited behind it is due at once.
         let next = try ledger.claimDeliveries(
             webhook: "backend", holder: "r2", now: Self.now + 60_002, leaseUntil: Self.now + 120_000, limit: 10
         )
         #expect(next.map { "\($0.stream)#\($0.sequence)" } == ["\(first[0].stream)#2"])
         // Finishing twice is refused: the lease is gone.
-        #expect(try !ledger.finishDelivery(
-            eventID: first[0].eventID, webhook: "backend", holder: "r2", result: .delivered(status: 204),
-            at: Self.now + 60_003))
+        #expect(
+            try !ledger.finishDelivery(
+                eventID: first[0].eventID, webhook: "backend", holder: "r2", result: .delivered(status: 204),
+                at: Self.now + 60_003))
         let delivered = try ledger.events(OutboxQuery(state: .delivered))
         #expect(delivered.map(\.id) == [first[0].eventID])
         #expect(delivered.first?.deliveries.first?.deliveredAt == Self.now + 60_002)
@@ -345,9 +357,10 @@ struct OutboxTests {
             ).filter { $0.stream == "otx:a" }
         }
         let head = try #require(try claimA(at: Self.now, "r1").first)
-        #expect(try ledger.finishDelivery(
-            eventID: head.eventID, webhook: "backend", holder: "r1",
-            result: .retry(at: Self.now + 10_000, status: 500, error: "HTTP 500"), at: Self.now + 1))
+        #expect(
+            try ledger.finishDelivery(
+                eventID: head.eventID, webhook: "backend", holder: "r1",
+                result: .retry(at: Self.now + 10_000, status: 500, error: "HTTP 500"), at: Self.now + 1))
         #expect(try claimA(at: Self.now + 5_000, "r1").isEmpty)
         // What waits behind the head is due no earlier than the head's next try.
         let waiting = try ledger.events(OutboxQuery(originalTransactionID: "a")).filter { $0.id != head.eventID }
@@ -355,9 +368,10 @@ struct OutboxTests {
         let again = try claimA(at: Self.now + 10_000, "r1")
         #expect(again.map(\.eventID) == [head.eventID])
         #expect(again.first?.attempts == 1)
-        #expect(try ledger.finishDelivery(
-            eventID: head.eventID, webhook: "backend", holder: "r1", result: .failed(status: nil, error: "timeout"),
-            at: Self.now + 10_001))
+        #expect(
+            try ledger.finishDelivery(
+                eventID: head.eventID, webhook: "backend", holder: "r1", result: .failed(status: nil, error: "timeout"),
+                at: Self.now + 10_001))
         #expect(try claimA(at: Self.now + 10_002, "r1").map(\.sequence) == [2])
         let failed = try ledger.events(OutboxQuery(state: .failed))
         #expect(failed.map(\.id) == [head.eventID])
@@ -378,9 +392,10 @@ struct OutboxTests {
         }
         // The heads, and what waits behind them.
         #expect(try ledger.retryNow(webhook: "backend", at: Self.now + 2) == 5)
-        #expect(try ledger.claimDeliveries(
-            webhook: "backend", holder: "r1", now: Self.now + 2, leaseUntil: Self.now + 60_000, limit: 10
-        ).count == 2)
+        #expect(
+            try ledger.claimDeliveries(
+                webhook: "backend", holder: "r1", now: Self.now + 2, leaseUntil: Self.now + 60_000, limit: 10
+            ).count == 2)
     }
 
     // MARK: - listing, replay, backlog, prune
@@ -395,7 +410,8 @@ struct OutboxTests {
         _ = try ledger.finishDelivery(
             eventID: heads[0].eventID, webhook: "backend", holder: "r1", result: .delivered(status: 200), at: Self.now)
         _ = try ledger.finishDelivery(
-            eventID: heads[1].eventID, webhook: "backend", holder: "r1", result: .failed(status: 410, error: "HTTP 410"),
+            eventID: heads[1].eventID, webhook: "backend", holder: "r1",
+            result: .failed(status: 410, error: "HTTP 410"),
             at: Self.now)
         #expect(try ledger.replay(.failed, at: Self.now + 5) == 1)
         #expect(try ledger.events(OutboxQuery(state: .failed)).isEmpty)
@@ -412,9 +428,10 @@ struct OutboxTests {
     @Test(arguments: Backend.tested)
     func backlogAndQueries_countWhatIsPending(_ backend: Backend) throws {
         let ledger = try Self.threeAndOne(backend)
-        #expect(try ledger.webhookBacklogs() == [
-            WebhookBacklog(webhook: "backend", pending: 5, oldestPendingCreatedAt: Self.now)
-        ])
+        #expect(
+            try ledger.webhookBacklogs() == [
+                WebhookBacklog(webhook: "backend", pending: 5, oldestPendingCreatedAt: Self.now)
+            ])
         #expect(try ledger.events(OutboxQuery(originalTransactionID: "b")).count == 2)
         #expect(try ledger.events(OutboxQuery(limit: 3)).count == 3)
         #expect(try ledger.events(OutboxQuery(since: Self.now + 1)).isEmpty)
