@@ -246,6 +246,56 @@ struct OutboxTests {
         }
     }
 
+    @Test(arguments: Backend.tested)
+    func concurrentWritesOfOneAccount_numberEventsInTheOrderOfTheStatesTheySaw(_ backend: Backend) throws {
+        // Each change says how many transactions the account holds after it.
+        let counting = OutboxRules(
+            events: { change in
+                guard let account = change.accountAfter, let after = change.after else { return [] }
+                let total = change.accountsAfter[account]?.reduce(0) { $0 + $1.transactions.count } ?? 0
+                return [
+                    EventDraft(
+                        type: "COUNT", dedupeKey: "COUNT:\(change.originalTransactionID):\(after.transactions.count)",
+                        account: account, originalTransactionID: change.originalTransactionID, bundleID: nil,
+                        environment: nil, bodyMembers: #""total":\#(total)"#
+                    )
+                ]
+            },
+            subscribers: { _ in ["backend"] }, formatTime: { String($0) }
+        )
+        let location = try DatabaseLocation.fresh(backend)
+        func open() throws -> any LedgerStore {
+            switch location {
+            case .sqlite(let path): try SQLiteLedger(path: path, clock: TestClock.fixed, outbox: counting)
+            case .postgres(let connection):
+                try PostgresLedger(connectionString: connection, clock: TestClock.fixed, outbox: counting)
+            }
+        }
+        let ledgers = [try open(), try open()]
+        let originals = (0..<8).map { "o\($0)" }
+        try ledgers[0].record(transactions: originals.map { Self.transaction("\($0)-first", original: $0) }, source: .jws)
+        _ = try ledgers[0].link(originalTransactionIDs: originals, to: "alice", source: .purchase, at: 1)
+        let failures = Atomic<Int>(0)
+        onThreads(8) { thread in
+            for index in 0..<5 {
+                do {
+                    try ledgers[thread % 2].record(
+                        transactions: [Self.transaction("o\(thread)-\(index)", original: "o\(thread)")], source: .jws
+                    )
+                } catch {
+                    failures.add(1, ordering: .relaxed)
+                }
+            }
+        }
+        #expect(failures.load(ordering: .relaxed) == 0)
+        let totals = try ledgers[0].events(OutboxQuery(account: "alice", limit: 1000))
+            .sorted { $0.sequence < $1.sequence }
+            .compactMap { event in event.body.split(separator: ":").last.flatMap { Int($0.dropLast()) } }
+        #expect(totals.count == 8 * 5 + 8)
+        #expect(totals == totals.sorted())
+        #expect(totals.last == 8 * 5 + 8)
+    }
+
     // MARK: - claiming and finishing
 
     /// Three events in stream `otx:a`, one in `otx:b`, for the webhook `backend`.
