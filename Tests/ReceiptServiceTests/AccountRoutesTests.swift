@@ -119,7 +119,7 @@ struct AccountRoutesTests {
 
     // MARK: - Accounts in paths
 
-    @Test(arguments: ["%00", "a%0Ab", "%FF", "%zz", "%4", String(repeating: "a", count: 257)])
+    @Test(arguments: ["%00", "a%0Ab", "%FF", "%C3", "%zz", "%4", "%", "a%", String(repeating: "a", count: 257)])
     func accountThatCannotBeStored_is400(account: String) throws {
         let routes = try Self.routes()
         for request in [
@@ -139,6 +139,14 @@ struct AccountRoutesTests {
         #expect(registered.json?["account"] == .string("user 42+é+x"))
         let account = routes.handle(get("/v1/accounts/user%2042+%C3%A9%2Bx"), on: .main)
         #expect(account.json?["account"] == .string("user 42+é+x"))
+    }
+
+    @Test func encodedSlash_staysInsideTheAccount() throws {
+        let routes = try Self.routes()
+        let registered = routes.handle(Self.put("/v1/accounts/team%2F42/app_account_tokens/\(Self.token)"), on: .main)
+        #expect(registered.json?["account"] == .string("team/42"))
+        #expect(routes.handle(get("/v1/accounts/team%2f42"), on: .main).json?["account"] == .string("team/42"))
+        #expect(routes.handle(get("/v1/accounts/team/42"), on: .main).status == 404)
     }
 
     @Test func accountRoutes_areNeverOnThePublicListener() throws {

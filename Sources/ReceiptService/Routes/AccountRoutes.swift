@@ -187,26 +187,7 @@ enum AccountPath {
     /// The percent-decoded segment, if it is an account receiptd can store: malformed escapes, bytes that are not
     /// UTF-8 and anything `isStorableAccount` refuses are not. `+` is itself in a path, not a space.
     static func account(_ segment: Substring) -> String? {
-        var bytes: [UInt8] = []
-        var index = segment.utf8.startIndex
-        let utf8 = segment.utf8
-        while index < utf8.endIndex {
-            let byte = utf8[index]
-            guard byte == UInt8(ascii: "%") else {
-                bytes.append(byte)
-                index = utf8.index(after: index)
-                continue
-            }
-            guard let high = utf8.index(index, offsetBy: 1, limitedBy: utf8.endIndex), high < utf8.endIndex,
-                let low = utf8.index(high, offsetBy: 1, limitedBy: utf8.endIndex), low < utf8.endIndex,
-                let value = UInt8(String(decoding: [utf8[high], utf8[low]], as: UTF8.self), radix: 16)
-            else { return nil }
-            bytes.append(value)
-            index = utf8.index(after: low)
-        }
-        guard let account = String(validating: bytes, as: UTF8.self), ReceiptRoutes.isStorableAccount(account) else {
-            return nil
-        }
+        guard let account = percentDecode(strict: segment), ReceiptRoutes.isStorableAccount(account) else { return nil }
         return account
     }
 
