@@ -221,6 +221,23 @@ struct AccountRoutesTests {
         #expect(routes.handle(get("/v1/transactions/7000"), on: .main).status == 200)
     }
 
+    /// Each on a ledger of its own, so that both record the body as new.
+    @Test func postedPurchase_embedsValidatesAnswer_byteForByte() throws {
+        let jws = #"{"jws":"\#(try Self.signed(Self.firstMonth()))"}"#
+        for (contentType, body) in [
+            ("application/json", Array(jws.utf8)), ("application/octet-stream", try ReceiptLedgerRouteTests.receipt().body),
+        ] {
+            let validated = try Self.routes().handle(post("/v1/validate", contentType: contentType, body: body), on: .main)
+            let posted = try Self.routes().handle(
+                post("/v1/accounts/alice/purchases", contentType: contentType, body: body), on: .main)
+            #expect(validated.status == 200, "\(contentType)")
+            #expect(posted.status == 200, "\(contentType)")
+            let ending = Array(#","validation":"#.utf8) + validated.body + [UInt8(ascii: "}")]
+            #expect(posted.body.count > ending.count && posted.body.suffix(ending.count).elementsEqual(ending), "\(contentType)")
+            #expect(posted.json?["account"] == .string("alice"), "\(contentType)")
+        }
+    }
+
     @Test(arguments: [
         ("{", "application/json"), (#"{"jws":"a.b.c"}"#, "application/json"), ("", "application/json"),
         ("not base64 !!", "text/plain"),

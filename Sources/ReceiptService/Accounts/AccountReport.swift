@@ -48,7 +48,11 @@ public struct AccountReport: Sendable {
     /// ``json``'s compact text, byte for byte. Every transaction appears twice, in its subscription and among
     /// `purchases`, as the same normalized object: its text is written once and copied, where serializing both copies
     /// was nearly half of an account's answer (issue 24's benchmark, `receipt-bench accounts`).
-    public var jsonText: [UInt8] {
+    public var jsonText: [UInt8] { jsonText(validation: nil) }
+
+    /// ``jsonText``, with `"validation"` last when `validationText` is given: `POST /v1/accounts/{account}/purchases`
+    /// embeds `/v1/validate`'s answer exactly as that route writes it, without parsing it back into a tree.
+    func jsonText(validation validationText: [UInt8]?) -> [UInt8] {
         let (subscriptions, purchases) = renderedSubscriptionsAndPurchases()
         var texts: [String: [UInt8]] = [:]
         var writer = JSONWriter(capacity: 64 * 1024)
@@ -91,6 +95,11 @@ public struct AccountReport: Sendable {
         for (key, value) in trailingMembers {
             writer.key(utf8: Array(key.utf8))
             writer.value(value)
+        }
+        if let validationText {
+            writer.key("validation")
+            // Already one compact JSON value: its bytes are the member's value.
+            writer.bytes += validationText
         }
         writer.endObject()
         return writer.bytes

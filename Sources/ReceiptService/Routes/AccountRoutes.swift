@@ -157,10 +157,8 @@ extension ReceiptRoutes {
                 message: "original transaction \(kept.originalTransactionID) belongs to another account, and its "
                     + "app's restore_behavior keeps it there: nothing was linked"))
         }
-        guard case .object(var members) = AccountReport(snapshot: linked, configuration: configuration, at: now).json
-        else { return validation }
-        members.append(("validation", (try? JSONValue(parsing: validation.body)) ?? .null))
-        return json(status: .ok, .object(members))
+        let report = AccountReport(snapshot: linked, configuration: configuration, at: now)
+        return json(status: .ok, text: report.jsonText(validation: validation.body))
     }
 
     private struct KeptElsewhere: Error {
