@@ -52,8 +52,13 @@ public struct EntitlementRules: Sendable {
     public var linkRules: AccountLinkRules {
         let rules = self
         return AccountLinkRules(
-            restoreBehavior: { bundleID in bundleID.flatMap { rules.apps[$0]?.restoreBehavior } ?? .transfer },
+            restoreBehavior: { bundleID in rules.restoreBehavior(of: bundleID) },
             grantsEntitlement: { facts, now in rules.grantsEntitlement(facts, at: now) })
+    }
+
+    /// The app's `restore_behavior`; `transfer` for an app not configured, or when the bundle id is unknown.
+    public func restoreBehavior(of bundleID: String?) -> RestoreBehavior {
+        bundleID.flatMap { apps[$0]?.restoreBehavior } ?? .transfer
     }
 
     /// Whether this original transaction grants any entitlement at `instant` (Unix milliseconds).

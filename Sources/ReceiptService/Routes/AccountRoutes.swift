@@ -39,7 +39,7 @@ extension ReceiptRoutes {
             return problem(Self.storeProblem(error))
         }
         guard let snapshot else { return problem(Self.accountNotFound) }
-        return json(status: .ok, text: AccountReport(snapshot: snapshot, configuration: configuration, at: at).jsonText)
+        return json(status: .ok, text: AccountReport(snapshot: snapshot, rules: entitlementRules, at: at).jsonText)
     }
 
     /// `?at=`: the instant the rules are applied at (Unix milliseconds), sent as RFC 3339; nil when not asked.
@@ -125,7 +125,7 @@ extension ReceiptRoutes {
         let (validation, originals) = self.validation(of: request, wantsHTML: false)
         guard validation.status == .ok else { return validation }
         let now = ReceiptDate(clock()).millisecondsSince1970
-        let rules = configuration.accountLinkRules
+        let rules = entitlementRules
         let outcome: Result<AccountSnapshot, KeptElsewhere>
         do {
             outcome = try ledger.withStore { (store) throws(LedgerError) -> Result<AccountSnapshot, KeptElsewhere> in
@@ -157,7 +157,7 @@ extension ReceiptRoutes {
                 message: "original transaction \(kept.originalTransactionID) belongs to another account, and its "
                     + "app's restore_behavior keeps it there: nothing was linked"))
         }
-        let report = AccountReport(snapshot: linked, configuration: configuration, at: now)
+        let report = AccountReport(snapshot: linked, rules: entitlementRules, at: now)
         return json(status: .ok, text: report.jsonText(validation: validation.body))
     }
 
@@ -168,14 +168,14 @@ extension ReceiptRoutes {
     /// Whether linking `original` to `account` would be refused: another account owns it and the app's restore
     /// behavior keeps it there.
     private static func isKept(
-        _ original: String, from account: String, _ rules: AccountLinkRules, _ now: Int64, in store: any LedgerStore
+        _ original: String, from account: String, _ rules: EntitlementRules, _ now: Int64, in store: any LedgerStore
     ) throws(LedgerError) -> Bool {
         guard let owner = try store.owner(originalTransactionID: original), owner != account else { return false }
         let facts = try store.subscription(originalTransactionID: original)
-        switch rules.restoreBehavior(facts?.transactions.lazy.compactMap(\.bundleID).first) {
+        switch rules.restoreBehavior(of: facts?.transactions.lazy.compactMap(\.bundleID).first) {
         case .transfer: return false
         case .keepWithOriginal: return true
-        case .transferIfNoActive: return facts.map { rules.grantsEntitlement($0, now) } ?? false
+        case .transferIfNoActive: return facts.map { rules.grantsEntitlement($0, at: now) } ?? false
         }
     }
 }

@@ -159,6 +159,8 @@ public struct ReceiptRoutes: Sendable {
     }
 
     public let configuration: ServiceConfiguration
+    /// The configuration's entitlement rules, built once: every account request applies them.
+    let entitlementRules: EntitlementRules
     public let validator: ReceiptValidator
     public let jwsVerifier: JWSVerifier
     public var ledger: PurchaseLedger { intake.ledger }
@@ -191,6 +193,7 @@ public struct ReceiptRoutes: Sendable {
         log: ServiceLog? = nil, clock: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.configuration = configuration
+        self.entitlementRules = configuration.entitlementRules
         self.validator = validator
         self.jwsVerifier = jwsVerifier ?? JWSVerifier(policy: validator.policy)
         var sandboxPolicy = validator.policy
