@@ -221,6 +221,17 @@ struct AccountRoutesTests {
         #expect(routes.handle(get("/v1/transactions/7000"), on: .main).status == 200)
     }
 
+    /// `/v1/validate` never uses the originals, so it does not collect them; the purchases route does, once each.
+    @Test func validation_collectsOriginalsOnlyWhenAsked() throws {
+        let routes = try Self.routes()
+        let jws = post(
+            "/v1/validate", contentType: "application/json", text: #"{"jws":"\#(try Self.signed(Self.firstMonth()))"}"#)
+        for (request, originals) in [(jws, [E.original]), (try ReceiptLedgerRouteTests.receipt(), ["8000", "8100"])] {
+            #expect(routes.validation(of: request, wantsHTML: false, collectingOriginals: false).originals == [])
+            #expect(routes.validation(of: request, wantsHTML: false, collectingOriginals: true).originals.sorted() == originals)
+        }
+    }
+
     /// Each on a ledger of its own, so that both record the body as new.
     @Test func postedPurchase_embedsValidatesAnswer_byteForByte() throws {
         let jws = #"{"jws":"\#(try Self.signed(Self.firstMonth()))"}"#

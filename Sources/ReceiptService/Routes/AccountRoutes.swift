@@ -122,7 +122,7 @@ extension ReceiptRoutes {
     }
 
     private func validateAndLink(_ request: HTTPRequest, account: String) -> HTTPResponse {
-        let (validation, originals) = self.validation(of: request, wantsHTML: false)
+        let (validation, originals) = self.validation(of: request, wantsHTML: false, collectingOriginals: true)
         guard validation.status == .ok else { return validation }
         let now = ReceiptDate(clock()).millisecondsSince1970
         let rules = entitlementRules

@@ -8,7 +8,8 @@ import StoreKitJWS
 extension ReceiptRoutes {
     /// `/v1/validate`'s answer to StoreKit 2 signed data, and the original transaction it recorded, if any.
     func validateJWS(
-        _ text: [UInt8], deviceIdentifier: DeviceIdentifier?, requiredKind: SignedDataKind?, wantsHTML: Bool
+        _ text: [UInt8], deviceIdentifier: DeviceIdentifier?, requiredKind: SignedDataKind?, wantsHTML: Bool,
+        collectingOriginals: Bool
     ) -> (response: HTTPResponse, originals: [String]) {
         let now = clock()
         let result = jwsVerifier.verify(text, deviceIdentifier: deviceIdentifier, requiredKind: requiredKind, at: now)
@@ -21,7 +22,7 @@ extension ReceiptRoutes {
         if let member = view.refusedIDMember { return (problem(Self.invalidSignedID(member)), []) }
         let answer = view.applied(to: JWSResultJSON.value(of: result))
         guard result.isValid, view.availability == "available", let missing = Self.missingLedgerMembers(result) else {
-            return (json(status: status, answer), result.isValid ? Self.originals(of: result) : [])
+            return (json(status: status, answer), collectingOriginals && result.isValid ? Self.originals(of: result) : [])
         }
         return (json(status: status, Self.notStored(answer, missing: missing)), [])
     }
