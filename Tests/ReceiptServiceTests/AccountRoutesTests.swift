@@ -228,23 +228,25 @@ struct AccountRoutesTests {
             "/v1/validate", contentType: "application/json", text: #"{"jws":"\#(try Self.signed(Self.firstMonth()))"}"#)
         for (request, originals) in [(jws, [E.original]), (try ReceiptLedgerRouteTests.receipt(), ["8000", "8100"])] {
             #expect(routes.validation(of: request, wantsHTML: false, collectingOriginals: false).originals == [])
-            #expect(routes.validation(of: request, wantsHTML: false, collectingOriginals: true).originals.sorted() == originals)
+            let collected = routes.validation(of: request, wantsHTML: false, collectingOriginals: true).originals
+            #expect(collected.sorted() == originals)
         }
     }
 
     /// Each on a ledger of its own, so that both record the body as new.
     @Test func postedPurchase_embedsValidatesAnswer_byteForByte() throws {
         let jws = #"{"jws":"\#(try Self.signed(Self.firstMonth()))"}"#
-        for (contentType, body) in [
-            ("application/json", Array(jws.utf8)), ("application/octet-stream", try ReceiptLedgerRouteTests.receipt().body),
-        ] {
-            let validated = try Self.routes().handle(post("/v1/validate", contentType: contentType, body: body), on: .main)
+        let receipt = try ReceiptLedgerRouteTests.receipt().body
+        for (contentType, body) in [("application/json", Array(jws.utf8)), ("application/octet-stream", receipt)] {
+            let validated = try Self.routes().handle(
+                post("/v1/validate", contentType: contentType, body: body), on: .main)
             let posted = try Self.routes().handle(
                 post("/v1/accounts/alice/purchases", contentType: contentType, body: body), on: .main)
             #expect(validated.status == 200, "\(contentType)")
             #expect(posted.status == 200, "\(contentType)")
             let ending = Array(#","validation":"#.utf8) + validated.body + [UInt8(ascii: "}")]
-            #expect(posted.body.count > ending.count && posted.body.suffix(ending.count).elementsEqual(ending), "\(contentType)")
+            #expect(posted.body.count > ending.count, "\(contentType)")
+            #expect(posted.body.suffix(ending.count).elementsEqual(ending), "\(contentType)")
             #expect(posted.json?["account"] == .string("alice"), "\(contentType)")
         }
     }
@@ -354,6 +356,35 @@ struct AccountRoutesTests {
         let later = try #require(routes.handle(get("/v1/accounts/alice?at=\(after)"), on: .main).json)
         #expect(later["entitlements"]?["pro"]?["active"] == .bool(false))
         #expect(later["entitlements"]?["pro"]?["ended_reason"] == .string("expired"))
+    }
+
+    /// Both posts happen at `fixedNow`: a day before it, the purchase was still alice's, and bob had nothing.
+    @Test(arguments: Backend.tested)
+    func at_beforeATransfer_isAsOwnershipStoodThen(_ backend: Backend) throws {
+        let routes = try Self.routes(restore: .transfer, backend)
+        let jws = try Self.signed(Self.firstMonth())
+        #expect(Self.purchase(routes, account: "alice", jws: jws).status == 200)
+        #expect(Self.purchase(routes, account: "bob", jws: jws).status == 200)
+        func account(_ name: String, at days: Double) throws -> JSONValue {
+            let at = ReceiptDate(E.at(days)).rfc3339
+            return try #require(routes.handle(get("/v1/accounts/\(name)?at=\(at)"), on: .main).json)
+        }
+
+        let aliceBefore = try account("alice", at: -1)
+        #expect(aliceBefore["entitlements"]?["pro"]?["active"] == .bool(true))
+        #expect(aliceBefore["entitlements"]?["pro"]?["ended_reason"] == nil)
+        #expect(Self.originals(aliceBefore) == [E.original])
+        let bobBefore = try account("bob", at: -1)
+        #expect(bobBefore["entitlements"]?["pro"] == nil)
+        #expect(Self.originals(bobBefore) == [])
+
+        let aliceAtTransfer = try account("alice", at: 0)
+        #expect(aliceAtTransfer["entitlements"]?["pro"]?["active"] == .bool(false))
+        #expect(aliceAtTransfer["entitlements"]?["pro"]?["ended_reason"] == .string("transferred"))
+        #expect(Self.originals(aliceAtTransfer) == [])
+        let bobAtTransfer = try account("bob", at: 0)
+        #expect(bobAtTransfer["entitlements"]?["pro"]?["active"] == .bool(true))
+        #expect(Self.originals(bobAtTransfer) == [E.original])
     }
 
     @Test func subscriptionAt_isTheSubscriptionAsItStoodThen() throws {

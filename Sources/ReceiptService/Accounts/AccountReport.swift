@@ -12,7 +12,8 @@ import ReceiptEngine
 ///
 /// Everything is evaluated with the facts as of `instant` (``SubscriptionFacts/asOf(_:)``): purchases made after it
 /// are left out of `subscriptions` and `purchases` too, and a refund dated after it shows nowhere yet. Which
-/// original transactions the account owns is as the ledger holds it now.
+/// original transactions the account owns is as its links and transfer records say it was at `instant`
+/// (``AccountRecord/ownership(at:)``): before a transfer away, the purchase was still its own.
 public struct AccountReport: Sendable {
     public let snapshot: AccountSnapshot
     /// The instant evaluated, Unix milliseconds.
@@ -124,7 +125,7 @@ public struct AccountReport: Sendable {
         subscriptions: [(json: JSONValue, transactionIDs: [String])],
         purchases: [(transactionID: String, json: JSONValue)]
     ) {
-        let owned = snapshot.record.links.compactMap { link in snapshot.subscriptions[link.originalTransactionID] }
+        let owned = snapshot.record.ownership(at: instant).owned.compactMap { snapshot.subscriptions[$0] }
             .map { $0.asOf(instant) }
         var subscriptions: [(latest: TransactionFacts?, json: JSONValue, transactionIDs: [String])] = []
         var normalized: [String: JSONValue] = [:]

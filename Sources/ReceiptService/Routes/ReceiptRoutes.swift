@@ -431,8 +431,8 @@ public struct ReceiptRoutes: Sendable {
     // MARK: - POST /v1/validate
 
     private func validate(_ request: HTTPRequest) -> HTTPResponse {
-        validation(of: request, wantsHTML: AcceptHeader(request.headers["Accept"]).prefersHTML, collectingOriginals: false)
-            .response
+        let wantsHTML = AcceptHeader(request.headers["Accept"]).prefersHTML
+        return validation(of: request, wantsHTML: wantsHTML, collectingOriginals: false).response
     }
 
     /// `/v1/validate`'s answer to a request, and, when `collectingOriginals`, the distinct original transactions of
@@ -478,7 +478,8 @@ public struct ReceiptRoutes: Sendable {
         let answer = json(status: status, text: ResultJSON.encode(result, ledger: view))
         guard collectingOriginals, result.isValid else { return (answer, []) }
         var seen = Set<String>()
-        let originals = (result.receipt?.inAppPurchases ?? []).compactMap { $0.originalTransactionID ?? $0.transactionID }
+        let purchases = result.receipt?.inAppPurchases ?? []
+        let originals = purchases.compactMap { $0.originalTransactionID ?? $0.transactionID }
             .filter { seen.insert($0).inserted }
         return (answer, originals)
     }

@@ -22,7 +22,8 @@ extension ReceiptRoutes {
         if let member = view.refusedIDMember { return (problem(Self.invalidSignedID(member)), []) }
         let answer = view.applied(to: JWSResultJSON.value(of: result))
         guard result.isValid, view.availability == "available", let missing = Self.missingLedgerMembers(result) else {
-            return (json(status: status, answer), collectingOriginals && result.isValid ? Self.originals(of: result) : [])
+            let originals = collectingOriginals && result.isValid ? Self.originals(of: result) : []
+            return (json(status: status, answer), originals)
         }
         return (json(status: status, Self.notStored(answer, missing: missing)), [])
     }
