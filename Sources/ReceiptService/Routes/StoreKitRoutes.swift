@@ -6,7 +6,8 @@ import StoreKitJWS
 
 /// StoreKit 2 on `/v1/validate` and Apple's delivery endpoint, `/v1/notifications`.
 extension ReceiptRoutes {
-    /// `/v1/validate`'s answer to StoreKit 2 signed data, and the original transaction it recorded, if any.
+    /// `/v1/validate`'s answer to StoreKit 2 signed data, and, when `collectingOriginals`, the original transaction
+    /// it recorded, if any.
     func validateJWS(
         _ text: [UInt8], deviceIdentifier: DeviceIdentifier?, requiredKind: SignedDataKind?, wantsHTML: Bool,
         collectingOriginals: Bool
