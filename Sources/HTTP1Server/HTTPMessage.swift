@@ -129,22 +129,42 @@ public struct HTTPRequest: Sendable, Hashable {
     }
 }
 
-/// Decodes `%XX` escapes and `+` as space; malformed escapes are kept as they are.
+/// Decodes `%XX` escapes and `+` as space, as forms encode a query; malformed escapes are kept as they are, and bytes
+/// that are not UTF-8 read as U+FFFD.
 public func percentDecode(_ text: String) -> String {
+    // Leniently, `percentDecodedBytes` refuses nothing; the fallback only satisfies the type.
+    percentDecodedBytes(text.utf8, strict: false).map { String(decoding: $0, as: UTF8.self) } ?? text
+}
+
+/// Decodes `%XX` escapes in a path segment (RFC 3986 §2.1), where `+` is itself: nil when a `%` is not followed by two
+/// hex digits or the bytes decoded are not UTF-8, so that no two spellings of one segment decode alike by accident.
+public func percentDecode(strict segment: some StringProtocol) -> String? {
+    percentDecodedBytes(segment.utf8, strict: true).flatMap { String(validating: $0, as: UTF8.self) }
+}
+
+/// The one percent-decoder: `strict` refuses a malformed escape (nil) and keeps `+`; otherwise a malformed escape is
+/// kept as written and `+` is a space.
+private func percentDecodedBytes(_ utf8: some Collection<UInt8>, strict: Bool) -> [UInt8]? {
     var out: [UInt8] = []
-    let bytes = Array(text.utf8)
-    var index = 0
-    while index < bytes.count {
-        let byte = bytes[index]
-        if byte == UInt8(ascii: "%"), index + 2 < bytes.count, let high = bytes[index + 1].hexValue, let low = bytes[index + 2].hexValue {
-            out.append(high << 4 | low)
-            index += 3
-        } else {
-            out.append(byte == UInt8(ascii: "+") ? UInt8(ascii: " ") : byte)
-            index += 1
+    out.reserveCapacity(utf8.count)
+    var index = utf8.startIndex
+    while index < utf8.endIndex {
+        let byte = utf8[index]
+        index = utf8.index(after: index)
+        guard byte == UInt8(ascii: "%") else {
+            out.append(!strict && byte == UInt8(ascii: "+") ? UInt8(ascii: " ") : byte)
+            continue
         }
+        let low = index < utf8.endIndex ? utf8.index(after: index) : index
+        guard low < utf8.endIndex, let highValue = utf8[index].hexValue, let lowValue = utf8[low].hexValue else {
+            if strict { return nil }
+            out.append(byte)
+            continue
+        }
+        out.append(highValue << 4 | lowValue)
+        index = utf8.index(after: low)
     }
-    return String(decoding: out, as: UTF8.self)
+    return out
 }
 
 /// The remote end of a connection, as the server accepted it.

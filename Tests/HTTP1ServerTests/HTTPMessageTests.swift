@@ -46,4 +46,29 @@ struct HTTPMessageTests {
         #expect(Set(ids).count == ids.count)
         #expect(ids.allSatisfy { $0.utf8.count == 16 && $0.utf8.allSatisfy { $0.hexValue != nil && !(65...70).contains($0) } })
     }
+
+    // MARK: - Percent-decoding
+
+    /// (encoded, as a query value, as a path segment): a query keeps what it cannot decode and reads `+` as a space;
+    /// a segment refuses what it cannot decode and keeps `+`.
+    @Test(arguments: [
+        ("a%2Fb", "a/b", "a/b"),
+        ("%00", "\u{0}", "\u{0}"),
+        ("%zz", "%zz", nil),
+        ("%", "%", nil),
+        ("a%4", "a%4", nil),
+        ("%4g", "%4g", nil),
+        ("%C3%A9%E2%82%AC%F0%9F%98%80", "é€😀", "é€😀"),
+        ("%c3%a9", "é", "é"),
+        ("%C3", "\u{FFFD}", nil),
+        ("a+b%2B", "a b+", "a+b+"),
+        ("", "", ""),
+    ] as [(String, String, String?)])
+    func percentDecoding_queryKeepsWhatItCannotDecode_segmentRefusesIt(
+        encoded: String, query: String, segment: String?
+    ) {
+        #expect(percentDecode(encoded) == query)
+        #expect(percentDecode(strict: encoded) == segment)
+        #expect(percentDecode(strict: encoded.dropFirst(0)) == segment)
+    }
 }

@@ -119,7 +119,7 @@ struct AccountRoutesTests {
 
     // MARK: - Accounts in paths
 
-    @Test(arguments: ["%00", "a%0Ab", "%FF", "%zz", "%4", String(repeating: "a", count: 257)])
+    @Test(arguments: ["%00", "a%0Ab", "%FF", "%C3", "%zz", "%4", "%", "a%", String(repeating: "a", count: 257)])
     func accountThatCannotBeStored_is400(account: String) throws {
         let routes = try Self.routes()
         for request in [
@@ -139,6 +139,14 @@ struct AccountRoutesTests {
         #expect(registered.json?["account"] == .string("user 42+é+x"))
         let account = routes.handle(get("/v1/accounts/user%2042+%C3%A9%2Bx"), on: .main)
         #expect(account.json?["account"] == .string("user 42+é+x"))
+    }
+
+    @Test func encodedSlash_staysInsideTheAccount() throws {
+        let routes = try Self.routes()
+        let registered = routes.handle(Self.put("/v1/accounts/team%2F42/app_account_tokens/\(Self.token)"), on: .main)
+        #expect(registered.json?["account"] == .string("team/42"))
+        #expect(routes.handle(get("/v1/accounts/team%2f42"), on: .main).json?["account"] == .string("team/42"))
+        #expect(routes.handle(get("/v1/accounts/team/42"), on: .main).status == 404)
     }
 
     @Test func accountRoutes_areNeverOnThePublicListener() throws {
@@ -211,6 +219,36 @@ struct AccountRoutesTests {
         #expect(json["validation"]?["ledger"] == .string("available"))
         #expect(Self.originals(routes.handle(get("/v1/accounts/alice"), on: .main).json) == [E.original])
         #expect(routes.handle(get("/v1/transactions/7000"), on: .main).status == 200)
+    }
+
+    /// `/v1/validate` never uses the originals, so it does not collect them; the purchases route does, once each.
+    @Test func validation_collectsOriginalsOnlyWhenAsked() throws {
+        let routes = try Self.routes()
+        let jws = post(
+            "/v1/validate", contentType: "application/json", text: #"{"jws":"\#(try Self.signed(Self.firstMonth()))"}"#)
+        for (request, originals) in [(jws, [E.original]), (try ReceiptLedgerRouteTests.receipt(), ["8000", "8100"])] {
+            #expect(routes.validation(of: request, wantsHTML: false, collectingOriginals: false).originals == [])
+            let collected = routes.validation(of: request, wantsHTML: false, collectingOriginals: true).originals
+            #expect(collected.sorted() == originals)
+        }
+    }
+
+    /// Each on a ledger of its own, so that both record the body as new.
+    @Test func postedPurchase_embedsValidatesAnswer_byteForByte() throws {
+        let jws = #"{"jws":"\#(try Self.signed(Self.firstMonth()))"}"#
+        let receipt = try ReceiptLedgerRouteTests.receipt().body
+        for (contentType, body) in [("application/json", Array(jws.utf8)), ("application/octet-stream", receipt)] {
+            let validated = try Self.routes().handle(
+                post("/v1/validate", contentType: contentType, body: body), on: .main)
+            let posted = try Self.routes().handle(
+                post("/v1/accounts/alice/purchases", contentType: contentType, body: body), on: .main)
+            #expect(validated.status == 200, "\(contentType)")
+            #expect(posted.status == 200, "\(contentType)")
+            let ending = Array(#","validation":"#.utf8) + validated.body + [UInt8(ascii: "}")]
+            #expect(posted.body.count > ending.count, "\(contentType)")
+            #expect(posted.body.suffix(ending.count).elementsEqual(ending), "\(contentType)")
+            #expect(posted.json?["account"] == .string("alice"), "\(contentType)")
+        }
     }
 
     @Test(arguments: [
@@ -318,6 +356,35 @@ struct AccountRoutesTests {
         let later = try #require(routes.handle(get("/v1/accounts/alice?at=\(after)"), on: .main).json)
         #expect(later["entitlements"]?["pro"]?["active"] == .bool(false))
         #expect(later["entitlements"]?["pro"]?["ended_reason"] == .string("expired"))
+    }
+
+    /// Both posts happen at `fixedNow`: a day before it, the purchase was still alice's, and bob had nothing.
+    @Test(arguments: Backend.tested)
+    func at_beforeATransfer_isAsOwnershipStoodThen(_ backend: Backend) throws {
+        let routes = try Self.routes(restore: .transfer, backend)
+        let jws = try Self.signed(Self.firstMonth())
+        #expect(Self.purchase(routes, account: "alice", jws: jws).status == 200)
+        #expect(Self.purchase(routes, account: "bob", jws: jws).status == 200)
+        func account(_ name: String, at days: Double) throws -> JSONValue {
+            let at = ReceiptDate(E.at(days)).rfc3339
+            return try #require(routes.handle(get("/v1/accounts/\(name)?at=\(at)"), on: .main).json)
+        }
+
+        let aliceBefore = try account("alice", at: -1)
+        #expect(aliceBefore["entitlements"]?["pro"]?["active"] == .bool(true))
+        #expect(aliceBefore["entitlements"]?["pro"]?["ended_reason"] == nil)
+        #expect(Self.originals(aliceBefore) == [E.original])
+        let bobBefore = try account("bob", at: -1)
+        #expect(bobBefore["entitlements"]?["pro"] == nil)
+        #expect(Self.originals(bobBefore) == [])
+
+        let aliceAtTransfer = try account("alice", at: 0)
+        #expect(aliceAtTransfer["entitlements"]?["pro"]?["active"] == .bool(false))
+        #expect(aliceAtTransfer["entitlements"]?["pro"]?["ended_reason"] == .string("transferred"))
+        #expect(Self.originals(aliceAtTransfer) == [])
+        let bobAtTransfer = try account("bob", at: 0)
+        #expect(bobAtTransfer["entitlements"]?["pro"]?["active"] == .bool(true))
+        #expect(Self.originals(bobAtTransfer) == [E.original])
     }
 
     @Test func subscriptionAt_isTheSubscriptionAsItStoodThen() throws {

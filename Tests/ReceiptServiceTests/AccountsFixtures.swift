@@ -131,6 +131,13 @@ enum Shop {
         return AccountSnapshot(record: record, subscriptions: subscriptions)
     }
 
+    /// `original`'s move from one account to another at `instant`.
+    static func transfer(_ original: String, from: String, to: String, at instant: Int64) -> AccountTransfer {
+        AccountTransfer(
+            originalTransactionID: original, fromAccount: from, toAccount: to, transferredAt: instant,
+            source: .purchase)
+    }
+
     static func entitlements(
         _ snapshot: AccountSnapshot, at instant: Int64, rules: EntitlementRules = rules
     ) -> [String: Entitlement] {

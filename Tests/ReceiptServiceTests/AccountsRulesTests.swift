@@ -245,6 +245,38 @@ struct AccountsRulesTests {
         #expect(ended?.productID == S.noAds)
     }
 
+    @Test func beforeItsTransferAway_thePurchaseStillGrants() {
+        let transferAt = t0 + 3 * day
+        let snapshot = S.snapshot([], transferredAway: [(S.oneTime("1", product: S.noAds), transferAt)])
+        let before = S.entitlements(snapshot, at: transferAt - 1)["no_ads"]
+        #expect(before?.isActive == true)
+        #expect(before?.end == nil)
+        let after = S.entitlements(snapshot, at: transferAt)["no_ads"]
+        #expect(after?.end == .init(date: transferAt, reason: .transferred))
+    }
+
+    @Test func beforeItsTransferIn_thePurchaseWasAnotherAccounts() {
+        let transferAt = t0 + 3 * day
+        var snapshot = S.snapshot([S.oneTime("1", product: S.noAds)])
+        snapshot.record.transfers = [S.transfer("1", from: "user-7", to: snapshot.record.account, at: transferAt)]
+        #expect(S.entitlements(snapshot, at: transferAt - 1)["no_ads"] == nil)
+        #expect(S.entitlements(snapshot, at: transferAt)["no_ads"]?.isActive == true)
+    }
+
+    @Test func transferredAwayAndBack_isTransferredOnlyInBetween() {
+        let (away, back) = (t0 + 3 * day, t0 + 5 * day)
+        var snapshot = S.snapshot([S.oneTime("1", product: S.noAds)])
+        let account = snapshot.record.account
+        snapshot.record.transfers = [
+            S.transfer("1", from: account, to: "user-7", at: away),
+            S.transfer("1", from: "user-7", to: account, at: back),
+        ]
+        #expect(S.entitlements(snapshot, at: away - 1)["no_ads"]?.isActive == true)
+        #expect(S.entitlements(snapshot, at: away)["no_ads"]?.end == .init(date: away, reason: .transferred))
+        #expect(S.entitlements(snapshot, at: back - 1)["no_ads"]?.end == .init(date: away, reason: .transferred))
+        #expect(S.entitlements(snapshot, at: back)["no_ads"]?.isActive == true)
+    }
+
     @Test func ownedSource_winsOverOneTransferredAway() {
         let snapshot = S.snapshot(
             [S.month("2", purchase: t0)], transferredAway: [(S.oneTime("1", product: S.lifetime), t0 + day)])

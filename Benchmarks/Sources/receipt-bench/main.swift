@@ -29,7 +29,9 @@ import StoreKitJWS
 // receipt-bench profile-accounts --target T [--count N]  N of one of them without the 2,000 other accounts, for
 //                                                        callgrind: T a path (/v1/accounts/spread), or tree:ACCOUNT
 //                                                        or text:ACCOUNT for AccountReport's json.serialized() or
-//                                                        jsonText alone
+//                                                        jsonText alone, or purchase:ACCOUNT (validate:ACCOUNT) to
+//                                                        post one JWS month of its first subscription to its
+//                                                        purchases route (to /v1/validate)
 
 struct Arguments {
     var mode = "inprocess"

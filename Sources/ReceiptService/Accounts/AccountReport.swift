@@ -12,7 +12,8 @@ import ReceiptEngine
 ///
 /// Everything is evaluated with the facts as of `instant` (``SubscriptionFacts/asOf(_:)``): purchases made after it
 /// are left out of `subscriptions` and `purchases` too, and a refund dated after it shows nowhere yet. Which
-/// original transactions the account owns is as the ledger holds it now.
+/// original transactions the account owns is as its links and transfer records say it was at `instant`
+/// (``AccountRecord/ownership(at:)``): before a transfer away, the purchase was still its own.
 public struct AccountReport: Sendable {
     public let snapshot: AccountSnapshot
     /// The instant evaluated, Unix milliseconds.
@@ -48,7 +49,11 @@ public struct AccountReport: Sendable {
     /// ``json``'s compact text, byte for byte. Every transaction appears twice, in its subscription and among
     /// `purchases`, as the same normalized object: its text is written once and copied, where serializing both copies
     /// was nearly half of an account's answer (issue 24's benchmark, `receipt-bench accounts`).
-    public var jsonText: [UInt8] {
+    public var jsonText: [UInt8] { jsonText(validation: nil) }
+
+    /// ``jsonText``, with `"validation"` last when `validationText` is given: `POST /v1/accounts/{account}/purchases`
+    /// embeds `/v1/validate`'s answer exactly as that route writes it, without parsing it back into a tree.
+    func jsonText(validation validationText: [UInt8]?) -> [UInt8] {
         let (subscriptions, purchases) = renderedSubscriptionsAndPurchases()
         var texts: [String: [UInt8]] = [:]
         var writer = JSONWriter(capacity: 64 * 1024)
@@ -92,6 +97,11 @@ public struct AccountReport: Sendable {
             writer.key(utf8: Array(key.utf8))
             writer.value(value)
         }
+        if let validationText {
+            writer.key("validation")
+            // Already one compact JSON value: its bytes are the member's value.
+            writer.bytes += validationText
+        }
         writer.endObject()
         return writer.bytes
     }
@@ -115,7 +125,7 @@ public struct AccountReport: Sendable {
         subscriptions: [(json: JSONValue, transactionIDs: [String])],
         purchases: [(transactionID: String, json: JSONValue)]
     ) {
-        let owned = snapshot.record.links.compactMap { link in snapshot.subscriptions[link.originalTransactionID] }
+        let owned = snapshot.record.ownership(at: instant).owned.compactMap { snapshot.subscriptions[$0] }
             .map { $0.asOf(instant) }
         var subscriptions: [(latest: TransactionFacts?, json: JSONValue, transactionIDs: [String])] = []
         var normalized: [String: JSONValue] = [:]

@@ -52,8 +52,13 @@ public struct EntitlementRules: Sendable {
     public var linkRules: AccountLinkRules {
         let rules = self
         return AccountLinkRules(
-            restoreBehavior: { bundleID in bundleID.flatMap { rules.apps[$0]?.restoreBehavior } ?? .transfer },
+            restoreBehavior: { bundleID in rules.restoreBehavior(of: bundleID) },
             grantsEntitlement: { facts, now in rules.grantsEntitlement(facts, at: now) })
+    }
+
+    /// The app's `restore_behavior`; `transfer` for an app not configured, or when the bundle id is unknown.
+    public func restoreBehavior(of bundleID: String?) -> RestoreBehavior {
+        bundleID.flatMap { apps[$0]?.restoreBehavior } ?? .transfer
     }
 
     /// Whether this original transaction grants any entitlement at `instant` (Unix milliseconds).
@@ -61,24 +66,16 @@ public struct EntitlementRules: Sendable {
         sources(of: facts, at: instant).contains(where: \.isActive)
     }
 
-    /// The account's entitlements at `instant`, by name: every one some owned purchase grants, and every one some
-    /// purchase had granted by then (owned, or transferred away: `transferred`) that none grants any more.
+    /// The account's entitlements at `instant`, by name: every one some purchase it owned then grants, and every one
+    /// some purchase had granted by then (owned, or transferred away by then: `transferred`) that none grants any more.
     public func entitlements(of snapshot: AccountSnapshot, at instant: Int64) -> [Entitlement] {
-        let record = snapshot.record
+        let ownership = snapshot.record.ownership(at: instant)
         var candidates: [Entitlement] = []
-        var owned = Set<String>()
-        for link in record.links {
-            owned.insert(link.originalTransactionID)
-            guard let facts = snapshot.subscriptions[link.originalTransactionID] else { continue }
+        for originalTransactionID in ownership.owned {
+            guard let facts = snapshot.subscriptions[originalTransactionID] else { continue }
             candidates += sources(of: facts, at: instant)
         }
-        var transferredAway: [String: Int64] = [:]
-        for transfer in record.transfers
-        where transfer.fromAccount == record.account && !owned.contains(transfer.originalTransactionID) {
-            transferredAway[transfer.originalTransactionID] = max(
-                transferredAway[transfer.originalTransactionID] ?? .min, transfer.transferredAt)
-        }
-        for (originalTransactionID, transferredAt) in transferredAway {
+        for (originalTransactionID, transferredAt) in ownership.transferredAway {
             guard let facts = snapshot.subscriptions[originalTransactionID] else { continue }
             for var source in sources(of: facts, at: instant) {
                 source.end = .init(date: transferredAt, reason: .transferred)

@@ -69,3 +69,32 @@ extension SubscriptionFacts {
         return String(decoding: JSONValue.object(members).serialized(), as: UTF8.self)
     }
 }
+
+extension AccountRecord {
+    /// Which original transactions the account owned at `instant` (Unix milliseconds), and which it had transferred
+    /// away by then, with when it last did: its links as the ledger holds them now, undone by its transfer records
+    /// dated after `instant`, which had not happened yet.
+    ///
+    /// `owned` keeps the order of `links`; an original the account has transferred away since comes after them.
+    func ownership(at instant: Int64) -> (owned: [String], transferredAway: [String: Int64]) {
+        // Per original, the first transfer after the instant says who held it then: the account it left.
+        var nextTransfer: [String: AccountTransfer] = [:]
+        var lastTransferAway: [String: Int64] = [:]
+        for transfer in transfers {
+            let original = transfer.originalTransactionID
+            if transfer.transferredAt > instant {
+                if nextTransfer[original] == nil { nextTransfer[original] = transfer }
+            } else if transfer.fromAccount == account {
+                lastTransferAway[original] = max(lastTransferAway[original] ?? .min, transfer.transferredAt)
+            }
+        }
+        let linked = links.map(\.originalTransactionID)
+        let linkedNow = Set(linked)
+        func ownedThen(_ original: String) -> Bool {
+            nextTransfer[original].map { $0.fromAccount == account } ?? linkedNow.contains(original)
+        }
+        let transferredSince = nextTransfer.keys.filter { !linkedNow.contains($0) && ownedThen($0) }
+            .sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+        return (linked.filter(ownedThen) + transferredSince, lastTransferAway.filter { !ownedThen($0.key) })
+    }
+}

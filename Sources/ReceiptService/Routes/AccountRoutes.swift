@@ -39,7 +39,7 @@ extension ReceiptRoutes {
             return problem(Self.storeProblem(error))
         }
         guard let snapshot else { return problem(Self.accountNotFound) }
-        return json(status: .ok, text: AccountReport(snapshot: snapshot, configuration: configuration, at: at).jsonText)
+        return json(status: .ok, text: AccountReport(snapshot: snapshot, rules: entitlementRules, at: at).jsonText)
     }
 
     /// `?at=`: the instant the rules are applied at (Unix milliseconds), sent as RFC 3339; nil when not asked.
@@ -122,10 +122,10 @@ extension ReceiptRoutes {
     }
 
     private func validateAndLink(_ request: HTTPRequest, account: String) -> HTTPResponse {
-        let (validation, originals) = self.validation(of: request, wantsHTML: false)
+        let (validation, originals) = self.validation(of: request, wantsHTML: false, collectingOriginals: true)
         guard validation.status == .ok else { return validation }
         let now = ReceiptDate(clock()).millisecondsSince1970
-        let rules = configuration.accountLinkRules
+        let rules = entitlementRules
         let outcome: Result<AccountSnapshot, KeptElsewhere>
         do {
             outcome = try ledger.withStore { (store) throws(LedgerError) -> Result<AccountSnapshot, KeptElsewhere> in
@@ -157,10 +157,8 @@ extension ReceiptRoutes {
                 message: "original transaction \(kept.originalTransactionID) belongs to another account, and its "
                     + "app's restore_behavior keeps it there: nothing was linked"))
         }
-        guard case .object(var members) = AccountReport(snapshot: linked, configuration: configuration, at: now).json
-        else { return validation }
-        members.append(("validation", (try? JSONValue(parsing: validation.body)) ?? .null))
-        return json(status: .ok, .object(members))
+        let report = AccountReport(snapshot: linked, rules: entitlementRules, at: now)
+        return json(status: .ok, text: report.jsonText(validation: validation.body))
     }
 
     private struct KeptElsewhere: Error {
@@ -170,14 +168,14 @@ extension ReceiptRoutes {
     /// Whether linking `original` to `account` would be refused: another account owns it and the app's restore
     /// behavior keeps it there.
     private static func isKept(
-        _ original: String, from account: String, _ rules: AccountLinkRules, _ now: Int64, in store: any LedgerStore
+        _ original: String, from account: String, _ rules: EntitlementRules, _ now: Int64, in store: any LedgerStore
     ) throws(LedgerError) -> Bool {
         guard let owner = try store.owner(originalTransactionID: original), owner != account else { return false }
         let facts = try store.subscription(originalTransactionID: original)
-        switch rules.restoreBehavior(facts?.transactions.lazy.compactMap(\.bundleID).first) {
+        switch rules.restoreBehavior(of: facts?.transactions.lazy.compactMap(\.bundleID).first) {
         case .transfer: return false
         case .keepWithOriginal: return true
-        case .transferIfNoActive: return facts.map { rules.grantsEntitlement($0, now) } ?? false
+        case .transferIfNoActive: return facts.map { rules.grantsEntitlement($0, at: now) } ?? false
         }
     }
 }
@@ -187,26 +185,7 @@ enum AccountPath {
     /// The percent-decoded segment, if it is an account receiptd can store: malformed escapes, bytes that are not
     /// UTF-8 and anything `isStorableAccount` refuses are not. `+` is itself in a path, not a space.
     static func account(_ segment: Substring) -> String? {
-        var bytes: [UInt8] = []
-        var index = segment.utf8.startIndex
-        let utf8 = segment.utf8
-        while index < utf8.endIndex {
-            let byte = utf8[index]
-            guard byte == UInt8(ascii: "%") else {
-                bytes.append(byte)
-                index = utf8.index(after: index)
-                continue
-            }
-            guard let high = utf8.index(index, offsetBy: 1, limitedBy: utf8.endIndex), high < utf8.endIndex,
-                let low = utf8.index(high, offsetBy: 1, limitedBy: utf8.endIndex), low < utf8.endIndex,
-                let value = UInt8(String(decoding: [utf8[high], utf8[low]], as: UTF8.self), radix: 16)
-            else { return nil }
-            bytes.append(value)
-            index = utf8.index(after: low)
-        }
-        guard let account = String(validating: bytes, as: UTF8.self), ReceiptRoutes.isStorableAccount(account) else {
-            return nil
-        }
+        guard let account = percentDecode(strict: segment), ReceiptRoutes.isStorableAccount(account) else { return nil }
         return account
     }
 

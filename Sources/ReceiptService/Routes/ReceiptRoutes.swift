@@ -159,6 +159,8 @@ public struct ReceiptRoutes: Sendable {
     }
 
     public let configuration: ServiceConfiguration
+    /// The configuration's entitlement rules, built once: every account request applies them.
+    let entitlementRules: EntitlementRules
     public let validator: ReceiptValidator
     public let jwsVerifier: JWSVerifier
     public var ledger: PurchaseLedger { intake.ledger }
@@ -191,6 +193,7 @@ public struct ReceiptRoutes: Sendable {
         log: ServiceLog? = nil, clock: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.configuration = configuration
+        self.entitlementRules = configuration.entitlementRules
         self.validator = validator
         self.jwsVerifier = jwsVerifier ?? JWSVerifier(policy: validator.policy)
         var sandboxPolicy = validator.policy
@@ -428,12 +431,16 @@ public struct ReceiptRoutes: Sendable {
     // MARK: - POST /v1/validate
 
     private func validate(_ request: HTTPRequest) -> HTTPResponse {
-        validation(of: request, wantsHTML: AcceptHeader(request.headers["Accept"]).prefersHTML).response
+        let wantsHTML = AcceptHeader(request.headers["Accept"]).prefersHTML
+        return validation(of: request, wantsHTML: wantsHTML, collectingOriginals: false).response
     }
 
-    /// `/v1/validate`'s answer to a request, and the original transactions of what it verified (and recorded, with a
-    /// ledger): `POST /v1/accounts/{account}/purchases` answers the same and links those.
-    func validation(of request: HTTPRequest, wantsHTML: Bool) -> (response: HTTPResponse, originals: [String]) {
+    /// `/v1/validate`'s answer to a request, and, when `collectingOriginals`, the distinct original transactions of
+    /// what it verified and recorded (with a ledger): `POST /v1/accounts/{account}/purchases` answers the same and
+    /// links those. `/v1/validate` itself needs none, so it does not pay for collecting them.
+    func validation(
+        of request: HTTPRequest, wantsHTML: Bool, collectingOriginals: Bool
+    ) -> (response: HTTPResponse, originals: [String]) {
         let submission: ReceiptSubmission
         let deviceIdentifier: DeviceIdentifier?
         let requiredKind: SignedDataKind?
@@ -447,14 +454,18 @@ public struct ReceiptRoutes: Sendable {
         switch submission.signedData {
         case .receipt(let receipt):
             return validateReceipt(
-                receipt, deviceIdentifier: deviceIdentifier, requiredKind: requiredKind, wantsHTML: wantsHTML)
+                receipt, deviceIdentifier: deviceIdentifier, requiredKind: requiredKind, wantsHTML: wantsHTML,
+                collectingOriginals: collectingOriginals)
         case .jws(let text):
-            return validateJWS(text, deviceIdentifier: deviceIdentifier, requiredKind: requiredKind, wantsHTML: wantsHTML)
+            return validateJWS(
+                text, deviceIdentifier: deviceIdentifier, requiredKind: requiredKind, wantsHTML: wantsHTML,
+                collectingOriginals: collectingOriginals)
         }
     }
 
     private func validateReceipt(
-        _ receipt: [UInt8], deviceIdentifier: DeviceIdentifier?, requiredKind: SignedDataKind?, wantsHTML: Bool
+        _ receipt: [UInt8], deviceIdentifier: DeviceIdentifier?, requiredKind: SignedDataKind?, wantsHTML: Bool,
+        collectingOriginals: Bool
     ) -> (response: HTTPResponse, originals: [String]) {
         let now = clock()
         let result = validator.validate(receipt, deviceIdentifier: deviceIdentifier, requiredKind: requiredKind, at: now)
@@ -464,12 +475,13 @@ public struct ReceiptRoutes: Sendable {
         guard ledger.isConfigured else { return (json(status: status, text: ResultJSON.encode(result)), []) }
         let view = intake.take(result, now: now)
         if let member = view.refusedIDMember { return (problem(Self.invalidSignedID(member)), []) }
+        let answer = json(status: status, text: ResultJSON.encode(result, ledger: view))
+        guard collectingOriginals, result.isValid else { return (answer, []) }
         var seen = Set<String>()
-        let originals = result.isValid
-            ? (result.receipt?.inAppPurchases ?? []).compactMap { $0.originalTransactionID ?? $0.transactionID }
-                .filter { seen.insert($0).inserted }
-            : []
-        return (json(status: status, text: ResultJSON.encode(result, ledger: view)), originals)
+        let purchases = result.receipt?.inAppPurchases ?? []
+        let originals = purchases.compactMap { $0.originalTransactionID ?? $0.transactionID }
+            .filter { seen.insert($0).inserted }
+        return (answer, originals)
     }
 
     /// A verified input carrying an id that is not one: nothing of it is stored or sent to Apple.

@@ -6,9 +6,11 @@ import StoreKitJWS
 
 /// StoreKit 2 on `/v1/validate` and Apple's delivery endpoint, `/v1/notifications`.
 extension ReceiptRoutes {
-    /// `/v1/validate`'s answer to StoreKit 2 signed data, and the original transaction it recorded, if any.
+    /// `/v1/validate`'s answer to StoreKit 2 signed data, and, when `collectingOriginals`, the original transaction
+    /// it recorded, if any.
     func validateJWS(
-        _ text: [UInt8], deviceIdentifier: DeviceIdentifier?, requiredKind: SignedDataKind?, wantsHTML: Bool
+        _ text: [UInt8], deviceIdentifier: DeviceIdentifier?, requiredKind: SignedDataKind?, wantsHTML: Bool,
+        collectingOriginals: Bool
     ) -> (response: HTTPResponse, originals: [String]) {
         let now = clock()
         let result = jwsVerifier.verify(text, deviceIdentifier: deviceIdentifier, requiredKind: requiredKind, at: now)
@@ -21,7 +23,8 @@ extension ReceiptRoutes {
         if let member = view.refusedIDMember { return (problem(Self.invalidSignedID(member)), []) }
         let answer = view.applied(to: JWSResultJSON.value(of: result))
         guard result.isValid, view.availability == "available", let missing = Self.missingLedgerMembers(result) else {
-            return (json(status: status, answer), result.isValid ? Self.originals(of: result) : [])
+            let originals = collectingOriginals && result.isValid ? Self.originals(of: result) : []
+            return (json(status: status, answer), originals)
         }
         return (json(status: status, Self.notStored(answer, missing: missing)), [])
     }
