@@ -63,11 +63,11 @@ struct WebhooksCommandTests {
     }
 
     @Test func replay_parsesEachForm() throws {
-        #expect(try WebhooksReplay.parse(["--failed"]).replay == .failed)
-        #expect(try WebhooksReplay.parse(["evt_1", "evt_2"]).replay == .events(["evt_1", "evt_2"]))
-        #expect(try WebhooksReplay.parse(["--since", "1793491200"]).replay == .since(1_793_491_200_000))
-        #expect(try WebhooksReplay.parse(["--since", "2026-11-01"]).replay == .since(1_793_491_200_000))
-        #expect(try WebhooksReplay.parse(["--since", "2026-11-01T01:00:00+01:00"]).replay == .since(1_793_491_200_000))
+        #expect(try parseCommand(WebhooksReplay.self, ["--failed"]).get().replay == .failed)
+        #expect(try parseCommand(WebhooksReplay.self, ["evt_1", "evt_2"]).get().replay == .events(["evt_1", "evt_2"]))
+        #expect(try parseCommand(WebhooksReplay.self, ["--since", "1793491200"]).get().replay == .since(1_793_491_200_000))
+        #expect(try parseCommand(WebhooksReplay.self, ["--since", "2026-11-01"]).get().replay == .since(1_793_491_200_000))
+        #expect(try parseCommand(WebhooksReplay.self, ["--since", "2026-11-01T01:00:00+01:00"]).get().replay == .since(1_793_491_200_000))
     }
 
     @Test func replay_withoutAStore_exitsOne() {
@@ -78,7 +78,7 @@ struct WebhooksCommandTests {
         var configuration = ServiceConfiguration()
         configuration.webhooks = [Self.webhook("backend"), Self.webhook("audit")]
         var errors: [String] = []
-        let command = try WebhooksTest.parse(["crm"])
+        let command = try parseCommand(WebhooksTest.self, ["crm"]).get()
         let status = command.execute(in: configuration, now: 0, output: { _ in }, error: { errors.append($0) })
         #expect(status == ExitStatus.usage)
         #expect(errors.count == 1 && errors[0].contains("backend, audit"))
@@ -88,7 +88,7 @@ struct WebhooksCommandTests {
         var configuration = ServiceConfiguration()
         configuration.webhooks = [Self.webhook("backend")]
         var lines: [String] = []
-        let command = try WebhooksTest.parse(["backend"])
+        let command = try parseCommand(WebhooksTest.self, ["backend"]).get()
         let status = command.execute(in: configuration, now: 0, output: { lines.append($0) }, error: { _ in })
         #expect(status == ExitStatus.failure)
         #expect(lines.count == 1 && lines[0].hasPrefix("backend: no answer"))
