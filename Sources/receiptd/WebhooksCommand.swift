@@ -180,7 +180,9 @@ struct WebhooksTest: ReceiptdCommand {
             run). Prints the receiver's status, how long it took and the start of its answer.
             Exit status: 0 the receiver answered 2xx; 1 it answered anything else, could not be reached, or the \
             config cannot be read; 2 a usage error (NAME is not one of the config's webhooks).
-            """ + Store.environment)
+
+            Environment: RECEIPTD_CONFIG (the config file when --config is not given).
+            """)
 
     @Argument(help: ArgumentHelp("The webhook's name in the config's \"webhooks\".", valueName: "name"))
     var name: String
