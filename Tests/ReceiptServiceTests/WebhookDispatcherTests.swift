@@ -131,6 +131,27 @@ struct WebhookDispatcherTests {
         #expect(registry.emitToString().contains(#"receiptd_webhook_deliveries_total{webhook="backend",outcome="failed"} 1"#))
     }
 
+    @Test func anUnavailableLedger_pausesDeliveries_whichResumeWhenItAnswers() throws {
+        let receiver = try WebhookReceiver(answer: { _, _ in 200 })
+        defer { receiver.stop() }
+        let outbox = MemoryOutbox()
+        outbox.add(webhook: "backend", streams: ["acct-a", "acct-b"], eventsPerStream: 2)
+        outbox.isUnavailable = true
+        let lines = Locked<[String]>([])
+        let dispatcher = try WebhookDispatcher(
+            webhooks: [receiver.webhook(name: "backend")], outbox: outbox, settings: Self.fastSettings,
+            metrics: WebhookMetrics(registry: PrometheusCollectorRegistry()),
+            log: ServiceLog(format: .text, sink: { line in lines.withLock { $0.append(line) } }))
+        defer { dispatcher.stop(within: 2) }
+
+        #expect(waitUntil(seconds: 10) { lines.withLock { $0.contains { $0.contains("webhook deliveries paused") } } })
+        #expect(receiver.requests.isEmpty)
+        outbox.isUnavailable = false
+        #expect(waitUntil(seconds: 20) { outbox.pending(webhook: "backend") == 0 })
+        receiver.expectEachDeliveredOnce_inOrder(streams: ["acct-a", "acct-b"], eventsPerStream: 2)
+        #expect(lines.withLock { $0.contains { $0.contains("webhook deliveries resumed") } })
+    }
+
     @Test func sendTest_postsASignedTestEvent_andReturnsTheAnswer() throws {
         let receiver = try WebhookReceiver(answer: { _, _ in 202 })
         defer { receiver.stop() }
@@ -303,9 +324,17 @@ final class MemoryOutbox: LedgerOutbox, WebhookOutbox {
 
     private let rows = Mutex<[Row]>([])
     private let retryNows = Atomic<Int>(0)
+    private let unavailable = Atomic<Bool>(false)
+
+    /// While true every call fails as a database that is down does.
+    var isUnavailable: Bool {
+        get { unavailable.load(ordering: .relaxed) }
+        set { unavailable.store(newValue, ordering: .relaxed) }
+    }
 
     func withOutbox<Result>(_ body: (any LedgerOutbox) throws(LedgerError) -> Result) throws(LedgerError) -> Result {
-        try body(self)
+        guard !isUnavailable else { throw LedgerError(.unavailable, "connection refused", reason: .unreachable) }
+        return try body(self)
     }
 
     /// Events `evt-STREAM-N` with sequences 1… for each stream, created now.
