@@ -69,6 +69,8 @@ public final class WebhookDispatcher: Sendable {
 
     private let lanes: [WebhookLane]
     private let housekeeping: Housekeeping
+    /// When stopping began (`DispatchTime`'s nanoseconds): a shutdown's grace counts from it, as the servers' does.
+    private let stoppingSince = Mutex<UInt64?>(nil)
 
     /// Starts a lane per webhook and the housekeeping thread.
     ///
@@ -113,17 +115,19 @@ public final class WebhookDispatcher: Sendable {
 
     /// Stops claiming and returns at once; tries under way go on. `stop(within:)` calls it first.
     public func beginStopping() {
+        stoppingSince.withLock { $0 = $0 ?? DispatchTime.now().uptimeNanoseconds }
         housekeeping.beginStopping()
         for lane in lanes { lane.beginStopping() }
     }
 
-    /// Stops claiming, and waits at most `seconds` for the tries under way to end and be recorded. A try still under
-    /// way then is abandoned: its lease runs out and the next claimant (another replica, the next start) sends it
-    /// again. True when none was abandoned.
+    /// Stops claiming, and waits for the tries under way to end and be recorded, at most `seconds` after
+    /// `beginStopping()` was first called (or now). A try still under way then is abandoned: its lease runs out and
+    /// the next claimant (another replica, the next start) sends it again. True when none was abandoned.
     @discardableResult
     public func stop(within seconds: Double) -> Bool {
         beginStopping()
-        let deadline = DispatchTime.now() + max(0, min(seconds, 86_400))
+        let since = stoppingSince.withLock { $0 } ?? DispatchTime.now().uptimeNanoseconds
+        let deadline = DispatchTime(uptimeNanoseconds: since + UInt64(max(0, min(seconds, 86_400)) * 1e9))
         var finished = true
         for lane in lanes where !lane.waitUntilStopped(deadline: deadline) { finished = false }
         housekeeping.waitUntilStopped(deadline: deadline)
