@@ -50,4 +50,14 @@ struct WebhookServeTests {
         #expect(output.all.last?.contains("stopped") == true)
         #expect(!output.all.contains { $0.contains("whsec_never-logged") })
     }
+
+    @Test func checkConfig_acceptsWebhooksWithAStore_andRefusesThemWithout() throws {
+        let folder = try ScratchFolder()
+        try folder.write("backend.secret", "whsec_x\n")
+        let good = try folder.write(
+            "good.json", #"{"store": {"sqlite": "ledger.sqlite"}, "webhooks": [\#(Self.webhook)]}"#)
+        let storeless = try folder.write("storeless.json", #"{"webhooks": [\#(Self.webhook)]}"#)
+        #expect(runReceiptd(["check-config", "--config", good]) == ExitStatus.success)
+        #expect(runReceiptd(["check-config", "--config", storeless]) == ExitStatus.failure)
+    }
 }
