@@ -84,6 +84,11 @@ struct WebhookEventsPageTests {
             let response = routes.handle(get(target), on: .main)
             #expect(response.status == 200)
             #expect(response.text.contains("<table class=\"webhook-events\">") == webhooks, "\(target)")
+            // No dispatcher runs here: the purchase's first event waits for its first try.
+            #expect(response.text.contains("data-type=\"INITIAL_PURCHASE\" data-sequence=\"1\"") == webhooks, "\(target)")
+            #expect(
+                response.text.contains("data-webhook=\"backend\" data-state=\"pending\" data-attempts=\"0\"") == webhooks,
+                "\(target)")
         }
     }
 }

@@ -19,9 +19,13 @@ RECEIVER_PID=""
 cleanup() {
     local status=$?
     set +e
-    if [ -n "${RECEIPTD_PID:-}" ]; then kill -KILL "$RECEIPTD_PID" 2>/dev/null; wait "$RECEIPTD_PID" 2>/dev/null; fi
+    if [ -n "${RECEIPTD_PID:-}" ]; then
+        kill -KILL "$RECEIPTD_PID" 2>/dev/null
+        wait "$RECEIPTD_PID" 2>/dev/null
+        rm -f "$SERVER_LOG"
+    fi
     if [ -n "$RECEIVER_PID" ]; then kill "$RECEIVER_PID" 2>/dev/null; wait "$RECEIVER_PID" 2>/dev/null; fi
-    rm -rf "$WORK"
+    [ -n "${KEEP_WORK:-}" ] && echo "kept $WORK" >&2 || rm -rf "$WORK"
     exit "$status"
 }
 trap cleanup EXIT
@@ -261,12 +265,12 @@ for account in alice bob carol; do
         "$BASE_URL/v1/accounts/$account/app_account_tokens/$(token "$account")")"
     [ "$status" = 200 ] || fail "registering $account's token: HTTP $status"
 done
-notify alice-1 SUBSCRIBED 6101 6100 2026-01-01T00:00:00Z --subtype INITIAL_BUY --transaction-members "$(with_token alice)"
-notify bob-1 SUBSCRIBED 6201 6200 2026-01-01T00:00:00Z --subtype INITIAL_BUY --transaction-members "$(with_token bob)"
-notify carol-1 SUBSCRIBED 6301 6300 2026-01-01T00:00:00Z --subtype INITIAL_BUY --transaction-members "$(with_token carol)"
-notify nobody-1 SUBSCRIBED 6401 6400 2026-01-01T00:00:00Z --subtype INITIAL_BUY
+notify alice-1 SUBSCRIBED 6100 6100 2026-01-01T00:00:00Z --subtype INITIAL_BUY --transaction-members "$(with_token alice)"
+notify bob-1 SUBSCRIBED 6200 6200 2026-01-01T00:00:00Z --subtype INITIAL_BUY --transaction-members "$(with_token bob)"
+notify carol-1 SUBSCRIBED 6300 6300 2026-01-01T00:00:00Z --subtype INITIAL_BUY --transaction-members "$(with_token carol)"
+notify nobody-1 SUBSCRIBED 6400 6400 2026-01-01T00:00:00Z --subtype INITIAL_BUY
 notify alice-2 DID_RENEW 6102 6100 2026-02-01T00:00:00Z --transaction-members "$(with_token alice)"
-notify bob-2 DID_CHANGE_RENEWAL_STATUS 6201 6200 2026-01-15T00:00:00Z --subtype AUTO_RENEW_DISABLED \
+notify bob-2 DID_CHANGE_RENEWAL_STATUS 6200 6200 2026-01-15T00:00:00Z --subtype AUTO_RENEW_DISABLED \
     --auto-renew false --transaction-members "$(with_token bob)"
 wait_until 30 "the first events delivered" nothing_pending
 outbox >"$WORK/outbox.json"
@@ -338,6 +342,7 @@ wait_until 15 "a delivery in flight" more_than "$hung_before" none
 kill -KILL "$RECEIPTD_PID"
 wait "$RECEIPTD_PID" 2>/dev/null || true
 RECEIPTD_PID=""
+rm -f "$SERVER_LOG"
 echo ok >"$MODE"
 start_server "$CONFIG"
 notify alice-4 DID_RENEW 6104 6100 2026-04-01T00:00:00Z --transaction-members "$(with_token alice)"
