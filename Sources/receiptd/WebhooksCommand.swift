@@ -1,8 +1,3 @@
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
 import AppStoreServerAPI
 import ArgumentParser
 import CryptoFloor
@@ -10,6 +5,12 @@ import JSONText
 import Ledger
 import ReceiptEngine
 import ReceiptService
+
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 
 /// `receiptd webhooks secret new|list|replay|test`: the outbox of events to the backend's webhooks (docs/events.md).
 struct Webhooks: ParsableCommand {
@@ -64,8 +65,10 @@ struct WebhooksList: ReceiptdCommand {
             """ + Store.environment)
 
     @Option(
-        help: ArgumentHelp("Only events with a delivery in this state: pending, failed or delivered.", valueName: "state"),
-        transform: { text in try parsed(text, expecting: "pending, failed or delivered", DeliveryState.init(rawValue:)) })
+        help: ArgumentHelp(
+            "Only events with a delivery in this state: pending, failed or delivered.", valueName: "state"),
+        transform: { text in try parsed(text, expecting: "pending, failed or delivered", DeliveryState.init(rawValue:))
+        })
     var status: DeliveryState?
 
     @Option(
@@ -80,7 +83,11 @@ struct WebhooksList: ReceiptdCommand {
 
     @Option(
         help: ArgumentHelp("At most this many events (1 to 10000).", valueName: "count"),
-        transform: { text in try parsed(text, expecting: "a count from 1 to 10000") { Int($0).flatMap { (1...10_000).contains($0) ? $0 : nil } } })
+        transform: { text in
+            try parsed(text, expecting: "a count from 1 to 10000") {
+                Int($0).flatMap { (1...10_000).contains($0) ? $0 : nil }
+            }
+        })
     var limit = 100
 
     @Flag(help: "One JSON array of events, each with its deliveries.")
@@ -161,10 +168,10 @@ struct WebhooksReplay: ReceiptdCommand {
                 throw StoreCommandFailure(message: store.explain(error))
             }
             if count == 0, case .events = replay {
+                let named = eventIDs.count == 1 ? "this event" : "these events"
                 throw StoreCommandFailure(
-                    message: "event_not_found: the outbox holds no delivery of \(eventIDs.count == 1 ? "this event" : "these events"); "
-                        + "receiptd webhooks list shows the events it holds (delivered ones are pruned after "
-                        + "webhook_retention_days)")
+                    message: "event_not_found: the outbox holds no delivery of \(named); receiptd webhooks list shows "
+                        + "the events it holds (delivered ones are pruned after webhook_retention_days)")
             }
             print("\(count) \(count == 1 ? "delivery" : "deliveries") set pending")
         }
@@ -221,7 +228,8 @@ struct WebhooksTest: ReceiptdCommand {
 
 /// `--since`: what `store sync` takes, or Unix seconds.
 func replayDate(_ text: String) throws(ArgumentParser.ValidationError) -> Int64 {
-    if !text.isEmpty, text.utf8.count <= 12, text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
+    if !text.isEmpty, text.utf8.count <= 12,
+        text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
         let seconds = Int64(text)
     {
         return seconds * 1000
@@ -277,7 +285,8 @@ enum OutboxListing {
             let subject = event.account.map { "account \($0)" } ?? "original \(event.originalTransactionID)"
             lines.append("\(event.id) \(event.type) \(time(event.createdAt)) \(subject) sequence \(event.sequence)")
             for delivery in event.deliveries {
-                var line = "  \(delivery.webhook): \(delivery.state.rawValue), \(delivery.attempts) "
+                var line =
+                    "  \(delivery.webhook): \(delivery.state.rawValue), \(delivery.attempts) "
                     + (delivery.attempts == 1 ? "attempt" : "attempts")
                 if delivery.state == .pending, let next = delivery.nextAttemptAt { line += ", next try \(time(next))" }
                 if let delivered = delivery.deliveredAt { line += ", delivered \(time(delivered))" }
@@ -308,7 +317,10 @@ enum OutboxListing {
             ("webhook", .string(delivery.webhook)),
             ("state", .string(delivery.state.rawValue)),
             ("attempts", .integer(Int64(delivery.attempts))),
-            ("next_attempt_at", delivery.state == .pending ? delivery.nextAttemptAt.map { .string(time($0)) } ?? .null : .null),
+            (
+                "next_attempt_at",
+                delivery.state == .pending ? delivery.nextAttemptAt.map { .string(time($0)) } ?? .null : .null
+            ),
             ("last_status", delivery.lastStatus.map { .integer(Int64($0)) } ?? .null),
             ("last_error", delivery.lastError.map(JSONValue.string) ?? .null),
             ("delivered_at", delivery.deliveredAt.map { .string(time($0)) } ?? .null),
@@ -344,7 +356,9 @@ enum OutboxListing {
         }
     }
 
-    private static func time(_ milliseconds: Int64) -> String { ReceiptDate(millisecondsSince1970: milliseconds).rfc3339 }
+    private static func time(_ milliseconds: Int64) -> String {
+        ReceiptDate(millisecondsSince1970: milliseconds).rfc3339
+    }
 
     private static func seconds(_ value: Double) -> String {
         let hundredths = Int((max(0, value) * 100).rounded())

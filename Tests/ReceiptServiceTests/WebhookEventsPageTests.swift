@@ -82,14 +82,17 @@ struct WebhookEventsPageTests {
         #expect(routes.claim("7000", account: "alice").status == 200)
         // The purchase's first event came before the claim linked it (its stream was the original); the claim gave
         // alice `pro`, an event of her own stream.
-        for (target, type) in [("/lookup?id=7000", "INITIAL_PURCHASE"), ("/lookup?account=alice", "ENTITLEMENTS_CHANGED")] {
+        for (target, type) in [
+            ("/lookup?id=7000", "INITIAL_PURCHASE"), ("/lookup?account=alice", "ENTITLEMENTS_CHANGED"),
+        ] {
             let response = routes.handle(get(target), on: .main)
             #expect(response.status == 200)
             #expect(response.text.contains("<table class=\"webhook-events\">") == webhooks, "\(target)")
             #expect(response.text.contains("data-type=\"\(type)\" data-sequence=\"1\"") == webhooks, "\(target)")
             // No dispatcher runs here: every event waits for its first try.
             #expect(
-                response.text.contains("data-webhook=\"backend\" data-state=\"pending\" data-attempts=\"0\"") == webhooks,
+                response.text.contains("data-webhook=\"backend\" data-state=\"pending\" data-attempts=\"0\"")
+                    == webhooks,
                 "\(target)")
         }
     }

@@ -26,10 +26,12 @@ struct WebhooksCommandTests {
     @Test func secretNew_printsThe32BytesAsUnpaddedBase64url() {
         var lines: [String] = []
         let bytes = [UInt8](repeating: 0xFB, count: 31) + [0xFF]
-        let status = WebhooksSecretNew().execute(output: { lines.append($0) }, randomBytes: { count in
-            #expect(count == 32)
-            return bytes
-        })
+        let status = WebhooksSecretNew().execute(
+            output: { lines.append($0) },
+            randomBytes: { count in
+                #expect(count == 32)
+                return bytes
+            })
         #expect(status == ExitStatus.success)
         #expect(lines.count == 1)
         let secret = lines.first ?? ""
@@ -65,13 +67,18 @@ struct WebhooksCommandTests {
     @Test func replay_parsesEachForm() throws {
         #expect(try parseCommand(WebhooksReplay.self, ["--failed"]).get().replay == .failed)
         #expect(try parseCommand(WebhooksReplay.self, ["evt_1", "evt_2"]).get().replay == .events(["evt_1", "evt_2"]))
-        #expect(try parseCommand(WebhooksReplay.self, ["--since", "1793491200"]).get().replay == .since(1_793_491_200_000))
-        #expect(try parseCommand(WebhooksReplay.self, ["--since", "2026-11-01"]).get().replay == .since(1_793_491_200_000))
-        #expect(try parseCommand(WebhooksReplay.self, ["--since", "2026-11-01T01:00:00+01:00"]).get().replay == .since(1_793_491_200_000))
+        #expect(
+            try parseCommand(WebhooksReplay.self, ["--since", "1793491200"]).get().replay == .since(1_793_491_200_000))
+        #expect(
+            try parseCommand(WebhooksReplay.self, ["--since", "2026-11-01"]).get().replay == .since(1_793_491_200_000))
+        #expect(
+            try parseCommand(WebhooksReplay.self, ["--since", "2026-11-01T01:00:00+01:00"]).get().replay
+                == .since(1_793_491_200_000))
     }
 
     @Test func replay_withoutAStore_exitsOne() {
-        #expect(runReceiptd(["webhooks", "replay", "--failed", "--config", "/dev/null/none.json"]) == ExitStatus.failure)
+        #expect(
+            runReceiptd(["webhooks", "replay", "--failed", "--config", "/dev/null/none.json"]) == ExitStatus.failure)
     }
 
     @Test func test_ofAnUnknownName_isAUsageError_namingTheConfiguredOnes() throws {
@@ -97,7 +104,8 @@ struct WebhooksCommandTests {
     @Test func list_printsEachEventThenEachDelivery() {
         let lines = OutboxListing.lines(Self.events)
         #expect(lines.count == 5)
-        #expect(lines[0].hasPrefix("evt_2 RENEWAL 2024-05-01T12:00:00") && lines[0].hasSuffix("account alice sequence 2"))
+        #expect(
+            lines[0].hasPrefix("evt_2 RENEWAL 2024-05-01T12:00:00") && lines[0].hasSuffix("account alice sequence 2"))
         #expect(lines[1].hasPrefix("  backend: pending, 2 attempts, next try 2024-05-01T12:01:00"))
         #expect(lines[1].hasSuffix("last: HTTP 500 (HTTP 500)"))
         #expect(lines[2].hasPrefix("  audit: delivered, 1 attempt, delivered 2024-05-01T12:00:01"))
@@ -111,7 +119,10 @@ struct WebhooksCommandTests {
             Issue.record("not an array of objects")
             return
         }
-        #expect(event.map(\.key) == ["id", "type", "created_at", "sequence", "account", "original_transaction_id", "deliveries"])
+        #expect(
+            event.map(\.key) == [
+                "id", "type", "created_at", "sequence", "account", "original_transaction_id", "deliveries",
+            ])
         #expect(json[0]?["deliveries"]?[0]?["state"] == .string("pending"))
         #expect(json[0]?["deliveries"]?[0]?["last_status"] == .integer(500))
         #expect(json[0]?["deliveries"]?[0]?["next_attempt_at"] != .null)

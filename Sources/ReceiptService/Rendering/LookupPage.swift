@@ -243,7 +243,8 @@ enum LookupPage {
         }
         html += "</tbody>\n</table>\n"
         if let events = subscription.webhookEvents {
-            html += "<h3>Webhook events</h3>\n" + webhookTable(events, of: "this \(facts.isAutoRenewable ? "subscription" : "purchase")")
+            let subject = facts.isAutoRenewable ? "this subscription" : "this purchase"
+            html += "<h3>Webhook events</h3>\n" + webhookTable(events, of: subject)
         }
         return html + "</section>\n"
     }
@@ -251,10 +252,13 @@ enum LookupPage {
     /// The events the outbox holds for an account or a subscription, and how each webhook's delivery stands: what
     /// support checks when the backend says it never heard of a renewal or a refund.
     private static func webhookTable(_ events: [OutboxEvent], of subject: String) -> String {
-        var html = "<table class=\"webhook-events\">\n<caption>Events sent to the backend's webhooks for \(escape(subject)), "
-            + "newest first\(events.count >= webhookEventLimit ? " (the latest \(webhookEventLimit))" : "")</caption>\n"
-            + "<thead><tr><th scope=\"col\">Created (UTC)</th><th scope=\"col\">Event</th><th scope=\"col\">Sequence</th>"
-            + "<th scope=\"col\">Id</th><th scope=\"col\">Deliveries</th></tr></thead>\n<tbody>\n"
+        let truncated = events.count >= webhookEventLimit ? " (the latest \(webhookEventLimit))" : ""
+        var html = "<table class=\"webhook-events\">\n"
+            + "<caption>Events sent to the backend's webhooks for \(escape(subject)), "
+            + "newest first\(truncated)</caption>\n"
+            + "<thead><tr><th scope=\"col\">Created (UTC)</th><th scope=\"col\">Event</th>"
+            + "<th scope=\"col\">Sequence</th><th scope=\"col\">Id</th><th scope=\"col\">Deliveries</th></tr></thead>\n"
+            + "<tbody>\n"
         for event in events {
             html += "<tr data-event-id=\"\(escape(event.id))\" data-type=\"\(escape(event.type))\" "
                 + "data-sequence=\"\(event.sequence)\" data-created-at=\"\(event.createdAt)\">"
@@ -267,7 +271,9 @@ enum LookupPage {
             }
             html += "</ul></td></tr>\n"
         }
-        if events.isEmpty { html += "<tr><td colspan=\"5\">No event has been written for \(escape(subject)).</td></tr>\n" }
+        if events.isEmpty {
+            html += "<tr><td colspan=\"5\">No event has been written for \(escape(subject)).</td></tr>\n"
+        }
         return html + "</tbody>\n</table>\n"
     }
 

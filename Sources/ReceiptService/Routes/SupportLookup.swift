@@ -143,7 +143,9 @@ extension ReceiptRoutes {
             return LookupPage.Found(
                 matchedAs: original == id ? .originalTransaction : .transaction, subscriptions: [subscription])
         }
-        guard let subscription = try subscriptionWithClaims(originalTransactionID: id, withWebhookEvents: true, store: store)
+        guard
+            let subscription = try subscriptionWithClaims(
+                originalTransactionID: id, withWebhookEvents: true, store: store)
         else { return nil }
         return LookupPage.Found(matchedAs: .originalTransaction, subscriptions: [subscription])
     }
