@@ -4,6 +4,7 @@ extension LedgerRecords {
         -> AppAccountTokenOutcome
     {
         let token = token.lowercased()
+        let outbox = outbox
         return try database.write { connection throws(LedgerError) in
             try LedgerStatements.lockAppAccountToken(token, connection)
             let inserted = try connection.query(
@@ -27,6 +28,7 @@ extension LedgerRecords {
             let originals = try connection.query(
                 "SELECT DISTINCT original_transaction_id FROM transactions WHERE app_account_token = $1", [.text(token)]
             ).compactMap { $0.string(0) }
+            let before = try LedgerStatements.outboxBefore(originals, outbox, connection)
             var links: [String: AccountLinkOutcome] = [:]
             for original in originals.sorted() {
                 links[original] = try LedgerStatements.linkByAppAccountToken(
@@ -34,6 +36,7 @@ extension LedgerRecords {
                 )
             }
             try changed.touch(at: time, connection)
+            try LedgerStatements.recordEvents(before, fallback: .link(.appAccountToken), at: time, outbox, connection)
             return .registered(first: !inserted.isEmpty, links: links)
         }
     }
@@ -42,10 +45,12 @@ extension LedgerRecords {
         throws(LedgerError) -> [String: AccountLinkOutcome]
     {
         let rules = linkRules
+        let outbox = outbox
         // One lock order for every writer, so concurrent PostgreSQL links of several originals cannot deadlock.
         let ids = Array(Set(originalTransactionIDs)).sorted()
         guard !ids.isEmpty else { return [:] }
         return try database.write { connection throws(LedgerError) in
+            let before = try LedgerStatements.outboxBefore(ids, outbox, connection)
             var changed = ChangedAccounts()
             var outcomes: [String: AccountLinkOutcome] = [:]
             for id in ids {
@@ -54,6 +59,10 @@ extension LedgerRecords {
                 )
             }
             try changed.touch(at: time, connection)
+            try LedgerStatements.recordEvents(
+                before, causes: try LedgerStatements.linkCauses(outcomes, source: source, before, connection),
+                fallback: .link(source), at: time, outbox, connection
+            )
             return outcomes
         }
     }
@@ -292,6 +301,26 @@ extension LedgerStatements {
         changed.insert(account)
         changed.insert(previous)
         return .transferred(previousAccount: previous)
+    }
+
+    /// Each moved original's cause: its transfer, with the number this transaction recorded it under. Nothing read
+    /// when no webhook is configured or nothing moved.
+    static func linkCauses(
+        _ outcomes: [String: AccountLinkOutcome], source: AccountLinkSource, _ before: OutboxBefore?,
+        _ connection: any SQLConnection
+    ) throws(LedgerError) -> [String: LedgerChangeCause] {
+        guard before != nil else { return [:] }
+        var causes: [String: LedgerChangeCause] = [:]
+        for (original, outcome) in outcomes {
+            guard case .transferred = outcome,
+                let number = try connection.query(
+                    "SELECT max(transfer_number) FROM account_transfers WHERE original_transaction_id = $1",
+                    [.text(original)]
+                ).first?.int64(0)
+            else { continue }
+            causes[original] = .transfer(source, number: number)
+        }
+        return causes
     }
 
     enum LinkClaim {

@@ -22,10 +22,22 @@ struct LedgerRecords<Database: LedgerDatabase>: Sendable {
 
     func record(_ notification: NotificationFacts) throws(LedgerError) -> NotificationWrite {
         let receivedAt = clock()
+        let outbox = outbox
+        let original = notification.transaction?.originalTransactionID ?? notification.renewal?.originalTransactionID
         return try database.write { connection throws(LedgerError) in
+            let before = try LedgerStatements.outboxBefore(original.map { [$0] } ?? [], outbox, connection)
             let (write, tokenLookup) = try LedgerStatements.insert(notification, receivedAt: receivedAt, connection)
             if let tokenLookup {
                 try LedgerStatements.linkByAppAccountToken([tokenLookup], at: receivedAt, connection)
+            }
+            if case .stored = write {
+                let summary = NotificationSummary(
+                    uuid: notification.uuid, type: notification.type, subtype: notification.subtype,
+                    signedDate: notification.signedDate
+                )
+                try LedgerStatements.recordEvents(
+                    before, fallback: .notification(summary), at: receivedAt, outbox, connection
+                )
             }
             return write
         }
@@ -36,7 +48,9 @@ struct LedgerRecords<Database: LedgerDatabase>: Sendable {
         let now = clock()
         // One lock order for every writer, so concurrent PostgreSQL batches cannot deadlock.
         let sorted = transactions.sorted { $0.transactionID < $1.transactionID }
+        let outbox = outbox
         try database.write { connection throws(LedgerError) in
+            let before = try LedgerStatements.outboxBefore(sorted.map(\.originalTransactionID), outbox, connection)
             var tokenLookups: [AppAccountTokenLookup] = []
             for transaction in sorted {
                 if let lookup = try LedgerStatements.upsert(transaction, source: source, now: now, connection) {
@@ -44,13 +58,17 @@ struct LedgerRecords<Database: LedgerDatabase>: Sendable {
                 }
             }
             try LedgerStatements.linkByAppAccountToken(tokenLookups, at: now, connection)
+            try LedgerStatements.recordEvents(before, fallback: .facts(source), at: now, outbox, connection)
         }
     }
 
     func record(renewal: RenewalFacts, source: TransactionSource) throws(LedgerError) {
         let now = clock()
+        let outbox = outbox
         try database.write { connection throws(LedgerError) in
+            let before = try LedgerStatements.outboxBefore([renewal.originalTransactionID], outbox, connection)
             try LedgerStatements.upsert(renewal, source: source, now: now, connection)
+            try LedgerStatements.recordEvents(before, fallback: .facts(source), at: now, outbox, connection)
         }
     }
 
@@ -58,6 +76,7 @@ struct LedgerRecords<Database: LedgerDatabase>: Sendable {
     /// the link's outcome.
     func claim(transactionID: String, account: String, at time: Int64) throws(LedgerError) -> ClaimOutcome {
         let rules = linkRules
+        let outbox = outbox
         return try database.write { connection throws(LedgerError) in
             let outcome = try LedgerStatements.claim(
                 transactionID: transactionID, account: account, at: time, connection
@@ -67,11 +86,16 @@ struct LedgerRecords<Database: LedgerDatabase>: Sendable {
                     "SELECT original_transaction_id FROM transactions WHERE transaction_id = $1", [.text(transactionID)]
                 ).first?.string(0)
             else { return outcome }
+            let before = try LedgerStatements.outboxBefore([original], outbox, connection)
             var changed = ChangedAccounts()
-            _ = try LedgerStatements.link(
+            let link = try LedgerStatements.link(
                 original, to: account, source: .claim, at: time, rules: rules, &changed, connection
             )
             try changed.touch(at: time, connection)
+            try LedgerStatements.recordEvents(
+                before, causes: try LedgerStatements.linkCauses([original: link], source: .claim, before, connection),
+                fallback: .link(.claim), at: time, outbox, connection
+            )
             return outcome
         }
     }

@@ -167,6 +167,59 @@ enum LedgerSchema {
             ],
             afterStatements: backfillAppAccountTokens
         ),
+        // The outbox (issue 25): events written with the facts that cause them, a sequence per stream (an account, or
+        // `otx:` + the original transaction while nobody owns it), and one delivery per event and webhook. The partial
+        // indexes hold only what is not delivered: a claim and a backlog read never walk the delivered history.
+        Migration(version: 6, statements: [
+            """
+            CREATE TABLE IF NOT EXISTS events (
+                event_id TEXT PRIMARY KEY,
+                dedupe_key TEXT NOT NULL UNIQUE,
+                type TEXT NOT NULL,
+                account TEXT,
+                original_transaction_id TEXT NOT NULL,
+                stream TEXT NOT NULL,
+                sequence BIGINT NOT NULL,
+                created_at BIGINT NOT NULL,
+                body TEXT NOT NULL
+            )
+            """,
+            "CREATE INDEX IF NOT EXISTS events_by_account ON events (account, created_at)",
+            "CREATE INDEX IF NOT EXISTS events_by_original ON events (original_transaction_id)",
+            "CREATE INDEX IF NOT EXISTS events_by_created ON events (created_at)",
+            """
+            CREATE TABLE IF NOT EXISTS event_streams (
+                stream TEXT PRIMARY KEY,
+                last_sequence BIGINT NOT NULL
+            )
+            """,
+            """
+            CREATE TABLE IF NOT EXISTS event_deliveries (
+                event_id TEXT NOT NULL,
+                webhook TEXT NOT NULL,
+                stream TEXT NOT NULL,
+                sequence BIGINT NOT NULL,
+                state TEXT NOT NULL,
+                attempts INTEGER NOT NULL,
+                next_attempt_at BIGINT NOT NULL,
+                lease_holder TEXT,
+                lease_until BIGINT,
+                last_status INTEGER,
+                last_error TEXT,
+                delivered_at BIGINT,
+                PRIMARY KEY (event_id, webhook)
+            )
+            """,
+            """
+            CREATE INDEX IF NOT EXISTS event_deliveries_due ON event_deliveries (webhook, next_attempt_at)
+            WHERE state = 'pending'
+            """,
+            """
+            CREATE INDEX IF NOT EXISTS event_deliveries_by_stream ON event_deliveries (webhook, stream, sequence)
+            WHERE state = 'pending'
+            """,
+            "CREATE INDEX IF NOT EXISTS event_deliveries_failed ON event_deliveries (webhook) WHERE state = 'failed'",
+        ]),
     ]
 
     /// Every StoreKit 2 payload stored before version 5 kept its `appAccountToken`; the new column gets it, so that

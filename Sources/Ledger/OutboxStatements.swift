@@ -1,20 +1,537 @@
-// PLACEHOLDER for the ledger-outbox branch: the outbox's SQL (schema 6) replaces these.
+internal import JSONText
+
+/// The outbox's operations (see Outbox.swift): each call is one database transaction.
 extension LedgerRecords {
-    func claimDeliveries(webhook: String, holder: String, now: Int64, leaseUntil: Int64, limit: Int)
-        throws(LedgerError) -> [ClaimedDelivery]
-    { [] }
+    func claimDeliveries(
+        webhook: String, holder: String, now: Int64, leaseUntil: Int64, limit: Int
+    ) throws(LedgerError) -> [ClaimedDelivery] {
+        guard limit > 0 else { return [] }
+        return try database.write { connection throws(LedgerError) in
+            // SKIP LOCKED: a replica never waits on, nor claims, a row another replica is claiming right now; once
+            // that claim commits, its lease excludes the row when the WHERE is checked again on the new version.
+            let rows = try connection.query(
+                """
+                SELECT d.event_id, d.stream, d.sequence, d.attempts, e.type, e.body, e.created_at
+                FROM event_deliveries d JOIN events e ON e.event_id = d.event_id
+                WHERE d.webhook = $1 AND d.state = 'pending' AND d.next_attempt_at <= $2
+                    AND (d.lease_until IS NULL OR d.lease_until <= $2)
+                    AND NOT EXISTS (
+                        SELECT 1 FROM event_deliveries earlier
+                        WHERE earlier.webhook = d.webhook AND earlier.stream = d.stream AND earlier.state = 'pending'
+                            AND earlier.sequence < d.sequence)
+                ORDER BY d.next_attempt_at, d.sequence
+                LIMIT $3
+                """ + (connection is PostgresConnection ? " FOR UPDATE OF d SKIP LOCKED" : ""),
+                [.text(webhook), .integer(now), .integer(Int64(limit))]
+            )
+            var claimed: [ClaimedDelivery] = []
+            for row in rows {
+                claimed.append(
+                    ClaimedDelivery(
+                        eventID: try row.requiredString(0), webhook: webhook, type: try row.requiredString(4),
+                        stream: try row.requiredString(1), sequence: try row.requiredInt64(2),
+                        body: try row.requiredString(5), attempts: row.int(3) ?? 0,
+                        createdAt: try row.requiredInt64(6), leaseUntil: leaseUntil
+                    )
+                )
+            }
+            for chunk in LedgerStatements.chunks(claimed.map(\.eventID)) {
+                try connection.execute(
+                    """
+                    UPDATE event_deliveries SET lease_holder = $1, lease_until = $2
+                    WHERE webhook = $3 AND event_id IN (\(LedgerStatements.placeholders(chunk.count, from: 4)))
+                    """,
+                    [.text(holder), .integer(leaseUntil), .text(webhook)] + chunk.map(SQLValue.text)
+                )
+            }
+            // What waits behind a head in flight is not due before the lease ends (finishing the head makes it due):
+            // a claim then reads the heads, not every event of a long backlog.
+            for chunk in LedgerStatements.chunks(Array(Set(claimed.map(\.stream))).sorted()) {
+                try connection.execute(
+                    """
+                    UPDATE event_deliveries SET next_attempt_at = $2
+                    WHERE webhook = $1 AND state = 'pending' AND next_attempt_at < $2
+                        AND stream IN (\(LedgerStatements.placeholders(chunk.count, from: 3)))
+                    """,
+                    [.text(webhook), .integer(leaseUntil)] + chunk.map(SQLValue.text)
+                )
+            }
+            return claimed
+        }
+    }
 
     func finishDelivery(
         eventID: String, webhook: String, holder: String, result: DeliveryResult, at time: Int64
-    ) throws(LedgerError) -> Bool { false }
+    ) throws(LedgerError) -> Bool {
+        let assignments: String
+        var values: [SQLValue] = [.text(eventID), .text(webhook), .text(holder)]
+        switch result {
+        case .delivered(let status):
+            assignments = "state = 'delivered', delivered_at = $4, last_status = $5, last_error = NULL"
+            values += [.integer(time), .integer(Int64(status))]
+        case .retry(let retryAt, let status, let error):
+            assignments = "next_attempt_at = $4, last_status = $5, last_error = $6"
+            values += [.integer(retryAt), SQLValue(status), .text(error)]
+        case .failed(let status, let error):
+            assignments = "state = 'failed', last_status = $4, last_error = $5"
+            values += [SQLValue(status), .text(error)]
+        }
+        let parameters = values
+        // The rest of the stream waits for the head's next try, or is due now that the head is done.
+        let (followers, followersDue): (String, Int64) =
+            if case .retry(let retryAt, _, _) = result { ("next_attempt_at < $3", retryAt) } else {
+                ("next_attempt_at > $3", time)
+            }
+        return try database.write { connection throws(LedgerError) in
+            guard
+                let stream = try connection.query(
+                    """
+                    UPDATE event_deliveries SET \(assignments), attempts = attempts + 1, lease_holder = NULL,
+                        lease_until = NULL
+                    WHERE event_id = $1 AND webhook = $2 AND lease_holder = $3 AND state = 'pending'
+                    RETURNING stream
+                    """,
+                    parameters
+                ).first?.string(0)
+            else { return false }
+            try connection.execute(
+                """
+                UPDATE event_deliveries SET next_attempt_at = $3
+                WHERE webhook = $1 AND stream = $2 AND state = 'pending' AND \(followers)
+                """,
+                [.text(webhook), .text(stream), .integer(followersDue)]
+            )
+            return true
+        }
+    }
 
-    func retryNow(webhook: String, at time: Int64) throws(LedgerError) -> Int { 0 }
+    func retryNow(webhook: String, at time: Int64) throws(LedgerError) -> Int {
+        try database.write { connection throws(LedgerError) in
+            try connection.query(
+                """
+                UPDATE event_deliveries SET next_attempt_at = $2
+                WHERE webhook = $1 AND state = 'pending' AND next_attempt_at > $2
+                RETURNING event_id
+                """,
+                [.text(webhook), .integer(time)]
+            ).count
+        }
+    }
 
-    func events(_ query: OutboxQuery) throws(LedgerError) -> [OutboxEvent] { [] }
+    func events(_ query: OutboxQuery) throws(LedgerError) -> [OutboxEvent] {
+        guard query.limit > 0 else { return [] }
+        var conditions: [String] = []
+        var values: [SQLValue] = []
+        func condition(_ sql: (String) -> String, _ value: SQLValue) {
+            values.append(value)
+            conditions.append(sql("$\(values.count)"))
+        }
+        if let state = query.state {
+            condition(
+                {
+                    "EXISTS (SELECT 1 FROM event_deliveries d WHERE d.event_id = events.event_id AND d.state = \($0))"
+                }, .text(state.rawValue))
+        }
+        if let account = query.account { condition({ "account = \($0)" }, .text(account)) }
+        if let original = query.originalTransactionID {
+            condition({ "original_transaction_id = \($0)" }, .text(original))
+        }
+        if let since = query.since { condition({ "created_at >= \($0)" }, .integer(since)) }
+        values.append(.integer(Int64(query.limit)))
+        let filter = conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")
+        let sql = """
+            SELECT event_id, type, account, original_transaction_id, stream, sequence, created_at, body FROM events
+            \(filter) ORDER BY created_at DESC, sequence DESC LIMIT $\(values.count)
+            """
+        return try database.read { connection throws(LedgerError) in
+            var events: [OutboxEvent] = []
+            for row in try connection.query(sql, values) {
+                events.append(
+                    OutboxEvent(
+                        id: try row.requiredString(0), type: try row.requiredString(1), account: row.string(2),
+                        originalTransactionID: try row.requiredString(3), stream: try row.requiredString(4),
+                        sequence: try row.requiredInt64(5), createdAt: try row.requiredInt64(6),
+                        body: try row.requiredString(7), deliveries: []
+                    )
+                )
+            }
+            var deliveries: [String: [OutboxEvent.Delivery]] = [:]
+            for chunk in LedgerStatements.chunks(events.map(\.id)) {
+                for row in try connection.query(
+                    """
+                    SELECT event_id, webhook, state, attempts, next_attempt_at, last_status, last_error, delivered_at
+                    FROM event_deliveries WHERE event_id IN (\(LedgerStatements.placeholders(chunk.count)))
+                    """,
+                    chunk.map(SQLValue.text)
+                ) {
+                    let stateText = try row.requiredString(2)
+                    guard let state = DeliveryState(rawValue: stateText) else {
+                        throw LedgerError(.queryFailed, "an event delivery has the unknown state \(stateText)")
+                    }
+                    // A delivered or failed delivery has no next attempt, whatever the column last held.
+                    deliveries[try row.requiredString(0), default: []].append(
+                        OutboxEvent.Delivery(
+                            webhook: try row.requiredString(1), state: state, attempts: row.int(3) ?? 0,
+                            nextAttemptAt: state == .pending ? row.int64(4) : nil, lastStatus: row.int(5),
+                            lastError: row.string(6), deliveredAt: row.int64(7)
+                        )
+                    )
+                }
+            }
+            return events.map { event in
+                var event = event
+                event.deliveries = (deliveries[event.id] ?? []).sorted { $0.webhook < $1.webhook }
+                return event
+            }
+        }
+    }
 
-    func replay(_ replay: OutboxReplay, at time: Int64) throws(LedgerError) -> Int { 0 }
+    func replay(_ replay: OutboxReplay, at time: Int64) throws(LedgerError) -> Int {
+        let reset = """
+            UPDATE event_deliveries SET state = 'pending', next_attempt_at = $1, lease_holder = NULL,
+                lease_until = NULL, delivered_at = NULL
+            """
+        return try database.write { connection throws(LedgerError) in
+            switch replay {
+            case .events(let ids):
+                var count = 0
+                for chunk in LedgerStatements.chunks(Array(Set(ids)).sorted()) {
+                    count += try connection.query(
+                        reset + " WHERE event_id IN (\(LedgerStatements.placeholders(chunk.count, from: 2)))"
+                            + " RETURNING event_id",
+                        [.integer(time)] + chunk.map(SQLValue.text)
+                    ).count
+                }
+                return count
+            case .failed:
+                return try connection.query(
+                    reset + " WHERE state = 'failed' RETURNING event_id", [.integer(time)]
+                ).count
+            case .since(let since):
+                return try connection.query(
+                    reset
+                        + " WHERE event_id IN (SELECT event_id FROM events WHERE created_at >= $2) RETURNING event_id",
+                    [.integer(time), .integer(since)]
+                ).count
+            }
+        }
+    }
 
-    func webhookBacklogs() throws(LedgerError) -> [WebhookBacklog] { [] }
+    func webhookBacklogs() throws(LedgerError) -> [WebhookBacklog] {
+        try database.read { connection throws(LedgerError) in
+            var backlogs: [WebhookBacklog] = []
+            for row in try connection.query(
+                """
+                SELECT d.webhook, count(*), min(e.created_at)
+                FROM event_deliveries d JOIN events e ON e.event_id = d.event_id
+                WHERE d.state = 'pending' GROUP BY d.webhook
+                """,
+                []
+            ) {
+                backlogs.append(
+                    WebhookBacklog(
+                        webhook: try row.requiredString(0), pending: row.int(1) ?? 0,
+                        oldestPendingCreatedAt: row.int64(2)
+                    )
+                )
+            }
+            return backlogs.sorted { $0.webhook < $1.webhook }
+        }
+    }
 
-    func pruneDeliveredEvents(deliveredBefore time: Int64) throws(LedgerError) -> Int { 0 }
+    func pruneDeliveredEvents(deliveredBefore time: Int64) throws(LedgerError) -> Int {
+        // The condition is checked again by the DELETE itself: a replay committed in between keeps its event.
+        let unfinished = """
+            created_at < $1 AND NOT EXISTS (
+                SELECT 1 FROM event_deliveries d WHERE d.event_id = events.event_id
+                    AND (d.state <> 'delivered' OR d.delivered_at IS NULL OR d.delivered_at >= $1))
+            """
+        let batch = LedgerStatements.idsPerStatement
+        var pruned = 0
+        var cursor: Cursor?
+        // A batch per transaction: a long history never holds the writer (SQLite's only one) long enough to time out
+        // the requests queued behind it. The cursor walks past the pending and failed events that stay.
+        repeat {
+            let after = cursor
+            let (deleted, last, full) = try database.write { connection throws(LedgerError) in
+                var values: [SQLValue] = [.integer(time)]
+                var page = ""
+                if let after {
+                    page = " AND (created_at > $2 OR (created_at = $2 AND event_id > $3))"
+                    values += [.integer(after.createdAt), .text(after.eventID)]
+                }
+                let candidates = try connection.query(
+                    "SELECT event_id, created_at FROM events WHERE " + unfinished + page
+                        + " ORDER BY created_at, event_id LIMIT \(batch)",
+                    values
+                )
+                let ids = candidates.compactMap { $0.string(0) }
+                guard let lastRow = candidates.last else { return (0, Cursor?.none, false) }
+                let last = Cursor(createdAt: try lastRow.requiredInt64(1), eventID: try lastRow.requiredString(0))
+                let deleted = try connection.query(
+                    """
+                    DELETE FROM events WHERE event_id IN (\(LedgerStatements.placeholders(ids.count, from: 2)))
+                        AND \(unfinished)
+                    RETURNING event_id
+                    """,
+                    [.integer(time)] + ids.map(SQLValue.text)
+                ).compactMap { $0.string(0) }
+                if !deleted.isEmpty {
+                    try connection.execute(
+                        """
+                        DELETE FROM event_deliveries
+                        WHERE event_id IN (\(LedgerStatements.placeholders(deleted.count)))
+                        """,
+                        deleted.map(SQLValue.text)
+                    )
+                }
+                return (deleted.count, Optional(last), ids.count == batch)
+            }
+            pruned += deleted
+            cursor = full ? last : nil
+        } while cursor != nil
+        return pruned
+    }
+
+    private struct Cursor: Sendable {
+        var createdAt: Int64
+        var eventID: String
+    }
+}
+
+/// What the outbox read of the originals a write touches, before the write.
+struct OutboxBefore {
+    var originalTransactionIDs: [String]
+    var facts: [String: SubscriptionFacts]
+    var owners: [String: String]
+}
+
+extension LedgerStatements {
+    /// Reads what ``recordEvents(_:causes:fallback:at:_:_:)`` compares the write's outcome with; nil, and nothing
+    /// read, when no webhook is configured.
+    static func outboxBefore(
+        _ originals: [String], _ outbox: OutboxRules, _ connection: any SQLConnection
+    ) throws(LedgerError) -> OutboxBefore? {
+        guard outbox.isActive, !originals.isEmpty else { return nil }
+        let ids = Array(Set(originals)).sorted()
+        return OutboxBefore(
+            originalTransactionIDs: ids, facts: try subscriptions(originalTransactionIDs: ids, connection),
+            owners: try owners(ids, connection)
+        )
+    }
+
+    static func owners(_ originals: [String], _ connection: any SQLConnection) throws(LedgerError) -> [String: String] {
+        var owners: [String: String] = [:]
+        for chunk in chunks(originals) {
+            for row in try connection.query(
+                """
+                SELECT original_transaction_id, account FROM account_links
+                WHERE original_transaction_id IN (\(placeholders(chunk.count)))
+                """,
+                chunk.map(SQLValue.text)
+            ) {
+                owners[try row.requiredString(0)] = try row.requiredString(1)
+            }
+        }
+        return owners
+    }
+
+    /// Builds one ``LedgerChange`` per original in `before` whose facts or owner the write changed, asks the rules for
+    /// their events, and stores the new ones; `causes` gives each original's cause (`fallback` for the others).
+    ///
+    /// Only the touched originals' facts and links change in a write, so an account's originals before it are its
+    /// originals after it, less the touched ones it did not own before, plus the touched ones it did.
+    ///
+    /// On PostgreSQL the streams the change can concern are locked before the after-state is read, and stay locked
+    /// until commit: writers of one account then read, decide and number its events one after the other, so an event
+    /// with a greater sequence was decided on a state that holds everything the earlier ones saw (two writes of one
+    /// account's purchases, side by side, never end on entitlements that miss one of them).
+    static func recordEvents(
+        _ before: OutboxBefore?, causes: [String: LedgerChangeCause] = [:], fallback: LedgerChangeCause,
+        at time: Int64, _ outbox: OutboxRules, _ connection: any SQLConnection
+    ) throws(LedgerError) {
+        guard let before else { return }
+        let originals = before.originalTransactionIDs
+        let touched = Set(originals)
+        let afterOwners = try owners(originals, connection)
+        if connection is PostgresConnection {
+            let streams = Set(originals.map { "otx:" + $0 } + before.owners.values + afterOwners.values).sorted()
+            try lockStreams(streams, connection)
+        }
+        let afterFacts = try subscriptions(originalTransactionIDs: originals, connection)
+        let changed = originals.filter { before.facts[$0] != afterFacts[$0] || before.owners[$0] != afterOwners[$0] }
+        guard !changed.isEmpty else { return }
+
+        let accounts = Set(changed.compactMap { before.owners[$0] } + changed.compactMap { afterOwners[$0] })
+        var ownedAfter: [String: [String]] = [:]
+        for chunk in chunks(accounts.sorted()) {
+            for row in try connection.query(
+                """
+                SELECT account, original_transaction_id FROM account_links
+                WHERE account IN (\(placeholders(chunk.count)))
+                """,
+                chunk.map(SQLValue.text)
+            ) {
+                ownedAfter[try row.requiredString(0), default: []].append(try row.requiredString(1))
+            }
+        }
+        let untouched = Set(ownedAfter.values.joined()).subtracting(touched)
+        let untouchedFacts = try subscriptions(originalTransactionIDs: Array(untouched), connection)
+        var accountsBefore: [String: [SubscriptionFacts]] = [:]
+        var accountsAfter: [String: [SubscriptionFacts]] = [:]
+        for account in accounts {
+            let after = Set(ownedAfter[account] ?? [])
+            let beforeIDs = after.subtracting(touched).union(originals.filter { before.owners[$0] == account })
+            accountsAfter[account] = after.sorted().compactMap {
+                touched.contains($0) ? afterFacts[$0] : untouchedFacts[$0]
+            }
+            accountsBefore[account] = beforeIDs.sorted().compactMap {
+                touched.contains($0) ? before.facts[$0] : untouchedFacts[$0]
+            }
+        }
+
+        var drafts: [EventDraft] = []
+        for original in changed {
+            let accountBefore = before.owners[original]
+            let accountAfter = afterOwners[original]
+            let involved = [accountBefore, accountAfter].compactMap { $0 }
+            let change = LedgerChange(
+                cause: causes[original] ?? fallback, originalTransactionID: original, before: before.facts[original],
+                after: afterFacts[original], accountBefore: accountBefore, accountAfter: accountAfter,
+                accountsBefore: accountsBefore.filter { involved.contains($0.key) },
+                accountsAfter: accountsAfter.filter { involved.contains($0.key) }, time: time
+            )
+            drafts += outbox.events(change)
+        }
+        try store(drafts, at: time, outbox, connection)
+    }
+
+    /// Stores the drafts some webhook wants whose dedupe key is new, each with the next sequence of its stream and a
+    /// pending delivery per subscriber, due at `time`.
+    ///
+    /// Streams are locked in one order for every writer (their `event_streams` row, until commit), so concurrent
+    /// PostgreSQL writes cannot deadlock on them, and the numbers of one stream are handed out, and committed, in
+    /// order.
+    static func store(
+        _ drafts: [EventDraft], at time: Int64, _ outbox: OutboxRules, _ connection: any SQLConnection
+    ) throws(LedgerError) {
+        guard !drafts.isEmpty else { return }
+        var held = Set<String>()
+        for chunk in chunks(Array(Set(drafts.map(\.dedupeKey))).sorted()) {
+            for row in try connection.query(
+                "SELECT dedupe_key FROM events WHERE dedupe_key IN (\(placeholders(chunk.count)))",
+                chunk.map(SQLValue.text)
+            ) {
+                held.insert(try row.requiredString(0))
+            }
+        }
+        var byStream: [String: [(draft: EventDraft, webhooks: [String])]] = [:]
+        for draft in drafts where !held.contains(draft.dedupeKey) {
+            held.insert(draft.dedupeKey)
+            let webhooks = Array(Set(outbox.subscribers(draft))).sorted()
+            guard !webhooks.isEmpty else { continue }
+            byStream[draft.account ?? "otx:" + draft.originalTransactionID, default: []].append((draft, webhooks))
+        }
+        let createdAt = JSONValue.string(outbox.formatTime(time)).serializedText
+        var deliveries: [SQLValue] = []
+        for (stream, entries) in byStream.sorted(by: { $0.key < $1.key }) {
+            for text in [stream] + entries.flatMap({ [$0.draft.type, $0.draft.dedupeKey, $0.draft.bodyMembers] }) {
+                try checkStorable(text)
+            }
+            guard
+                let last = try connection.query(
+                    """
+                    INSERT INTO event_streams (stream, last_sequence) VALUES ($1, $2)
+                    ON CONFLICT (stream) DO UPDATE SET last_sequence = event_streams.last_sequence + $2
+                    RETURNING last_sequence
+                    """,
+                    [.text(stream), .integer(Int64(entries.count))]
+                ).first?.requiredInt64(0)
+            else { throw LedgerError(.queryFailed, "an event stream's sequence cannot be read back") }
+            var sequence = last - Int64(entries.count)
+            for (draft, webhooks) in entries {
+                let id = newEventID()
+                let type = JSONValue.string(draft.type).serializedText
+                let body =
+                    #"{"id":"\#(id)","type":\#(type),"created_at":\#(createdAt),"sequence":\#(sequence + 1)"#
+                    + (draft.bodyMembers.isEmpty ? "" : "," + draft.bodyMembers) + "}"
+                // Another writer may have stored the same fact's event since the read above (PostgreSQL).
+                let inserted = try connection.query(
+                    """
+                    INSERT INTO events (event_id, dedupe_key, type, account, original_transaction_id, stream, sequence,
+                        created_at, body)
+                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                    ON CONFLICT (dedupe_key) DO NOTHING
+                    RETURNING event_id
+                    """,
+                    [
+                        .text(id), .text(draft.dedupeKey), .text(draft.type), SQLValue(draft.account),
+                        .text(draft.originalTransactionID), .text(stream), .integer(sequence + 1), .integer(time),
+                        .text(body),
+                    ]
+                )
+                guard !inserted.isEmpty else { continue }
+                sequence += 1
+                for webhook in webhooks {
+                    deliveries += [.text(id), .text(webhook), .text(stream), .integer(sequence), .integer(time)]
+                }
+            }
+            if sequence != last {
+                // Numbers taken for events another writer had stored are given back: a stream has no gaps. The row
+                // is still locked by this transaction, so nobody took a later number.
+                try connection.execute(
+                    "UPDATE event_streams SET last_sequence = $2 WHERE stream = $1",
+                    [.text(stream), .integer(sequence)]
+                )
+            }
+        }
+        let columns = 5
+        let rowsPerStatement = idsPerStatement / columns
+        for start in stride(from: 0, to: deliveries.count, by: rowsPerStatement * columns) {
+            let batch = Array(deliveries[start..<min(start + rowsPerStatement * columns, deliveries.count)])
+            let rows = (0..<(batch.count / columns)).map { row in
+                let first = row * columns
+                return "($\(first + 1), $\(first + 2), $\(first + 3), $\(first + 4), 'pending', 0, $\(first + 5))"
+            }
+            try connection.execute(
+                """
+                INSERT INTO event_deliveries (event_id, webhook, stream, sequence, state, attempts, next_attempt_at)
+                VALUES \(rows.joined(separator: ", "))
+                """,
+                batch
+            )
+        }
+    }
+
+    /// Locks the streams' rows, in the order given (sorted by every caller), creating those that are missing.
+    static func lockStreams(_ streams: [String], _ connection: any SQLConnection) throws(LedgerError) {
+        for chunk in chunks(streams) {
+            let rows = (1...chunk.count).map { "($\($0), 0)" }.joined(separator: ", ")
+            try connection.execute(
+                """
+                INSERT INTO event_streams (stream, last_sequence) VALUES \(rows)
+                ON CONFLICT (stream) DO UPDATE SET last_sequence = event_streams.last_sequence
+                """,
+                chunk.map(SQLValue.text)
+            )
+        }
+    }
+
+    /// `evt_` and 128 bits from the system's CSPRNG, in lowercase hex.
+    static func newEventID() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return "evt_"
+            + (0..<2).map { _ in
+                let hex = String(generator.next() as UInt64, radix: 16)
+                return String(repeating: "0", count: 16 - hex.count) + hex
+            }.joined()
+    }
+
+    static func placeholders(_ count: Int, from first: Int) -> String {
+        (first..<(first + count)).map { "$\($0)" }.joined(separator: ", ")
+    }
+}
+
+extension JSONValue {
+    fileprivate var serializedText: String { String(decoding: serialized(), as: UTF8.self) }
 }

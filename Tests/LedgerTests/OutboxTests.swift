@@ -1,0 +1,578 @@
+import Synchronization
+import TestSupport
+import Testing
+
+@testable import Ledger
+
+/// The outbox: events stored in the transaction of the fact that causes them, once per fact, numbered per stream;
+/// deliveries claimed by stream heads under a lease, finished, replayed and pruned.
+struct OutboxTests {
+    typealias E = AppleEvents
+
+    /// Rules of this test: `NEW` for each transaction the change added (keyed by its id), `LINKED` when the original's
+    /// owner changed, and `SEEN` once per original whatever the change (so later changes test the dedupe). Every
+    /// change is kept in `seen`.
+    final class Rules: Sendable {
+        let seen = Mutex<[LedgerChange]>([])
+        let subscribers: [String]
+        let bodyMembers: String
+
+        init(subscribers: [String] = ["backend"], bodyMembers: String = #""environment":"Sandbox""#) {
+            self.subscribers = subscribers
+            self.bodyMembers = bodyMembers
+        }
+
+        var outbox: OutboxRules {
+            OutboxRules(
+                events: { [self] change in
+                    seen.withLock { $0.append(change) }
+                    let known = Set(change.before?.transactions.map(\.transactionID) ?? [])
+                    var drafts = (change.after?.transactions ?? []).filter { !known.contains($0.transactionID) }
+                        .sorted { $0.transactionID < $1.transactionID }
+                        .map { draft("NEW", "NEW:\($0.transactionID)", change) }
+                    if change.accountBefore != change.accountAfter, let account = change.accountAfter {
+                        drafts.append(draft("LINKED", "LINKED:\(change.originalTransactionID):\(account)", change))
+                    }
+                    drafts.append(draft("SEEN", "SEEN:\(change.originalTransactionID)", change))
+                    return drafts
+                },
+                subscribers: { [subscribers] draft in draft.type == "IGNORED" ? [] : subscribers },
+                formatTime: { "t\($0)" }
+            )
+        }
+
+        func draft(_ type: String, _ key: String, _ change: LedgerChange) -> EventDraft {
+            EventDraft(
+                type: type, dedupeKey: key, account: change.accountAfter,
+                originalTransactionID: change.originalTransactionID, bundleID: "com.example.app",
+                environment: "Sandbox", bodyMembers: bodyMembers
+            )
+        }
+    }
+
+    static func open(
+        _ location: DatabaseLocation, _ rules: Rules, clock: @escaping LedgerClock = TestClock.fixed
+    ) throws -> any LedgerStore {
+        switch location {
+        case .sqlite(let path): try SQLiteLedger(path: path, clock: clock, outbox: rules.outbox)
+        case .postgres(let connectionString):
+            try PostgresLedger(connectionString: connectionString, poolSize: 4, clock: clock, outbox: rules.outbox)
+        }
+    }
+
+    static func open(_ backend: Backend, _ rules: Rules = Rules()) throws -> any LedgerStore {
+        try open(try DatabaseLocation.fresh(backend), rules)
+    }
+
+    /// Two ledgers on one PostgreSQL database, as two replicas; SQLite serves one process, with one writer.
+    static func replicas(
+        _ backend: Backend, _ open: () throws -> any LedgerStore
+    ) throws -> [any LedgerStore] {
+        backend == .postgres ? [try open(), try open()] : [try open()]
+    }
+
+    static func transaction(_ id: String, original: String) -> TransactionFacts {
+        E.transaction(id, purchase: E.t0, expires: E.t0 + 30 * E.day, signed: E.t0, original: original)
+    }
+
+    static func all(_ ledger: any LedgerStore) throws -> [OutboxEvent] {
+        try ledger.events(OutboxQuery(limit: 10_000))
+    }
+
+    // MARK: - writing events
+
+    @Test(arguments: Backend.tested)
+    func aNewTransaction_storesItsEventWithBodyAndDeliveries(_ backend: Backend) throws {
+        let ledger = try Self.open(backend, Rules(subscribers: ["backend", "crm"]))
+        try ledger.record(transactions: [E.firstMonth], source: .jws)
+        let events = try Self.all(ledger)
+        #expect(events.map(\.type).sorted() == ["NEW", "SEEN"])
+        let new = try #require(events.first { $0.type == "NEW" })
+        #expect(new.id.hasPrefix("evt_") && new.id.count == 36)
+        #expect(new.id.dropFirst(4).allSatisfy { "0123456789abcdef".contains($0) })
+        #expect(new.stream == "otx:\(E.original)")
+        #expect(new.account == nil)
+        #expect(new.createdAt == TestClock.fixed())
+        #expect(
+            new.body
+                == #"{"id":"\#(new.id)","type":"NEW","created_at":"t\#(TestClock.fixed())","#
+                + #""sequence":\#(new.sequence),"environment":"Sandbox"}"#)
+        #expect(new.deliveries.map(\.webhook) == ["backend", "crm"])
+        #expect(new.deliveries.allSatisfy { $0.state == .pending && $0.attempts == 0 })
+        #expect(Set(events.map(\.sequence)) == [1, 2])
+        #expect(Set(events.map(\.id)).count == 2)
+    }
+
+    @Test(arguments: Backend.tested)
+    func theRules_seeTheFactsBeforeAndAfterTheWrite(_ backend: Backend) throws {
+        let rules = Rules()
+        let ledger = try Self.open(backend, rules)
+        _ = try ledger.record(E.subscribed)
+        _ = try ledger.link(originalTransactionIDs: [E.original], to: "alice", source: .purchase, at: 5)
+        _ = try ledger.record(E.didRenew())
+        _ = try ledger.link(originalTransactionIDs: [E.original], to: "bob", source: .purchase, at: 6)
+        let changes = rules.seen.withLock { $0 }
+        try #require(changes.count == 4)
+        #expect(changes[0].before == nil)
+        #expect(changes[0].after?.transactions.map(\.transactionID) == ["1000"])
+        #expect(
+            changes[0].cause
+                == .notification(
+                    NotificationSummary(
+                        uuid: E.subscribed.uuid, type: "SUBSCRIBED", subtype: "INITIAL_BUY", signedDate: E.t0)))
+        #expect(changes[1].cause == .link(.purchase))
+        #expect(changes[1].accountBefore == nil && changes[1].accountAfter == "alice")
+        #expect(changes[1].accountsBefore["alice"] == [])
+        #expect(changes[1].accountsAfter["alice"]?.map(\.originalTransactionID) == [E.original])
+        #expect(changes[2].accountBefore == "alice" && changes[2].accountAfter == "alice")
+        #expect(changes[2].accountsBefore["alice"]?.first?.transactions.count == 1)
+        #expect(changes[2].accountsAfter["alice"]?.first?.transactions.count == 2)
+        #expect(changes[3].cause == .transfer(.purchase, number: 1))
+        #expect(changes[3].accountsBefore["alice"]?.count == 1 && changes[3].accountsAfter["alice"] == [])
+        #expect(changes[3].accountsBefore["bob"] == [] && changes[3].accountsAfter["bob"]?.count == 1)
+        // The new transaction's event went to the account's stream, numbered on from its link's.
+        let events = try Self.all(ledger)
+        let renewal = try #require(events.first { $0.type == "NEW" && $0.account == "alice" })
+        #expect(renewal.stream == "alice")
+        #expect(try ledger.events(OutboxQuery(account: "bob")).map(\.type) == ["LINKED"])
+    }
+
+    @Test(arguments: Backend.tested)
+    func aWriteThatFails_storesNeitherTheFactNorItsEvent(_ backend: Backend) throws {
+        // A body the database cannot store fails the write after the fact was written, inside its transaction.
+        let ledger = try Self.open(backend, Rules(bodyMembers: "\"environment\":\"a\u{0}b\""))
+        let error = ledgerError { try ledger.record(transactions: [E.firstMonth], source: .jws) }
+        #expect(error?.code == .invalidData)
+        #expect(try ledger.transaction(id: "1000") == nil)
+        #expect(try Self.all(ledger).isEmpty)
+    }
+
+    @Test(arguments: Backend.tested)
+    func aFactLearnedTwice_givesOneEvent(_ backend: Backend) throws {
+        let ledger = try Self.open(backend)
+        #expect(try ledger.record(E.subscribed) == .stored)
+        #expect(try ledger.record(E.subscribed) == .duplicate)
+        try ledger.record(transactions: [E.firstMonth], source: .serverAPI)
+        // A new notification changes the facts; its SEEN draft's key is held already.
+        _ = try ledger.record(E.autoRenewDisabled)
+        let events = try Self.all(ledger)
+        #expect(events.map(\.type).sorted() == ["NEW", "SEEN"])
+        #expect(events.map(\.sequence).sorted() == [1, 2])
+    }
+
+    @Test(arguments: Backend.tested)
+    func aDraftNobodyWants_isNotStoredAndTakesNoSequence(_ backend: Backend) throws {
+        let rules = Rules()
+        let ignoring = OutboxRules(
+            events: { change in
+                rules.outbox.events(change).map { draft in
+                    var draft = draft
+                    if draft.type == "SEEN" { draft.type = "IGNORED" }
+                    return draft
+                }
+            },
+            subscribers: rules.outbox.subscribers, formatTime: rules.outbox.formatTime
+        )
+        let location = try DatabaseLocation.fresh(backend)
+        let ledger: any LedgerStore =
+            switch location {
+            case .sqlite(let path): try SQLiteLedger(path: path, clock: TestClock.fixed, outbox: ignoring)
+            case .postgres(let connection):
+                try PostgresLedger(connectionString: connection, clock: TestClock.fixed, outbox: ignoring)
+            }
+        try ledger.record(transactions: [E.firstMonth], source: .jws)
+        try ledger.record(transactions: [Self.transaction("1001", original: E.original)], source: .jws)
+        #expect(try Self.all(ledger).map(\.sequence).sorted() == [1, 2])
+        #expect(try Self.all(ledger).allSatisfy { $0.type == "NEW" })
+    }
+
+    @Test(arguments: Backend.tested)
+    func oneWriteOfManyOriginals_givesOneChangeEach(_ backend: Backend) throws {
+        let rules = Rules()
+        let ledger = try Self.open(backend, rules)
+        try ledger.record(
+            transactions: [
+                Self.transaction("a1", original: "a"), Self.transaction("b1", original: "b"),
+                Self.transaction("a2", original: "a"),
+            ],
+            source: .receipt
+        )
+        #expect(rules.seen.withLock { $0.map(\.originalTransactionID) } == ["a", "b"])
+        let streams = Dictionary(grouping: try Self.all(ledger), by: \.stream).mapValues { $0.map(\.sequence).sorted() }
+        #expect(streams == ["otx:a": [1, 2, 3], "otx:b": [1, 2]])
+    }
+
+    @Test(arguments: Backend.tested)
+    func withoutWebhooks_nothingIsStored(_ backend: Backend) throws {
+        let ledger = try makeLedger(backend)
+        _ = try ledger.record(E.subscribed)
+        _ = try ledger.link(originalTransactionIDs: [E.original], to: "alice", source: .purchase, at: 5)
+        #expect(try Self.all(ledger).isEmpty)
+    }
+
+    @Test(arguments: Backend.tested)
+    func tokenRegistrationAndClaim_produceLinkEvents(_ backend: Backend) throws {
+        let rules = Rules()
+        let ledger = try Self.open(backend, rules)
+        try ledger.record(transactions: [AccountTests.tokened("1000")], source: .jws)
+        try ledger.record(transactions: [Self.transaction("2000", original: "2000")], source: .jws)
+        _ = try ledger.registerAppAccountToken(AccountTests.tokenA, account: "alice", at: 5)
+        #expect(try ledger.claim(transactionID: "2000", account: "bob", at: 6) == .granted(first: true, claimedAt: 6))
+        #expect(try ledger.events(OutboxQuery(account: "alice")).map(\.type) == ["LINKED"])
+        #expect(try ledger.events(OutboxQuery(account: "bob")).map(\.type) == ["LINKED"])
+        let causes = rules.seen.withLock { $0.map(\.cause) }
+        #expect(causes.suffix(2) == [.link(.appAccountToken), .link(.claim)])
+    }
+
+    // MARK: - sequences
+
+    @Test(arguments: Backend.tested)
+    func concurrentWriters_numberEachStreamWithoutGapsOrRepeats(_ backend: Backend) throws {
+        let location = try DatabaseLocation.fresh(backend)
+        let ledgers = try Self.replicas(backend) { try Self.open(location, Rules()) }
+        let failures = Atomic<Int>(0)
+        let perThread = 30
+        onThreads(8) { thread in
+            for index in 0..<perThread {
+                let original = "o\(index % 3)"
+                do {
+                    try ledgers[thread % ledgers.count].record(
+                        transactions: [Self.transaction("t\(thread)-\(index)", original: original)], source: .jws
+                    )
+                } catch {
+                    failures.add(1, ordering: .relaxed)
+                }
+            }
+        }
+        #expect(failures.load(ordering: .relaxed) == 0)
+        let events = try Self.all(ledgers[0])
+        #expect(events.filter { $0.type == "NEW" }.count == 8 * perThread)
+        for (stream, inStream) in Dictionary(grouping: events, by: \.stream) {
+            #expect(inStream.map(\.sequence).sorted() == Array(1...Int64(inStream.count)), "\(stream)")
+        }
+    }
+
+    @Test(arguments: Backend.tested)
+    func concurrentWritesOfOneAccount_numberEventsInTheOrderOfTheStatesTheySaw(_ backend: Backend) throws {
+        // Each change says how many transactions the account holds after it.
+        let counting = OutboxRules(
+            events: { change in
+                guard let account = change.accountAfter, let after = change.after else { return [] }
+                let total = change.accountsAfter[account]?.reduce(0) { $0 + $1.transactions.count } ?? 0
+                return [
+                    EventDraft(
+                        type: "COUNT", dedupeKey: "COUNT:\(change.originalTransactionID):\(after.transactions.count)",
+                        account: account, originalTransactionID: change.originalTransactionID, bundleID: nil,
+                        environment: nil, bodyMembers: #""total":\#(total)"#
+                    )
+                ]
+            },
+            subscribers: { _ in ["backend"] }, formatTime: { String($0) }
+        )
+        let location = try DatabaseLocation.fresh(backend)
+        func open() throws -> any LedgerStore {
+            switch location {
+            case .sqlite(let path): try SQLiteLedger(path: path, clock: TestClock.fixed, outbox: counting)
+            case .postgres(let connection):
+                try PostgresLedger(connectionString: connection, clock: TestClock.fixed, outbox: counting)
+            }
+        }
+        let ledgers = try Self.replicas(backend, open)
+        let originals = (0..<8).map { "o\($0)" }
+        try ledgers[0].record(transactions: originals.map { Self.transaction("\($0)-first", original: $0) }, source: .jws)
+        _ = try ledgers[0].link(originalTransactionIDs: originals, to: "alice", source: .purchase, at: 1)
+        let failures = Atomic<Int>(0)
+        onThreads(8) { thread in
+            for index in 0..<5 {
+                do {
+                    try ledgers[thread % ledgers.count].record(
+                        transactions: [Self.transaction("o\(thread)-\(index)", original: "o\(thread)")], source: .jws
+                    )
+                } catch {
+                    failures.add(1, ordering: .relaxed)
+                }
+            }
+        }
+        #expect(failures.load(ordering: .relaxed) == 0)
+        let totals = try ledgers[0].events(OutboxQuery(account: "alice", limit: 1000))
+            .sorted { $0.sequence < $1.sequence }
+            .compactMap { event in event.body.split(separator: ":").last.flatMap { Int($0.dropLast()) } }
+        #expect(totals.count == 8 * 5 + 8)
+        #expect(totals == totals.sorted())
+        #expect(totals.last == 8 * 5 + 8)
+    }
+
+    // MARK: - claiming and finishing
+
+    /// Three events in stream `otx:a`, one in `otx:b`, for the webhook `backend`.
+    static func threeAndOne(_ backend: Backend) throws -> any LedgerStore {
+        let ledger = try Self.open(backend)
+        try ledger.record(transactions: [Self.transaction("a1", original: "a")], source: .jws)
+        try ledger.record(transactions: [Self.transaction("a2", original: "a")], source: .jws)
+        try ledger.record(transactions: [Self.transaction("b1", original: "b")], source: .jws)
+        // otx:a holds NEW a1 (1), SEEN a (2), NEW a2 (3); otx:b holds NEW b1 (1), SEEN b (2).
+        return ledger
+    }
+
+    static let now = TestClock.fixed()
+
+    @Test(arguments: Backend.tested)
+    func aClaim_takesOnlyTheHeadOfEachStream_andLeasesIt(_ backend: Backend) throws {
+        let ledger = try Self.threeAndOne(backend)
+        let claimed = try ledger.claimDeliveries(
+            webhook: "backend", holder: "r1", now: Self.now, leaseUntil: Self.now + 60_000, limit: 10
+        )
+        #expect(Set(claimed.map { "\($0.stream)#\($0.sequence)" }) == ["otx:a#1", "otx:b#1"])
+        #expect(
+            claimed.allSatisfy { $0.attempts == 0 && $0.leaseUntil == Self.now + 60_000 && $0.webhook == "backend" })
+        #expect(claimed.allSatisfy { $0.body.contains(#""sequence":1"#) })
+        // Leased: nobody else gets them, nor what waits behind them.
+        #expect(
+            try ledger.claimDeliveries(
+                webhook: "backend", holder: "r2", now: Self.now + 1, leaseUntil: Self.now + 60_001, limit: 10
+            ).isEmpty)
+        #expect(
+            try ledger.claimDeliveries(
+                webhook: "other", holder: "r2", now: Self.now + 1, leaseUntil: Self.now + 60_001, limit: 10
+            ).isEmpty)
+    }
+
+    @Test(arguments: Backend.tested)
+    func concurrentClaimers_neverClaimTheSameDelivery(_ backend: Backend) throws {
+        let location = try DatabaseLocation.fresh(backend)
+        let ledgers = try Self.replicas(backend) { try Self.open(location, Rules()) }
+        let originals = 40
+        try ledgers[0].record(
+            transactions: (0..<originals).map { Self.transaction("t\($0)", original: "o\($0)") }, source: .jws
+        )
+        let claimed = Mutex<[String]>([])
+        let failures = Atomic<Int>(0)
+        onThreads(8) { thread in
+            for _ in 0..<4 {
+                do {
+                    let got = try ledgers[thread % ledgers.count].claimDeliveries(
+                        webhook: "backend", holder: "r\(thread)", now: Self.now, leaseUntil: Self.now + 60_000,
+                        limit: 3
+                    )
+                    claimed.withLock { $0 += got.map(\.eventID) }
+                } catch {
+                    failures.add(1, ordering: .relaxed)
+                }
+            }
+        }
+        #expect(failures.load(ordering: .relaxed) == 0)
+        let all = claimed.withLock { $0 }
+        #expect(all.count == Set(all).count)
+        // 8 threads × 4 claims × 3 = 96 ≥ 40 heads: every head was claimed, by one claimer.
+        #expect(all.count == originals)
+    }
+
+    @Test(arguments: Backend.tested)
+    func anExpiredLease_isTakenOver_andTheStaleHolderCannotFinish(_ backend: Backend) throws {
+        let ledger = try Self.threeAndOne(backend)
+        let first = try ledger.claimDeliveries(
+            webhook: "backend", holder: "r1", now: Self.now, leaseUntil: Self.now + 60_000, limit: 1
+        )
+        try #require(first.count == 1)
+        let taken = try ledger.claimDeliveries(
+            webhook: "backend", holder: "r2", now: Self.now + 60_000, leaseUntil: Self.now + 120_000, limit: 10
+        )
+        #expect(taken.map(\.eventID).contains(first[0].eventID))
+        #expect(
+            try !ledger.finishDelivery(
+                eventID: first[0].eventID, webhook: "backend", holder: "r1", result: .delivered(status: 200),
+                at: Self.now + 60_001))
+        #expect(
+            try ledger.finishDelivery(
+                eventID: first[0].eventID, webhook: "backend", holder: "r2", result: .delivered(status: 204),
+                at: Self.now + 60_002))
+        // Done with the head: what waited behind it is due at once.
+        let next = try ledger.claimDeliveries(
+            webhook: "backend", holder: "r2", now: Self.now + 60_002, leaseUntil: Self.now + 120_000, limit: 10
+        )
+        #expect(next.map { "\($0.stream)#\($0.sequence)" } == ["\(first[0].stream)#2"])
+        // Finishing twice is refused: the lease is gone.
+        #expect(
+            try !ledger.finishDelivery(
+                eventID: first[0].eventID, webhook: "backend", holder: "r2", result: .delivered(status: 204),
+                at: Self.now + 60_003))
+        let delivered = try ledger.events(OutboxQuery(state: .delivered))
+        #expect(delivered.map(\.id) == [first[0].eventID])
+        #expect(delivered.first?.deliveries.first?.deliveredAt == Self.now + 60_002)
+        #expect(delivered.first?.deliveries.first?.lastStatus == 204)
+        #expect(delivered.first?.deliveries.first?.attempts == 1)
+    }
+
+    @Test(arguments: Backend.tested)
+    func aRetryingHead_holdsItsStreamBack_untilDue_andAFailedOneNoLonger(_ backend: Backend) throws {
+        let ledger = try Self.threeAndOne(backend)
+        func claimA(at time: Int64, _ holder: String) throws -> [ClaimedDelivery] {
+            try ledger.claimDeliveries(
+                webhook: "backend", holder: holder, now: time, leaseUntil: time + 60_000, limit: 10
+            ).filter { $0.stream == "otx:a" }
+        }
+        let head = try #require(try claimA(at: Self.now, "r1").first)
+        #expect(
+            try ledger.finishDelivery(
+                eventID: head.eventID, webhook: "backend", holder: "r1",
+                result: .retry(at: Self.now + 10_000, status: 500, error: "HTTP 500"), at: Self.now + 1))
+        #expect(try claimA(at: Self.now + 5_000, "r1").isEmpty)
+        // What waits behind the head is due no earlier than the head's next try.
+        let waiting = try ledger.events(OutboxQuery(originalTransactionID: "a")).filter { $0.id != head.eventID }
+        #expect(waiting.allSatisfy { ($0.deliveries.first?.nextAttemptAt ?? 0) >= Self.now + 10_000 })
+        let again = try claimA(at: Self.now + 10_000, "r1")
+        #expect(again.map(\.eventID) == [head.eventID])
+        #expect(again.first?.attempts == 1)
+        #expect(
+            try ledger.finishDelivery(
+                eventID: head.eventID, webhook: "backend", holder: "r1", result: .failed(status: nil, error: "timeout"),
+                at: Self.now + 10_001))
+        #expect(try claimA(at: Self.now + 10_002, "r1").map(\.sequence) == [2])
+        let failed = try ledger.events(OutboxQuery(state: .failed))
+        #expect(failed.map(\.id) == [head.eventID])
+        #expect(failed.first?.deliveries.first?.lastError == "timeout")
+        #expect(failed.first?.deliveries.first?.attempts == 2)
+    }
+
+    @Test(arguments: Backend.tested)
+    func retryNow_makesEveryWaitingDeliveryDue(_ backend: Backend) throws {
+        let ledger = try Self.threeAndOne(backend)
+        let heads = try ledger.claimDeliveries(
+            webhook: "backend", holder: "r1", now: Self.now, leaseUntil: Self.now + 60_000, limit: 10
+        )
+        for head in heads {
+            _ = try ledger.finishDelivery(
+                eventID: head.eventID, webhook: "backend", holder: "r1",
+                result: .retry(at: Self.now + 3_600_000, status: 503, error: "HTTP 503"), at: Self.now + 1)
+        }
+        // The heads, and what waits behind them.
+        #expect(try ledger.retryNow(webhook: "backend", at: Self.now + 2) == 5)
+        #expect(
+            try ledger.claimDeliveries(
+                webhook: "backend", holder: "r1", now: Self.now + 2, leaseUntil: Self.now + 60_000, limit: 10
+            ).count == 2)
+    }
+
+    // MARK: - listing, replay, backlog, prune
+
+    @Test(arguments: Backend.tested)
+    func replay_setsDeliveriesBackToPending(_ backend: Backend) throws {
+        let ledger = try Self.threeAndOne(backend)
+        let heads = try ledger.claimDeliveries(
+            webhook: "backend", holder: "r1", now: Self.now, leaseUntil: Self.now + 60_000, limit: 10
+        )
+        try #require(heads.count == 2)
+        _ = try ledger.finishDelivery(
+            eventID: heads[0].eventID, webhook: "backend", holder: "r1", result: .delivered(status: 200), at: Self.now)
+        _ = try ledger.finishDelivery(
+            eventID: heads[1].eventID, webhook: "backend", holder: "r1",
+            result: .failed(status: 410, error: "HTTP 410"),
+            at: Self.now)
+        #expect(try ledger.replay(.failed, at: Self.now + 5) == 1)
+        #expect(try ledger.events(OutboxQuery(state: .failed)).isEmpty)
+        #expect(try ledger.replay(.events([heads[0].eventID, "evt_unknown"]), at: Self.now + 6) == 1)
+        #expect(try ledger.events(OutboxQuery(state: .delivered)).isEmpty)
+        let pending = try ledger.events(OutboxQuery(state: .pending))
+        #expect(pending.count == 5)
+        let replayed = try #require(pending.first { $0.id == heads[0].eventID }?.deliveries.first)
+        #expect(replayed.nextAttemptAt == Self.now + 6 && replayed.deliveredAt == nil && replayed.attempts == 1)
+        #expect(try ledger.replay(.since(Self.now), at: Self.now + 7) == 5)
+        #expect(try ledger.replay(.since(Self.now + 1), at: Self.now + 7) == 0)
+    }
+
+    @Test(arguments: Backend.tested)
+    func backlogAndQueries_countWhatIsPending(_ backend: Backend) throws {
+        let ledger = try Self.threeAndOne(backend)
+        #expect(
+            try ledger.webhookBacklogs() == [
+                WebhookBacklog(webhook: "backend", pending: 5, oldestPendingCreatedAt: Self.now)
+            ])
+        #expect(try ledger.events(OutboxQuery(originalTransactionID: "b")).count == 2)
+        #expect(try ledger.events(OutboxQuery(limit: 3)).count == 3)
+        #expect(try ledger.events(OutboxQuery(since: Self.now + 1)).isEmpty)
+        #expect(try ledger.events(OutboxQuery(state: .failed)).isEmpty)
+    }
+
+    @Test(arguments: Backend.tested)
+    func prune_deletesOnlyEventsDeliveredEverywhereBeforeTheCutoff(_ backend: Backend) throws {
+        let ledger = try Self.open(backend, Rules(subscribers: ["backend", "crm"]))
+        try ledger.record(transactions: [Self.transaction("a1", original: "a")], source: .jws)
+        try ledger.record(transactions: [Self.transaction("b1", original: "b")], source: .jws)
+        try ledger.record(transactions: [Self.transaction("c1", original: "c")], source: .jws)
+        func finish(_ stream: String, _ webhook: String, _ result: DeliveryResult) throws {
+            // A lease that ends as it starts: the heads of the other streams stay claimable.
+            let claimed = try ledger.claimDeliveries(
+                webhook: webhook, holder: "r", now: Self.now, leaseUntil: Self.now, limit: 10
+            ).filter { $0.stream == stream }
+            for delivery in claimed {
+                _ = try ledger.finishDelivery(
+                    eventID: delivery.eventID, webhook: webhook, holder: "r", result: result, at: Self.now)
+            }
+        }
+        // otx:a's head delivered to both; otx:b's to one, failed at the other; otx:c's left pending.
+        try finish("otx:a", "backend", .delivered(status: 200))
+        try finish("otx:a", "crm", .delivered(status: 200))
+        try finish("otx:b", "backend", .delivered(status: 200))
+        try finish("otx:b", "crm", .failed(status: 500, error: "HTTP 500"))
+        #expect(try ledger.pruneDeliveredEvents(deliveredBefore: Self.now) == 0)
+        #expect(try ledger.pruneDeliveredEvents(deliveredBefore: Self.now + 1) == 1)
+        let left = try Self.all(ledger)
+        #expect(left.count == 5)
+        #expect(left.filter { $0.stream == "otx:a" }.map(\.sequence) == [2])
+        #expect(try ledger.pruneDeliveredEvents(deliveredBefore: Self.now + 1) == 0)
+        // The stream numbers on from where it was.
+        try ledger.record(transactions: [Self.transaction("a2", original: "a")], source: .jws)
+        #expect(try ledger.events(OutboxQuery(originalTransactionID: "a")).map(\.sequence) == [3, 2])
+    }
+
+    @Test(arguments: Backend.tested)
+    func prune_walksALongHistoryInBatches_pastWhatItKeeps(_ backend: Backend) throws {
+        let ledger = try Self.open(backend)
+        // 520 events: more than one batch of 500.
+        let originals = 260
+        for first in stride(from: 0, to: originals, by: 20) {
+            try ledger.record(
+                transactions: (first..<first + 20).map { Self.transaction("t\($0)", original: "o\($0)") }, source: .jws
+            )
+        }
+        // Each stream's NEW, then its SEEN; the very first claimed fails, and stays.
+        var kept: String?
+        for _ in 0..<2 {
+            var claimed: [ClaimedDelivery] = []
+            repeat {
+                claimed = try ledger.claimDeliveries(
+                    webhook: "backend", holder: "r", now: Self.now, leaseUntil: Self.now + 1, limit: 50
+                )
+                for delivery in claimed {
+                    let fails = kept == nil
+                    if fails { kept = delivery.eventID }
+                    _ = try ledger.finishDelivery(
+                        eventID: delivery.eventID, webhook: "backend", holder: "r",
+                        result: fails ? .failed(status: 500, error: "HTTP 500") : .delivered(status: 200), at: Self.now)
+                }
+            } while !claimed.isEmpty
+        }
+        #expect(try ledger.events(OutboxQuery(state: .delivered, limit: 10_000)).count == 2 * originals - 1)
+        #expect(try ledger.pruneDeliveredEvents(deliveredBefore: Self.now + 1) == 2 * originals - 1)
+        #expect(try Self.all(ledger).map(\.id) == [kept])
+    }
+
+    // MARK: - migration
+
+    @Test(arguments: Backend.tested)
+    func migrationFrom5_keepsTheFacts_andStartsTheOutbox(_ backend: Backend) throws {
+        let location = try DatabaseLocation.fresh(backend)
+        do {
+            let old = try location.open(schemaVersion: 5)
+            try old.record(transactions: [E.firstMonth], source: .jws)
+            _ = try old.link(originalTransactionIDs: [E.original], to: "alice", source: .purchase, at: 1)
+        }
+        let ledger = try Self.open(location, Rules())
+        #expect(try ledger.schemaVersion() == 6)
+        #expect(try ledger.transaction(id: "1000")?.facts == E.firstMonth)
+        #expect(try ledger.owner(originalTransactionID: E.original) == "alice")
+        try ledger.record(transactions: [Self.transaction("1001", original: E.original)], source: .jws)
+        #expect(try Self.all(ledger).map(\.type).sorted() == ["NEW", "SEEN"])
+        #expect(try Self.all(ledger).allSatisfy { $0.stream == "alice" })
+    }
+}
