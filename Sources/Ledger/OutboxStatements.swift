@@ -341,6 +341,11 @@ extension LedgerStatements {
     ///
     /// Only the touched originals' facts and links change in a write, so an account's originals before it are its
     /// originals after it, less the touched ones it did not own before, plus the touched ones it did.
+    ///
+    /// On PostgreSQL the streams the change can concern are locked before the after-state is read, and stay locked
+    /// until commit: writers of one account then read, decide and number its events one after the other, so an event
+    /// with a greater sequence was decided on a state that holds everything the earlier ones saw (two writes of one
+    /// account's purchases, side by side, never end on entitlements that miss one of them).
     static func recordEvents(
         _ before: OutboxBefore?, causes: [String: LedgerChangeCause] = [:], fallback: LedgerChangeCause,
         at time: Int64, _ outbox: OutboxRules, _ connection: any SQLConnection
@@ -348,8 +353,12 @@ extension LedgerStatements {
         guard let before else { return }
         let originals = before.originalTransactionIDs
         let touched = Set(originals)
-        let afterFacts = try subscriptions(originalTransactionIDs: originals, connection)
         let afterOwners = try owners(originals, connection)
+        if connection is PostgresConnection {
+            let streams = Set(originals.map { "otx:" + $0 } + before.owners.values + afterOwners.values).sorted()
+            try lockStreams(streams, connection)
+        }
+        let afterFacts = try subscriptions(originalTransactionIDs: originals, connection)
         let changed = originals.filter { before.facts[$0] != afterFacts[$0] || before.owners[$0] != afterOwners[$0] }
         guard !changed.isEmpty else { return }
 
@@ -490,6 +499,20 @@ extension LedgerStatements {
                 VALUES \(rows.joined(separator: ", "))
                 """,
                 batch
+            )
+        }
+    }
+
+    /// Locks the streams' rows, in the order given (sorted by every caller), creating those that are missing.
+    static func lockStreams(_ streams: [String], _ connection: any SQLConnection) throws(LedgerError) {
+        for chunk in chunks(streams) {
+            let rows = (1...chunk.count).map { "($\($0), 0)" }.joined(separator: ", ")
+            try connection.execute(
+                """
+                INSERT INTO event_streams (stream, last_sequence) VALUES \(rows)
+                ON CONFLICT (stream) DO UPDATE SET last_sequence = event_streams.last_sequence
+                """,
+                chunk.map(SQLValue.text)
             )
         }
     }

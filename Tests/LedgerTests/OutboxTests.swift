@@ -64,6 +64,13 @@ struct OutboxTests {
         try open(try DatabaseLocation.fresh(backend), rules)
     }
 
+    /// Two ledgers on one PostgreSQL database, as two replicas; SQLite serves one process, with one writer.
+    static func replicas(
+        _ backend: Backend, _ open: () throws -> any LedgerStore
+    ) throws -> [any LedgerStore] {
+        backend == .postgres ? [try open(), try open()] : [try open()]
+    }
+
     static func transaction(_ id: String, original: String) -> TransactionFacts {
         E.transaction(id, purchase: E.t0, expires: E.t0 + 30 * E.day, signed: E.t0, original: original)
     }
@@ -222,15 +229,14 @@ struct OutboxTests {
     @Test(arguments: Backend.tested)
     func concurrentWriters_numberEachStreamWithoutGapsOrRepeats(_ backend: Backend) throws {
         let location = try DatabaseLocation.fresh(backend)
-        // Two ledgers on one database: on PostgreSQL, two replicas.
-        let ledgers = [try Self.open(location, Rules()), try Self.open(location, Rules())]
+        let ledgers = try Self.replicas(backend) { try Self.open(location, Rules()) }
         let failures = Atomic<Int>(0)
         let perThread = 30
         onThreads(8) { thread in
             for index in 0..<perThread {
                 let original = "o\(index % 3)"
                 do {
-                    try ledgers[thread % 2].record(
+                    try ledgers[thread % ledgers.count].record(
                         transactions: [Self.transaction("t\(thread)-\(index)", original: original)], source: .jws
                     )
                 } catch {
@@ -244,6 +250,56 @@ struct OutboxTests {
         for (stream, inStream) in Dictionary(grouping: events, by: \.stream) {
             #expect(inStream.map(\.sequence).sorted() == Array(1...Int64(inStream.count)), "\(stream)")
         }
+    }
+
+    @Test(arguments: Backend.tested)
+    func concurrentWritesOfOneAccount_numberEventsInTheOrderOfTheStatesTheySaw(_ backend: Backend) throws {
+        // Each change says how many transactions the account holds after it.
+        let counting = OutboxRules(
+            events: { change in
+                guard let account = change.accountAfter, let after = change.after else { return [] }
+                let total = change.accountsAfter[account]?.reduce(0) { $0 + $1.transactions.count } ?? 0
+                return [
+                    EventDraft(
+                        type: "COUNT", dedupeKey: "COUNT:\(change.originalTransactionID):\(after.transactions.count)",
+                        account: account, originalTransactionID: change.originalTransactionID, bundleID: nil,
+                        environment: nil, bodyMembers: #""total":\#(total)"#
+                    )
+                ]
+            },
+            subscribers: { _ in ["backend"] }, formatTime: { String($0) }
+        )
+        let location = try DatabaseLocation.fresh(backend)
+        func open() throws -> any LedgerStore {
+            switch location {
+            case .sqlite(let path): try SQLiteLedger(path: path, clock: TestClock.fixed, outbox: counting)
+            case .postgres(let connection):
+                try PostgresLedger(connectionString: connection, clock: TestClock.fixed, outbox: counting)
+            }
+        }
+        let ledgers = try Self.replicas(backend, open)
+        let originals = (0..<8).map { "o\($0)" }
+        try ledgers[0].record(transactions: originals.map { Self.transaction("\($0)-first", original: $0) }, source: .jws)
+        _ = try ledgers[0].link(originalTransactionIDs: originals, to: "alice", source: .purchase, at: 1)
+        let failures = Atomic<Int>(0)
+        onThreads(8) { thread in
+            for index in 0..<5 {
+                do {
+                    try ledgers[thread % ledgers.count].record(
+                        transactions: [Self.transaction("o\(thread)-\(index)", original: "o\(thread)")], source: .jws
+                    )
+                } catch {
+                    failures.add(1, ordering: .relaxed)
+                }
+            }
+        }
+        #expect(failures.load(ordering: .relaxed) == 0)
+        let totals = try ledgers[0].events(OutboxQuery(account: "alice", limit: 1000))
+            .sorted { $0.sequence < $1.sequence }
+            .compactMap { event in event.body.split(separator: ":").last.flatMap { Int($0.dropLast()) } }
+        #expect(totals.count == 8 * 5 + 8)
+        #expect(totals == totals.sorted())
+        #expect(totals.last == 8 * 5 + 8)
     }
 
     // MARK: - claiming and finishing
@@ -284,8 +340,7 @@ struct OutboxTests {
     @Test(arguments: Backend.tested)
     func concurrentClaimers_neverClaimTheSameDelivery(_ backend: Backend) throws {
         let location = try DatabaseLocation.fresh(backend)
-        // Two ledgers on one database: on PostgreSQL, two replicas.
-        let ledgers = [try Self.open(location, Rules()), try Self.open(location, Rules())]
+        let ledgers = try Self.replicas(backend) { try Self.open(location, Rules()) }
         let originals = 40
         try ledgers[0].record(
             transactions: (0..<originals).map { Self.transaction("t\($0)", original: "o\($0)") }, source: .jws
@@ -295,7 +350,7 @@ struct OutboxTests {
         onThreads(8) { thread in
             for _ in 0..<4 {
                 do {
-                    let got = try ledgers[thread % 2].claimDeliveries(
+                    let got = try ledgers[thread % ledgers.count].claimDeliveries(
                         webhook: "backend", holder: "r\(thread)", now: Self.now, leaseUntil: Self.now + 60_000,
                         limit: 3
                     )

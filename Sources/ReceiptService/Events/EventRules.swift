@@ -48,7 +48,7 @@ struct EventRules: Sendable {
     func events(_ change: LedgerChange) -> [EventDraft] {
         let factsChanged =
             change.before?.transactions != change.after?.transactions || change.before?.renewal != change.after?.renewal
-        var kinds = factsChanged ? Self.factKinds(change, rules: entitlementRules) : []
+        var kinds = factsChanged ? Self.factKinds(change) : []
         if case .notification(let notification) = change.cause, let kind = Self.notificationKind(notification) {
             kinds.append(kind)
         }
@@ -74,7 +74,7 @@ struct EventRules: Sendable {
     // MARK: - Kinds
 
     /// What the diff of one original's facts shows, oldest purchase first (a backfilled history reads in order).
-    static func factKinds(_ change: LedgerChange, rules: EntitlementRules) -> [Kind] {
+    static func factKinds(_ change: LedgerChange) -> [Kind] {
         guard let after = change.after else { return [] }
         var known: [String: TransactionFacts] = [:]
         for transaction in change.before?.transactions ?? [] { known[transaction.transactionID] = transaction }

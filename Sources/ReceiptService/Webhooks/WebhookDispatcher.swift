@@ -55,6 +55,8 @@ public final class WebhookDispatcher: Sendable {
         /// `webhook_retention_days`.
         public var retentionDays = 30
         public var retrySchedule = WebhookRetrySchedule()
+        /// Who holds the leases of this dispatcher's claims; one per process unless tests run replicas side by side.
+        public var holder = WebhookDispatcher.holder
 
         public init() {}
     }
@@ -295,7 +297,7 @@ final class WebhookLane: Sendable {
                 let now = context.clock()
                 claimed = try context.outbox.withOutbox { (outbox) throws(LedgerError) in
                     try outbox.claimDeliveries(
-                        webhook: webhook.name, holder: WebhookDispatcher.holder, now: now, leaseUntil: now + lease,
+                        webhook: webhook.name, holder: context.settings.holder, now: now, leaseUntil: now + lease,
                         limit: free)
                 }
             } catch {
@@ -339,7 +341,7 @@ final class WebhookLane: Sendable {
             for item in finished {
                 kept.append(
                     try outbox.finishDelivery(
-                        eventID: item.delivery.eventID, webhook: webhook.name, holder: WebhookDispatcher.holder,
+                        eventID: item.delivery.eventID, webhook: webhook.name, holder: context.settings.holder,
                         result: item.result, at: now))
             }
             if askRetryNow { _ = try outbox.retryNow(webhook: webhook.name, at: now) }
