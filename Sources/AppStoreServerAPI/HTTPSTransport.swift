@@ -57,16 +57,19 @@ package final class HTTPSTransport: Sendable {
     package let totalTimeoutSeconds: Int
     /// An answer larger than this is abandoned: Apple's pages hold at most 20 signed items.
     package let maximumBodyBytes: Int = 8 << 20
-    package let maximumIdleHandles = 8
+    /// Handles (and their connections) kept once done: as many as the caller runs requests at once, so none is
+    /// closed only to be opened again by the next request.
+    package let maximumIdleHandles: Int
     private let idleHandles = Mutex<[EasyHandle]>([])
     private let openedConnections = Atomic<Int>(0)
     /// Also http://, for `receiptd testing notification --post` to a test server; Apple is only ever reached over
     /// https.
     package let allowsPlainHTTP: Bool
 
-    package init(caFile: String?, timeoutSeconds: Int, allowsPlainHTTP: Bool = false) {
+    package init(caFile: String?, timeoutSeconds: Int, allowsPlainHTTP: Bool = false, maximumIdleHandles: Int = 8) {
         self.caFile = caFile
         self.allowsPlainHTTP = allowsPlainHTTP
+        self.maximumIdleHandles = maximumIdleHandles
         totalTimeoutSeconds = max(1, timeoutSeconds)
         connectTimeoutSeconds = min(totalTimeoutSeconds, 10)
     }

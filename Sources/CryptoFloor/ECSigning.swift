@@ -71,7 +71,7 @@ extension X509Certificate {
     }
 }
 
-/// HMAC (RFC 2104), for forging the HS256 tokens a verifier must refuse.
+/// HMAC (RFC 2104): webhook signatures (issue 25), and forged HS256 tokens a verifier must refuse.
 package enum HMAC {
     package static func authenticationCode(key: [UInt8], data: [UInt8], digest: Digest) -> [UInt8] {
         var output = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))

@@ -22,7 +22,7 @@ struct StartupCheck: Sendable {
 
     /// What `serve` checks after parsing the configuration (which reads the trusted roots) and before it opens the
     /// store, which it does itself: it must hold the SQLite file's lock and keep the ledger it opens.
-    static let beforeServing: [StartupCheck] = [.serverAPIKeys]
+    static let beforeServing: [StartupCheck] = [.serverAPIKeys, .webhooks]
 
     /// Everything `check-config` checks: what `serve` does, and the store opened read-only, without its lock, so the
     /// check is safe beside a running server.
@@ -41,6 +41,24 @@ struct StartupCheck: Sendable {
             finding.notes.append("server_api keys: \(configuration.serverAPIApps.count) read")
         } catch {
             finding.problems.append(error.message)
+        }
+        return finding
+    }
+
+    /// Webhooks need a store: their events are written to the ledger's outbox with the facts that cause them. Their
+    /// secret files were read with the configuration.
+    static let webhooks = StartupCheck(name: "webhooks") { configuration in
+        var finding = Finding()
+        let webhooks = configuration.webhooks
+        guard !webhooks.isEmpty else { return finding }
+        if configuration.store == nil {
+            finding.problems.append(
+                "webhooks: \(webhooks.count) configured but there is no store: events are kept in the ledger's "
+                    + "outbox until delivered; add \"store\" or remove \"webhooks\"")
+        } else {
+            finding.notes.append(
+                "webhooks: \(webhooks.map(\.name).joined(separator: ", ")), delivered events kept "
+                    + "\(configuration.webhookRetentionDays) days")
         }
         return finding
     }

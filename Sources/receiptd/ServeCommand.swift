@@ -182,6 +182,20 @@ func serve(
     if let warning = configuration.authorizationWarning { log.event("warning", [("message", warning)]) }
     let sync = ServerAPISync.start(routes.intake, log: log)
     syncToStop.set(sync)
+    let dispatcher: WebhookDispatcher?
+    do {
+        dispatcher = try WebhookDispatcher.start(
+            configuration: configuration, ledger: ledger, metrics: metrics.webhooks, log: log)
+    } catch {
+        errors("receiptd: cannot start the webhooks' threads: \(error)")
+        ShutdownSignals.shutDown(
+            servers: servers, readiness: readiness, log: log, syncToStop: syncToStop, reason: "failed start")
+        for server in servers { server.waitUntilStopped() }
+        sync?.stop(within: configuration.shutdownGracePeriod)
+        signals?.cancel()
+        return ExitStatus.failure
+    }
+    syncToStop.set(dispatcher)
     started?({
         ShutdownSignals.shutDown(
             servers: servers, readiness: readiness, log: log, syncToStop: syncToStop, reason: "requested")
@@ -190,6 +204,8 @@ func serve(
     for server in servers { server.waitUntilStopped() }
     // Counted from when the shutdown began, as the servers' drain is: Apple gets no longer than the requests did.
     sync?.stop(within: configuration.shutdownGracePeriod)
+    // Tries under way end or are left to their leases; none is recorded after the store closes.
+    dispatcher?.stop(within: configuration.shutdownGracePeriod)
     signals?.cancel()
     // The servers have stopped, so no request is still writing (one past the grace period fails `unavailable`).
     closeStore()
@@ -256,12 +272,18 @@ private final class ShutdownSignals {
     }
 }
 
-/// `serve`'s background sync once it has started: the signals are watched from before it starts, and a shutdown
-/// tells it to wind down as the shutdown begins, so that its grace runs beside the servers' drain.
+/// `serve`'s background sync and webhook dispatcher once started: the signals are watched from before they start, and
+/// a shutdown tells them to wind down as the shutdown begins, so that their grace runs beside the servers' drain.
 private final class SyncToStop: Sendable {
     private let sync = Mutex<ServerAPISync?>(nil)
+    private let dispatcher = Mutex<WebhookDispatcher?>(nil)
 
     func set(_ sync: ServerAPISync?) { self.sync.withLock { $0 = sync } }
 
-    func beginStopping() { sync.withLock { $0 }?.beginStopping() }
+    func set(_ dispatcher: WebhookDispatcher?) { self.dispatcher.withLock { $0 = dispatcher } }
+
+    func beginStopping() {
+        sync.withLock { $0 }?.beginStopping()
+        dispatcher.withLock { $0 }?.beginStopping()
+    }
 }

@@ -19,6 +19,10 @@ struct MetricsExpositionTests {
         ("receiptd_server_api_last_sync_age_seconds", "gauge", ["app", "environment"]),
         ("receiptd_log_lines_dropped_total", "counter", []),
         ("receiptd_server_api_waiting_requests", "gauge", []),
+        ("receiptd_webhook_deliveries_total", "counter", ["webhook", "outcome"]),
+        ("receiptd_webhook_pending", "gauge", ["webhook"]),
+        ("receiptd_webhook_oldest_pending_seconds", "gauge", ["webhook"]),
+        ("receiptd_webhook_delivery_seconds", "histogram", []),
     ]
 
     @Test func exposition_keepsEveryFamilyWithItsTypeHelpAndLabelNames() throws {
@@ -31,6 +35,8 @@ struct MetricsExpositionTests {
         metrics.recordNotificationConflict()
         metrics.serverAPI.recordRequest(endpoint: "get_notification_history", outcome: "ok")
         metrics.serverAPI.recordSync(app: "com.example.app", environment: "Production", at: 0)
+        metrics.webhooks.register(webhook: "backend")
+        metrics.webhooks.recordTry(webhook: "backend", outcome: .retry, seconds: 0.2)
         let response = routes.handle(get("/metrics"), on: .main)
         #expect(response.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8")
 
@@ -45,6 +51,9 @@ struct MetricsExpositionTests {
         #expect(exposition.samples[#"receiptd_verdicts_total{kind="receipt",result="malformed_receipt"}"#] == 1)
         #expect(exposition.samples["receiptd_open_connections"] == 2)
         #expect(exposition.samples["receiptd_notification_conflicts_total"] == 1)
+        #expect(exposition.samples[#"receiptd_webhook_deliveries_total{webhook="backend",outcome="retry"}"#] == 1)
+        #expect(exposition.samples[#"receiptd_webhook_deliveries_total{webhook="backend",outcome="delivered"}"#] == 0)
+        #expect(exposition.samples[#"receiptd_webhook_pending{webhook="backend"}"#] == 0)
     }
 
     @Test func everyFamilyIsNamed_beforeItsFirstSample() throws {

@@ -30,10 +30,10 @@ cd "$E2E_ROOT"
 
 # Pages whose shell blocks a test runs: this one (testing.md), test-ledger-docs.sh, test-server-api-docs.sh,
 # test-auth.sh (threat-model.md), test-storekit-cli.sh (testing.md's console blocks), test-cli-docs.sh (cli.md),
-# test-accounts.sh (accounts.md). Any other page (http-api.md and
+# test-accounts.sh (accounts.md), test-webhooks.sh (events.md). Any other page (http-api.md and
 # operations.md, which README's reference moved to) must show no command, or a test must run it.
 for page in docs/*.md; do
-    case "$(basename "$page")" in testing.md | ledger.md | server-api.md | threat-model.md | cli.md | accounts.md) continue ;; esac
+    case "$(basename "$page")" in testing.md | ledger.md | server-api.md | threat-model.md | cli.md | accounts.md | events.md) continue ;; esac
     ! grep -qE '^```(sh|bash|shell|console)$' "$page" \
         || { echo "e2e: $page has a shell block that no test runs: run it from a test" >&2; exit 1; }
 done

@@ -61,7 +61,9 @@ public struct ConfigurationError: Error, Sendable, Hashable, CustomStringConvert
 /// `header_read_timeout`, `body_read_timeout`, `idle_timeout`, `shutdown_grace_period`, `log_format`, `store`
 /// (`sqlite` or `postgres`), `store_timeout`, `apps[].app_apple_id`, `api_tokens` (`name`, `sha256`, `scopes`),
 /// `public` (`host`, `port`), and per app the accounts' rules (issue 24): `apps[].entitlements` (names to product
-/// ids), `apps[].non_renewing_durations` (product ids to ISO 8601 periods), `apps[].restore_behavior`. Unknown keys
+/// ids), `apps[].non_renewing_durations` (product ids to ISO 8601 periods), `apps[].restore_behavior`, and the webhooks
+/// (issue 25): `webhooks` (`name`, `url`, `secret_file`, `events`, `apps`, `environments`, `timeout`, `allow_http`,
+/// `ca_file`) and `webhook_retention_days`. Unknown keys
 /// are refused so that a typo never silently leaves a default in force.
 public struct ServiceConfiguration: Sendable {
     /// An app whose receipts are accepted.
@@ -314,6 +316,9 @@ extension ServiceConfiguration {
             case "public": configuration.publicListener = try parsePublicListener(value, source: "config \(path)")
             case "server_api":
                 configuration.serverAPI = try reader.serverAPISettings(value, baseDirectory: baseDirectory)
+            case "webhooks": configuration.webhooks = try reader.webhooks(value, baseDirectory: baseDirectory)
+            case "webhook_retention_days":
+                configuration.webhookRetentionDays = try reader.integer(value, key, in: 1...36_500)
             default:
                 throw ConfigurationError(.unknownKey, "config \(path): \(key): unknown key")
             }

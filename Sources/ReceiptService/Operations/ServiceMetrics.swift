@@ -58,6 +58,8 @@ public final class ServiceMetrics: Sendable {
     public let registry: PrometheusCollectorRegistry
     /// Requests to Apple and sync ages (ServerAPIMetrics.swift), in the same registry.
     public let serverAPI: ServerAPIMetrics
+    /// Deliveries to webhooks and their backlogs (WebhookMetrics.swift), in the same registry.
+    public let webhooks: WebhookMetrics
 
     private let requests: [RequestKey: SeriesCounter]
     private let validations: [String: SeriesCounter]
@@ -72,6 +74,7 @@ public final class ServiceMetrics: Sendable {
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
         serverAPI = ServerAPIMetrics(registry: registry)
+        webhooks = WebhookMetrics(registry: registry)
 
         var requests: [RequestKey: SeriesCounter] = [:]
         for route in ReceiptRoutes.Route.allCases.map(\.rawValue) + [Self.unroutedRoute] {
@@ -178,7 +181,8 @@ public final class ServiceMetrics: Sendable {
     /// name on a fresh server, one that never asked Apple included.
     private static let familiesNamedBeforeTheirFirstSeries: [(MetricFamily, String)] = [
         (requestsFamily, "counter"), (ServerAPIMetrics.requestsFamily, "counter"),
-        (ServerAPIMetrics.syncAgeFamily, "gauge"),
+        (ServerAPIMetrics.syncAgeFamily, "gauge"), (WebhookMetrics.deliveriesFamily, "counter"),
+        (WebhookMetrics.pendingFamily, "gauge"), (WebhookMetrics.oldestPendingFamily, "gauge"),
     ]
 }
 

@@ -18,6 +18,10 @@ import ReceiptEngine
 /// order), `table.transactions`. An account (`/lookup?account=`): `#lookup-verdict` with `data-matched="account"`,
 /// `ul.entitlements` (one `li` per entitlement with `data-entitlement` and `data-active`), the sections above for its
 /// subscriptions, and `table.purchases` (rows with `data-transaction-id`, newest first).
+///
+/// With webhooks configured, the events sent for the account (its page) or for each subscription (an id's page):
+/// `table.webhook-events` (rows with `data-event-id`, `data-type`, `data-sequence`, `data-created-at` in Unix
+/// milliseconds, newest first), each row's `li.delivery` with `data-webhook`, `data-state` and `data-attempts`.
 enum LookupPage {
     /// What was looked up, and what the ledger knows of it.
     struct Found: Sendable {
@@ -37,7 +41,13 @@ enum LookupPage {
         var facts: SubscriptionFacts
         /// Claims by transaction id.
         var claims: [String: Claim]
+        /// The outbox's events for the original transaction, newest first; nil: not shown (no webhooks, or the
+        /// account's page lists them once for all its subscriptions).
+        var webhookEvents: [OutboxEvent]? = nil
     }
+
+    /// How many events a page lists at most: the newest, which are the ones support asks about.
+    static let webhookEventLimit = 50
 
     static func page(id: String, found: Found, now: Int64) -> String {
         var body = form(id: id)
@@ -105,7 +115,8 @@ enum LookupPage {
     /// An account: what it may use now (a line per entitlement: active or not, until when, why), each subscription's
     /// timeline, then every purchase linked to it.
     static func accountPage(
-        account: String, summary: AccountSummary, subscriptions: [Subscription], now: Int64
+        account: String, summary: AccountSummary, subscriptions: [Subscription], webhookEvents: [OutboxEvent]? = nil,
+        now: Int64
     ) -> String {
         var body = form(id: "", account: account)
         body += "<p id=\"lookup-verdict\" data-state=\"found\" data-matched=\"account\">"
@@ -153,6 +164,9 @@ enum LookupPage {
         }
         if purchases.isEmpty { body += "<tr><td colspan=\"7\">No purchase is linked to the account.</td></tr>\n" }
         body += "</tbody>\n</table>\n"
+        if let webhookEvents {
+            body += "<h2>Webhook events</h2>\n" + webhookTable(webhookEvents, of: "the account")
+        }
         return document(title: "Lookup: account", body: body)
     }
 
@@ -227,7 +241,57 @@ enum LookupPage {
         if facts.transactions.isEmpty {
             html += "<tr><td colspan=\"6\">Known only through renewal info: no transaction has reached the ledger.</td></tr>\n"
         }
-        return html + "</tbody>\n</table>\n</section>\n"
+        html += "</tbody>\n</table>\n"
+        if let events = subscription.webhookEvents {
+            let subject = facts.isAutoRenewable ? "this subscription" : "this purchase"
+            html += "<h3>Webhook events</h3>\n" + webhookTable(events, of: subject)
+        }
+        return html + "</section>\n"
+    }
+
+    /// The events the outbox holds for an account or a subscription, and how each webhook's delivery stands: what
+    /// support checks when the backend says it never heard of a renewal or a refund.
+    private static func webhookTable(_ events: [OutboxEvent], of subject: String) -> String {
+        let truncated = events.count >= webhookEventLimit ? " (the latest \(webhookEventLimit))" : ""
+        var html = "<table class=\"webhook-events\">\n"
+            + "<caption>Events sent to the backend's webhooks for \(escape(subject)), "
+            + "newest first\(truncated)</caption>\n"
+            + "<thead><tr><th scope=\"col\">Created (UTC)</th><th scope=\"col\">Event</th>"
+            + "<th scope=\"col\">Sequence</th><th scope=\"col\">Id</th><th scope=\"col\">Deliveries</th></tr></thead>\n"
+            + "<tbody>\n"
+        for event in events {
+            html += "<tr data-event-id=\"\(escape(event.id))\" data-type=\"\(escape(event.type))\" "
+                + "data-sequence=\"\(event.sequence)\" data-created-at=\"\(event.createdAt)\">"
+                + "<td>\(escape(dateText(event.createdAt)))</td><td class=\"mono\">\(escape(event.type))</td>"
+                + "<td>\(event.sequence)</td><td class=\"mono\">\(escape(event.id))</td><td><ul class=\"deliveries\">"
+            for delivery in event.deliveries {
+                html += "<li class=\"delivery\" data-webhook=\"\(escape(delivery.webhook))\" "
+                    + "data-state=\"\(delivery.state.rawValue)\" data-attempts=\"\(delivery.attempts)\">"
+                    + "<span class=\"mono\">\(escape(delivery.webhook))</span>: \(escape(deliveryText(delivery)))</li>"
+            }
+            html += "</ul></td></tr>\n"
+        }
+        if events.isEmpty {
+            html += "<tr><td colspan=\"5\">No event has been written for \(escape(subject)).</td></tr>\n"
+        }
+        return html + "</tbody>\n</table>\n"
+    }
+
+    private static func deliveryText(_ delivery: OutboxEvent.Delivery) -> String {
+        var text: String
+        switch delivery.state {
+        case .delivered: text = "delivered" + (delivery.deliveredAt.map { " " + dateText($0) } ?? "")
+        case .pending: text = "pending" + (delivery.nextAttemptAt.map { ", next try " + dateText($0) } ?? "")
+        case .failed: text = "failed (no 2xx for 72 hours; receiptd webhooks replay sends it again)"
+        }
+        text += ", \(delivery.attempts) \(delivery.attempts == 1 ? "attempt" : "attempts")"
+        switch (delivery.lastStatus, delivery.lastError) {
+        case (let status?, let error?): text += ", last HTTP \(status): \(error)"
+        case (let status?, nil) where delivery.state != .delivered: text += ", last HTTP \(status)"
+        case (nil, let error?): text += ", last error: \(error)"
+        default: break
+        }
+        return text
     }
 
     /// The subscription's status now: the same `status` as `GET /v1/subscriptions/{id}`, and one-time purchases named
@@ -385,6 +449,9 @@ enum LookupPage {
         caption { text-align: left; color: var(--muted); font-size: .85rem; padding-bottom: .3rem; }
         th, td { text-align: left; padding: .3rem .5rem; border-bottom: 1px solid var(--line); vertical-align: top; }
         th { color: var(--muted); font-weight: 600; }
+        ul.deliveries { list-style: none; margin: 0; padding: 0; }
+        li.delivery[data-state=failed] { color: #b3261e; }
+        li.delivery[data-state=pending] { color: #8a5a00; }
 
         """
 }

@@ -49,7 +49,9 @@ extension ReceiptRoutes {
                 let subscriptions = try ledger.withStore { (store) throws(LedgerError) in
                     var subscriptions: [LookupPage.Subscription] = []
                     for original in originals {
-                        if let found = try subscriptionWithClaims(originalTransactionID: original, store: store) {
+                        if let found = try subscriptionWithClaims(
+                            originalTransactionID: original, withWebhookEvents: true, store: store)
+                        {
                             subscriptions.append(found)
                         }
                     }
@@ -100,7 +102,7 @@ extension ReceiptRoutes {
                 "?account= must be 1 to \(Self.maximumAccountBytes) bytes of UTF-8 without control characters"))
         }
         let now = ReceiptDate(clock()).millisecondsSince1970
-        let found: (AccountSnapshot, [LookupPage.Subscription])?
+        let found: (AccountSnapshot, [LookupPage.Subscription], [OutboxEvent]?)?
         do {
             found = try ledger.withStore { (store) throws(LedgerError) in
                 guard let snapshot = try store.account(account) else { return nil }
@@ -108,21 +110,23 @@ extension ReceiptRoutes {
                 for link in snapshot.record.links.sorted(by: { $0.originalTransactionID < $1.originalTransactionID }) {
                     guard snapshot.subscriptions[link.originalTransactionID]?.isAutoRenewable == true,
                         let subscription = try subscriptionWithClaims(
-                            originalTransactionID: link.originalTransactionID, store: store)
+                            originalTransactionID: link.originalTransactionID, withWebhookEvents: false, store: store)
                     else { continue }
                     subscriptions.append(subscription)
                 }
-                return (snapshot, subscriptions)
+                // The account's own stream, once, rather than again under each of its subscriptions.
+                let events = try webhookEvents(OutboxQuery(account: account), store: store)
+                return (snapshot, subscriptions, events)
             }
         } catch {
             return failure(Self.storeProblem(error))
         }
-        guard let (snapshot, subscriptions) = found else { return failure(Self.accountNotFound) }
+        guard let (snapshot, subscriptions, events) = found else { return failure(Self.accountNotFound) }
         let summary = AccountSummary(snapshot: snapshot, configuration: configuration, at: now)
         return html(
             status: .ok,
             LookupPage.accountPage(
-                account: account, summary: summary, subscriptions: subscriptions, now: now))
+                account: account, summary: summary, subscriptions: subscriptions, webhookEvents: events, now: now))
     }
 
     /// A transaction id first (an original transaction id is also its first transaction's id), then an original
@@ -130,18 +134,24 @@ extension ReceiptRoutes {
     private func lookUpInLedger(_ id: String, store: any LedgerStore) throws(LedgerError) -> LookupPage.Found? {
         if let record = try store.transaction(id: id) {
             let original = record.facts.originalTransactionID
-            guard let subscription = try subscriptionWithClaims(originalTransactionID: original, store: store) else {
+            guard
+                let subscription = try subscriptionWithClaims(
+                    originalTransactionID: original, withWebhookEvents: true, store: store)
+            else {
                 return nil
             }
             return LookupPage.Found(
                 matchedAs: original == id ? .originalTransaction : .transaction, subscriptions: [subscription])
         }
-        guard let subscription = try subscriptionWithClaims(originalTransactionID: id, store: store) else { return nil }
+        guard
+            let subscription = try subscriptionWithClaims(
+                originalTransactionID: id, withWebhookEvents: true, store: store)
+        else { return nil }
         return LookupPage.Found(matchedAs: .originalTransaction, subscriptions: [subscription])
     }
 
     private func subscriptionWithClaims(
-        originalTransactionID: String, store: any LedgerStore
+        originalTransactionID: String, withWebhookEvents: Bool, store: any LedgerStore
     ) throws(LedgerError) -> LookupPage.Subscription? {
         guard let facts = try ledger.subscription(originalTransactionID: originalTransactionID, in: store) else {
             return nil
@@ -152,6 +162,17 @@ extension ReceiptRoutes {
                 claims[transaction.transactionID] = claim
             }
         }
-        return LookupPage.Subscription(facts: facts, claims: claims)
+        let events =
+            withWebhookEvents
+            ? try webhookEvents(OutboxQuery(originalTransactionID: originalTransactionID), store: store) : nil
+        return LookupPage.Subscription(facts: facts, claims: claims, webhookEvents: events)
+    }
+
+    /// Nil without webhooks: then the outbox stays empty and the page neither asks nor shows it.
+    private func webhookEvents(_ query: OutboxQuery, store: any LedgerStore) throws(LedgerError) -> [OutboxEvent]? {
+        guard !configuration.webhooks.isEmpty else { return nil }
+        var query = query
+        query.limit = LookupPage.webhookEventLimit
+        return try store.events(query)
     }
 }

@@ -1,3 +1,5 @@
+import ReceiptEngine
+
 /// What one POST to a webhook got back.
 public struct WebhookAnswer: Sendable, Hashable {
     /// The receiver's HTTP status; nil when no answer came (`error` says why).
@@ -17,9 +19,38 @@ public struct WebhookAnswer: Sendable, Hashable {
 }
 
 extension Webhook {
-    // PLACEHOLDER for the webhook-delivery branch, which signs and sends.
-    /// Sends a `TEST` event to this webhook now, outside the outbox (`receiptd webhooks test NAME`).
+    /// Sends a `TEST` event to this webhook now, outside the outbox (`receiptd webhooks test NAME`): signed like any
+    /// event, sent once, never retried.
     public func sendTest(at unixMilliseconds: Int64) -> WebhookAnswer {
-        WebhookAnswer(status: nil, error: "not implemented", bodyPrefix: "", seconds: 0)
+        let eventID = Self.testEventID()
+        return WebhookSender(webhook: self).send(
+            eventID: eventID, body: Self.testEventBody(id: eventID, at: unixMilliseconds), at: unixMilliseconds)
     }
+
+    /// `evt_test_` and 32 random hex digits: never the id of a stored event.
+    static func testEventID() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let digits = (0..<2).map { _ in
+            let text = String(generator.next() as UInt64, radix: 16)
+            return String(repeating: "0", count: 16 - text.count) + text
+        }
+        return "evt_test_" + digits.joined()
+    }
+
+    /// A `TEST` event's body: every member of an event (docs/events.md), none of them about a purchase.
+    static func testEventBody(id: String, at unixMilliseconds: Int64) -> [UInt8] {
+        let body = "{\"id\":\"\(id)\",\"type\":\"\(EventType.test.rawValue)\","
+            + "\"created_at\":\"\(eventTimeText(unixMilliseconds))\",\"sequence\":0,"
+            + "\"environment\":null,\"app\":null,\"account\":null,\"entitlements\":[],\"product_id\":null,"
+            + "\"original_transaction_id\":null,\"transaction\":null,\"subscription\":null,\"notification\":null}"
+        return Array(body.utf8)
+    }
+}
+
+/// `created_at` as events carry it: ISO 8601 UTC with milliseconds, `2026-11-27T04:10:36.123Z`.
+func eventTimeText(_ unixMilliseconds: Int64) -> String {
+    let whole = ReceiptDate(millisecondsSince1970: unixMilliseconds).rfc3339
+    let milliseconds = Int((unixMilliseconds % 1000 + 1000) % 1000)
+    let digits = String(milliseconds)
+    return whole.dropLast() + "." + String(repeating: "0", count: 3 - digits.count) + digits + "Z"
 }
