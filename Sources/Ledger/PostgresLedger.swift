@@ -1,6 +1,6 @@
 internal import Dispatch
 
-/// The ledger in a PostgreSQL database: one libpq connection writes with group commit (``PostgresWriter``), a small
+/// The ledger in a PostgreSQL database: a few libpq connections write with group commit (``PostgresWriter``), a small
 /// pool of others reads.
 ///
 /// Several receiptd processes may share one database: claims and notification uuids are decided by primary keys, and
@@ -9,7 +9,7 @@ internal import Dispatch
 public final class PostgresLedger: LedgerStore {
     let records: LedgerRecords<PostgresDatabase>
 
-    /// Connects, migrates the schema, and keeps up to `poolSize` reading connections and one writing connection open.
+    /// Connects, migrates the schema, and keeps up to `poolSize` reading connections and the writer's connections open.
     ///
     /// - Parameter timeout: the longest a call waits for a connection and for each transaction's answers, in
     ///   seconds; also the server's `statement_timeout` unless the connection string's `options` set one.

@@ -2,13 +2,13 @@ internal import Dispatch
 internal import Glibc
 internal import Synchronization
 
-/// The PostgreSQL connection that writes, with group commit.
+/// The PostgreSQL connections that write, with group commit.
 ///
 /// Every COMMIT waits for the server to flush its write-ahead log; one connection per request makes each request pay
-/// a flush and the server serialize them. Callers enqueue their work and block; a serial queue drains everything
-/// pending into one transaction (each piece in its own savepoint, so a piece that fails, a unique violation say, is
-/// undone alone), commits once, then wakes each caller with its own result. Pieces run in arrival order, so a
-/// duplicate uuid later in a group sees the earlier insert.
+/// a flush and the server serialize them. Callers enqueue their work and block; each of a few writer connections, on
+/// its own serial queue, drains what is pending into one transaction (each piece in its own savepoint, so a piece that
+/// fails, a unique violation say, is undone alone), commits once, then wakes each caller with its own result. Pieces
+/// of a group run in arrival order, so a duplicate uuid later in a group sees the earlier insert.
 ///
 /// Other processes sharing the database still write beside it: the pieces take the same row locks as before, only
 /// held until the group commits. A piece that loses a deadlock or a serialization conflict is retried once in a fresh
@@ -20,7 +20,14 @@ final class PostgresWriter: Sendable {
     struct Limits: Sendable {
         var groupSize = 256
         var pending = 512
+        /// Writer connections. A group waits on round trips to the server statement by statement; more than one lets
+        /// the server work on one group while receiptd prepares the next.
+        var writers = PostgresWriter.defaultWriters
     }
+
+    /// As many as the reading pool's default: the server sees no more concurrent writers than it did before group
+    /// commit (measured: 2, 4 and 8 within the noise of this 2-core machine, BENCHMARKS.md).
+    static let defaultWriters = 4
 
     /// How long the writer waits for the callers it just woke to come back (in 100 µs steps), as in ``SQLiteWriter``.
     static let lingerSteps = 10
@@ -29,15 +36,23 @@ final class PostgresWriter: Sendable {
     /// store_timeout: the longest one group may take, connecting included.
     private let timeout: Double
     private let connect: @Sendable (_ deadline: DispatchTime) throws(LedgerError) -> PostgresConnection
-    private let queue = DispatchQueue(label: "receiptd.ledger.postgres-writer")
-    private let state = Mutex(State())
-    /// Touched only on `queue`; the mutex makes that visible to the compiler.
-    private let openConnection = Mutex<PostgresConnection?>(nil)
+    private let lanes: [Lane]
+    private let state: Mutex<State>
 
     private struct State {
         var pending: [any GroupedWrite] = []
-        var draining = false
+        /// Lanes not draining, ready to take the next write.
+        var idleLanes: [Int]
         var isClosed = false
+    }
+
+    /// One writer connection and the serial queue it is used on.
+    private final class Lane: Sendable {
+        let queue: DispatchQueue
+        /// Touched only on `queue`; the mutex makes that visible to the compiler.
+        let connection = Mutex<PostgresConnection?>(nil)
+
+        init(_ number: Int) { queue = DispatchQueue(label: "receiptd.ledger.postgres-writer-\(number)") }
     }
 
     init(
@@ -47,6 +62,9 @@ final class PostgresWriter: Sendable {
         self.timeout = timeout
         self.limits = limits
         self.connect = connect
+        let count = max(1, limits.writers)
+        lanes = (0..<count).map(Lane.init)
+        state = Mutex(State(idleLanes: Array((0..<count).reversed())))
     }
 
     /// Runs `body` in the next group transaction and returns after that transaction committed.
@@ -54,17 +72,15 @@ final class PostgresWriter: Sendable {
         _ body: @escaping @Sendable (any SQLConnection) throws(LedgerError) -> Result
     ) throws(LedgerError) -> Result {
         let write = PendingWrite(body)
-        let startDrain = try state.withLock { (state) throws(LedgerError) in
+        let idleLane = try state.withLock { (state) throws(LedgerError) -> Int? in
             guard !state.isClosed else { throw LedgerError(.unavailable, "the ledger is closed") }
             guard state.pending.count < limits.pending else {
                 throw LedgerError(.busy, "\(limits.pending) writes already wait for the PostgreSQL writer")
             }
             state.pending.append(write)
-            if state.draining { return false }
-            state.draining = true
-            return true
+            return state.idleLanes.popLast()
         }
-        if startDrain { queue.async { self.drain() } }
+        if let idleLane { lanes[idleLane].queue.async { self.drain(lane: idleLane) } }
         // A group may start just before the caller's wait does and take all of store_timeout: a little more than that
         // lets its own verdict (a statement timeout, a lost connection) reach the caller first.
         return try write.wait(timeout: timeout + 0.5, database: "PostgreSQL")
@@ -76,17 +92,17 @@ final class PostgresWriter: Sendable {
     /// Refuses new writes, lets the queued ones commit, then closes the connection.
     func close() {
         state.withLock { $0.isClosed = true }
-        // The queue is serial: this runs after the drain that takes the writes queued before the flag was set.
-        queue.sync { openConnection.withLock { $0 = nil } }
+        // Each queue is serial: this runs after the drain that takes the writes queued before the flag was set.
+        for lane in lanes { lane.queue.sync { lane.connection.withLock { $0 = nil } } }
     }
 
-    private func drain() {
+    private func drain(lane: Int) {
         var previousGroupSize = 0
         while true {
             if previousGroupSize > 1 { awaitReturningWriters(previousGroupSize) }
             let group: [any GroupedWrite] = state.withLock { state in
                 guard !state.pending.isEmpty else {
-                    state.draining = false
+                    state.idleLanes.append(lane)
                     return []
                 }
                 let count = min(state.pending.count, limits.groupSize)
@@ -95,7 +111,7 @@ final class PostgresWriter: Sendable {
                 return group
             }
             if group.isEmpty { return }
-            commit(group)
+            commit(group, on: lanes[lane])
             previousGroupSize = group.count
         }
     }
@@ -109,15 +125,15 @@ final class PostgresWriter: Sendable {
         }
     }
 
-    private func commit(_ group: [any GroupedWrite]) {
+    private func commit(_ group: [any GroupedWrite], on lane: Lane) {
         let deadline = DispatchTime.now() + timeout
         do throws(LedgerError) {
-            let connection = try begin(until: deadline)
+            let connection = try begin(on: lane, until: deadline)
             for write in group { try run(write, on: connection) }
             try connection.execute("COMMIT")
         } catch {
             let failure = groupFailure(error)
-            openConnection.withLock { connection in
+            lane.connection.withLock { connection in
                 guard let open = connection else { return }
                 if open.isUsable { try? open.execute("ROLLBACK") }
                 if !open.isUsable { connection = nil }
@@ -129,8 +145,8 @@ final class PostgresWriter: Sendable {
     }
 
     /// The writer's connection with a transaction begun, connecting first if there is none or it broke.
-    private func begin(until deadline: DispatchTime) throws(LedgerError) -> PostgresConnection {
-        let (connection, reused) = try openConnection.withLock { (connection) throws(LedgerError) in
+    private func begin(on lane: Lane, until deadline: DispatchTime) throws(LedgerError) -> PostgresConnection {
+        let (connection, reused) = try lane.connection.withLock { (connection) throws(LedgerError) in
             if let open = connection, open.isUsable { return (open, true) }
             connection = nil
             let fresh = try connect(deadline)

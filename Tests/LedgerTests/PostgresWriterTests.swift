@@ -61,7 +61,8 @@ struct PostgresWriterTests {
         let connectionString: String
         let gatekeeper: PostgresConnection
 
-        init(timeout: Double = 5, limits: PostgresWriter.Limits = PostgresWriter.Limits()) throws {
+        /// One writer connection, so that the writes after the gate wait in its queue.
+        init(timeout: Double = 5, limits: PostgresWriter.Limits = PostgresWriter.Limits(writers: 1)) throws {
             connectionString = try PostgresCluster.shared.get().newDatabase()
             ledger = try PostgresLedger(
                 connectionString: connectionString, poolSize: 2, schemaVersion: LedgerSchema.latestVersion,
@@ -143,7 +144,7 @@ struct PostgresWriterTests {
     }
 
     @Test func fullWriterQueue_turnsTheNextWriteAwayBusy_andTheQueuedOnesStillCommit() throws {
-        let gated = try GatedLedger(limits: PostgresWriter.Limits(groupSize: 1, pending: 2))
+        let gated = try GatedLedger(limits: PostgresWriter.Limits(groupSize: 1, pending: 2, writers: 1))
         let writes = Writes()
         try gated.holdWriter(writes)
         try writes.start("first", on: gated.ledger, Self.insert(1))
