@@ -14,6 +14,11 @@ final class PostgresConnection: PooledConnection, @unchecked Sendable {
     var deadline = DispatchTime.distantFuture
     /// A statement left unanswered leaves libpq mid-protocol: such a connection is closed, never reused.
     private var abandoned = false
+    /// Statements parsed and planned once on this connection, by SQL text: the server otherwise spends more time
+    /// parsing and planning the ledger's short statements than running them.
+    private var preparedNames: [String: String] = [:]
+    /// Beyond this many, statements go unnamed: SQL built for a number of ids must not fill the server's memory.
+    static let maximumPreparedStatements = 128
 
     /// Connects within `deadline` (`timeout` from now by default).
     ///
@@ -53,6 +58,8 @@ final class PostgresConnection: PooledConnection, @unchecked Sendable {
 
     /// Reconnects with the same parameters within `deadline`, after the server went away and came back.
     func reset() throws(LedgerError) {
+        // A new session knows none of the old one's prepared statements.
+        preparedNames = [:]
         guard PQresetStart(handle) == 1 else { throw connectionError("reconnecting") }
         try awaitConnection("reconnecting", until: deadline) { PQresetPoll($0) }
     }
@@ -110,9 +117,14 @@ final class PostgresConnection: PooledConnection, @unchecked Sendable {
                 texts.append(text)
             }
         }
+        let name = try preparedName(sql, parameterCount: texts.count)
         // Parameters travel apart from the SQL text, in text format, typed by the server from their context.
         let sent = withOptionalCStringArray(texts) { values in
-            PQsendQueryParams(handle, sql, Int32(texts.count), nil, values, nil, nil, 0)
+            if let name {
+                PQsendQueryPrepared(handle, name, Int32(texts.count), values, nil, nil, 0)
+            } else {
+                PQsendQueryParams(handle, sql, Int32(texts.count), nil, values, nil, nil, 0)
+            }
         }
         guard sent == 1 else { throw connectionError("sending a statement") }
         let result = try awaitResult()
@@ -141,6 +153,26 @@ final class PostgresConnection: PooledConnection, @unchecked Sendable {
         default:
             throw statementError(result)
         }
+    }
+
+    /// The name `sql` is prepared under on this connection, preparing it first; nil for statements sent unnamed:
+    /// transaction control (which may have to run in an aborted transaction, where the server refuses to prepare
+    /// anything) and any beyond ``maximumPreparedStatements``.
+    private func preparedName(_ sql: String, parameterCount: Int) throws(LedgerError) -> String? {
+        if let name = preparedNames[sql] { return name }
+        guard preparedNames.count < Self.maximumPreparedStatements,
+            ["SELECT", "INSERT", "UPDATE", "DELETE", "WITH"].contains(
+                where: sql.drop(while: \.isWhitespace).prefix(6).uppercased().hasPrefix)
+        else { return nil }
+        let name = "receiptd_\(preparedNames.count)"
+        guard PQsendPrepare(handle, name, sql, Int32(parameterCount), nil) == 1 else {
+            throw connectionError("preparing a statement")
+        }
+        let result = try awaitResult()
+        defer { PQclear(result) }
+        guard PQresultStatus(result) == PGRES_COMMAND_OK else { throw statementError(result) }
+        preparedNames[sql] = name
+        return name
     }
 
     /// Sends what libpq buffered and collects the statement's one result, waiting on the socket until `deadline`.

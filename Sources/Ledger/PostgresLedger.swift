@@ -1,4 +1,7 @@
-/// The ledger in a PostgreSQL database, over a small pool of libpq connections.
+internal import Dispatch
+
+/// The ledger in a PostgreSQL database: a few libpq connections write with group commit (``PostgresWriter``), a small
+/// pool of others reads.
 ///
 /// Several receiptd processes may share one database: claims and notification uuids are decided by primary keys, and
 /// migrations take an advisory lock. When the server goes away, calls fail with `unavailable`; the next call after it
@@ -6,7 +9,7 @@
 public final class PostgresLedger: LedgerStore {
     let records: LedgerRecords<PostgresDatabase>
 
-    /// Connects, migrates the schema, and keeps up to `poolSize` connections open.
+    /// Connects, migrates the schema, and keeps up to `poolSize` reading connections and the writer's connections open.
     ///
     /// - Parameter timeout: the longest a call waits for a connection and for each transaction's answers, in
     ///   seconds; also the server's `statement_timeout` unless the connection string's `options` set one.
@@ -25,16 +28,21 @@ public final class PostgresLedger: LedgerStore {
     }
 
     /// `schemaVersion` below the latest exists for migration tests.
+    /// `writerLimits` below the defaults exist for tests of a full writer queue.
     init(
         connectionString: String, poolSize: Int, schemaVersion: Int,
         timeout: Double = LedgerConfiguration.defaultTimeout, clock: @escaping LedgerClock,
-        linkRules: AccountLinkRules = .transferAlways, outbox: OutboxRules = .none
+        linkRules: AccountLinkRules = .transferAlways, outbox: OutboxRules = .none,
+        writerLimits: PostgresWriter.Limits = PostgresWriter.Limits()
     ) throws(LedgerError) {
         try PostgresConnection.checkParses(connectionString)
-        let pool = ConnectionPool(capacity: poolSize, timeout: timeout) { deadline throws(LedgerError) in
+        let connect: @Sendable (DispatchTime) throws(LedgerError) -> PostgresConnection = { deadline throws(LedgerError) in
             try PostgresConnection(connectionString: connectionString, timeout: timeout, deadline: deadline)
         }
-        let database = PostgresDatabase(pool: pool)
+        let database = PostgresDatabase(
+            pool: ConnectionPool(capacity: poolSize, timeout: timeout, open: connect),
+            writer: PostgresWriter(timeout: timeout, limits: writerLimits, connect: connect)
+        )
         try database.transaction(begin: "BEGIN") { connection throws(LedgerError) in
             // Two processes starting at once must not both create the tables.
             try connection.execute("SELECT pg_advisory_xact_lock($1)", [.integer(Self.migrationLock)])
@@ -51,18 +59,24 @@ public final class PostgresLedger: LedgerStore {
     /// PostgreSQL finds its own damage on the pages a statement reads; a read that answers is all that can be asked.
     public func checkIntegrity() throws(LedgerError) { try records.ping() }
 
-    /// Closes the pool's connections (each one in use as it comes back); later calls fail `unavailable`.
-    public func close() throws(LedgerError) { records.database.pool.close() }
+    /// Lets the queued writes commit, then closes the writer's connection and the pool's (each one in use as it comes
+    /// back); later calls fail `unavailable`.
+    public func close() throws(LedgerError) {
+        records.database.writer.close()
+        records.database.pool.close()
+    }
 }
 
 struct PostgresDatabase: LedgerDatabase {
     let pool: ConnectionPool<PostgresConnection>
+    let writer: PostgresWriter
 
     func write<Result: Sendable>(
         _ body: @escaping @Sendable (any SQLConnection) throws(LedgerError) -> Result
     ) throws(LedgerError) -> Result {
-        // READ COMMITTED: after waiting on a conflicting insert, the read-back sees the row that won.
-        try transaction(begin: "BEGIN", body)
+        // READ COMMITTED (the writer's BEGIN): after waiting on a conflicting insert, the read-back sees the row that
+        // won.
+        try writer.write(body)
     }
 
     func read<Result>(_ body: (any SQLConnection) throws(LedgerError) -> Result) throws(LedgerError) -> Result {

@@ -62,7 +62,7 @@ final class SQLiteWriter: Sendable {
         }
         if startDrain { queue.async { self.drain() } }
         do throws(LedgerError) {
-            return try write.wait(timeout: timeout)
+            return try write.wait(timeout: timeout, database: "SQLite")
         } catch where error.reason == .timeout && state.withLock({ $0.lastGroupFailure }) == .locked {
             // Queued behind groups that each waited out busy_timeout for a lock another process holds: the lock is
             // the cause, not the disk.
@@ -138,7 +138,7 @@ final class SQLiteWriter: Sendable {
         do throws(LedgerError) {
             for write in group {
                 try connection.execute("SAVEPOINT grouped_write")
-                if write.run(connection) {
+                if write.run(connection) == nil {
                     try connection.execute("RELEASE grouped_write")
                 } else {
                     try connection.execute("ROLLBACK TO grouped_write")
@@ -154,59 +154,5 @@ final class SQLiteWriter: Sendable {
         }
         state.withLock { $0.lastGroupFailure = nil }
         for write in group { write.finish(nil) }
-    }
-}
-
-/// A queued write as the writer sees it, whatever its result type.
-private protocol GroupedWrite: Sendable {
-    /// Runs the work inside the open transaction; false if it failed and its savepoint must be rolled back.
-    func run(_ connection: SQLiteConnection) -> Bool
-    /// Wakes the caller: with the work's own result, or with `failure` when the group did not commit.
-    func finish(_ failure: LedgerError?)
-}
-
-/// One caller's work and, once the group is done, its result.
-///
-/// `outcome` is written on the writer queue before `done` is signalled and read by the caller after waiting on
-/// `done`; the semaphore orders the two, which the `@unchecked Sendable` relies on.
-private final class PendingWrite<Result: Sendable>: GroupedWrite, @unchecked Sendable {
-    private let body: @Sendable (any SQLConnection) throws(LedgerError) -> Result
-    private var outcome: Swift.Result<Result, LedgerError>?
-    private let done = DispatchSemaphore(value: 0)
-
-    init(_ body: @escaping @Sendable (any SQLConnection) throws(LedgerError) -> Result) {
-        self.body = body
-    }
-
-    func run(_ connection: SQLiteConnection) -> Bool {
-        do throws(LedgerError) {
-            outcome = .success(try body(connection))
-            return true
-        } catch {
-            outcome = .failure(error)
-            return false
-        }
-    }
-
-    func finish(_ failure: LedgerError?) {
-        if let failure {
-            // A piece that failed on its own keeps its own reason; the others learn the group did not commit.
-            switch outcome {
-            case .failure?: break
-            case .success?, nil: outcome = .failure(failure)
-            }
-        }
-        done.signal()
-    }
-
-    func wait(timeout: Double) throws(LedgerError) -> Result {
-        // A disk that stalls (a network volume, a dying device) must not hold the caller longer than store_timeout.
-        // The write may still commit after the caller was told it failed; notifications and receipts are idempotent,
-        // so the retry that follows changes nothing.
-        guard done.wait(timeout: LedgerDeadline.bounding(.now() + timeout)) == .success else {
-            throw LedgerError(.unavailable, "the SQLite write did not commit within \(timeout) s", reason: .timeout)
-        }
-        guard let outcome else { throw LedgerError(.queryFailed, "a grouped write finished without a result") }
-        return try outcome.get()
     }
 }

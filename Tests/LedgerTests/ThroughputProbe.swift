@@ -3,7 +3,8 @@ import Ledger
 import TestSupport
 import Testing
 
-/// How many notifications per second SQLite commits durably with concurrent writers. A measurement, not a test: it
+/// How many notifications per second each backend commits durably with concurrent writers (PostgreSQL: the shared
+/// test cluster, which runs with `fsync=off`, so its figures omit the flush). A measurement, not a test: it
 /// asserts nothing about time and runs only on request:
 ///
 ///     RECEIPTD_LEDGER_THROUGHPUT=1 swift test --filter ThroughputProbe
@@ -12,9 +13,13 @@ import Testing
 /// its own thread's call and returned only after its group committed with `synchronous=FULL`.
 @Suite(.serialized, .enabled(if: ProcessInfo.processInfo.environment["RECEIPTD_LEDGER_THROUGHPUT"] == "1"))
 struct ThroughputProbe {
-    @Test(arguments: [1, 8, 16, 32])
-    func committedNotificationsPerSecond(writers: Int) throws {
-        let ledger = try SQLiteLedger(path: Scratch.newPath("throughput.sqlite"))
+    @Test(arguments: Backend.tested, [1, 8, 16, 32])
+    func committedNotificationsPerSecond(_ backend: Backend, writers: Int) throws {
+        let ledger: any LedgerStore =
+            switch backend {
+            case .sqlite: try SQLiteLedger(path: Scratch.newPath("throughput.sqlite"))
+            case .postgres: try PostgresLedger(connectionString: try PostgresCluster.shared.get().newDatabase())
+            }
         let perWriter = 4000 / writers
         let payload = String(repeating: "x", count: 4096)
         let start = ContinuousClock.now
@@ -35,7 +40,7 @@ struct ThroughputProbe {
         }
         let seconds = (ContinuousClock.now - start) / .seconds(1)
         let stored = try ledger.counts().notifications
-        print("ledger throughput: \(writers) writers, \(stored) notifications, \(Int(Double(stored) / seconds))/s")
+        print("ledger throughput: \(backend), \(writers) writers, \(stored) notifications, \(Int(Double(stored) / seconds))/s")
         #expect(stored == Int64(perWriter * writers))
     }
 }

@@ -44,20 +44,7 @@ func ledgerCosts(receipt: [UInt8], senders: Int, postgres: String?) {
     var notificationConfiguration = ServiceConfiguration()
     notificationConfiguration.trustAnchors = [authority.rootAnchor]
     let count = 2_000
-    var forged: [[UInt8]] = []
-    let signed = Date().addingTimeInterval(-60)
-    for index in 0..<count {
-        var transaction = TransactionBlueprint(bundleID: "com.example.bench", signedDate: signed)
-        transaction.transactionID = String(3_000_000 + index)
-        transaction.originalTransactionID = String(2_000_000 + index % 200)
-        var renewal = RenewalInfoBlueprint(signedDate: signed)
-        renewal.originalTransactionID = transaction.originalTransactionID
-        var notification = NotificationBlueprint(type: "DID_RENEW", bundleID: "com.example.bench", signedDate: signed)
-        notification.signedTransactionInfo = try! authority.sign(transaction.payload)
-        notification.signedRenewalInfo = try! authority.sign(renewal.payload)
-        forged.append(Array("{\"signedPayload\": \"\(try! authority.sign(notification.payload))\"}".utf8))
-    }
-    let bodies = forged
+    let bodies = forgedNotificationBodies(count: count, authority: authority)
     var stores: [(name: String, store: any LedgerStore)] = [("SQLite", try! SQLiteLedger(path: folder + "/notifications.sqlite"))]
     if let postgres { stores.append(("PostgreSQL", try! PostgresLedger(connectionString: postgres))) }
     for (name, store) in stores {

@@ -23,6 +23,8 @@ import StoreKitJWS
 // receipt-bench write-real-path --out DIR                that JWS, its test root and a serve config, for wrk and scripts
 // receipt-bench ledger --fixtures DIR [--count SENDERS] [--postgres CONNINFO]
 //                                                        the ledger beside a validation; notifications committed/s
+// receipt-bench forge-notifications --out DIR [--count N]   N distinct forged notifications (files) and their test
+//                                                        root, for Benchmarks/scripts/ingest.sh
 // receipt-bench accounts [--count N]                     issue 24: an account of 3 subscriptions and 200 transactions
 //                                                        against each subscription, and token linking's cost, on
 //                                                        SQLite; N interleaved repetitions (default 400)
@@ -88,6 +90,10 @@ func row(_ label: String, _ value: String, _ note: String = "") {
 }
 
 let arguments = Arguments(Array(CommandLine.arguments.dropFirst()))
+if arguments.mode == "forge-notifications" {
+    writeIngestNotifications(count: arguments.count, to: arguments.out)
+    exit(0)
+}
 if arguments.mode == "accounts" || arguments.mode == "profile-accounts" {
     accountsBenchmark(
         repetitions: arguments.countGiven ? arguments.count : 400,

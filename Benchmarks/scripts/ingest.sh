@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Notification ingest over HTTP (issue 25): COUNT distinct forged notifications posted by SENDERS concurrent senders
+# (keep-alive connections of one wrk thread) to a running `receiptd serve`, the path Apple's notifications take
+# (POST /v1/notifications: verify the envelope and its two nested JWS, store, answer 200 after the commit). Once on a
+# new SQLite file and once on a new database of a throwaway PostgreSQL cluster (Unix socket, as ../shared/TOOLS.md).
+# The config has one webhook (http to a local receiver, allow_http) so that events are stored with the notifications;
+# a receiptd that does not know `webhooks` yet is run without it, and the output says so. Loopback only, bounded.
+#
+#   Benchmarks/scripts/ingest.sh                          SQLite and PostgreSQL, 4,000 notifications each
+#   COUNT=2000 STORES=postgres Benchmarks/scripts/ingest.sh
+#   RECEIPTD=.build/release/receiptd BENCH=Benchmarks/.build/release/receipt-bench Benchmarks/scripts/ingest.sh
+#                                                         binaries already built (otherwise built here, release)
+#   DELIVERY_WAIT=120 Benchmarks/scripts/ingest.sh       also wait (at most 120 s) for every event at the receiver
+#                                                         and print events/s there (Benchmarks/scripts/delivery.sh)
+# Prints, per store, notifications/s from the first request to the last answer, and what the store then holds.
+set -euo pipefail
+
+benchmarks=$(cd "$(dirname "$0")/.." && pwd)
+root=$(dirname "$benchmarks")
+count=${COUNT:-4000}
+senders=${SENDERS:-16}
+stores=${STORES:-sqlite postgres}
+
+if [ -z "${RECEIPTD:-}" ]; then
+    (cd "$root" && swift build -c release --product receiptd 2>&1 | tail -1)
+    RECEIPTD=$root/.build/release/receiptd
+fi
+if [ -z "${BENCH:-}" ]; then
+    (cd "$benchmarks" && swift build -c release 2>&1 | tail -1)
+    BENCH=$benchmarks/.build/release/receipt-bench
+fi
+command -v wrk >/dev/null || { echo "ingest.sh needs wrk (apt-get install -y wrk)" >&2; exit 2; }
+
+work=$(mktemp -d)
+chmod 755 "$work"
+server=""
+receiver=""
+cluster=""
+as_postgres() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+cleanup() {
+    for pid in $server $receiver; do
+        if kill -0 "$pid" 2>/dev/null; then kill -TERM "$pid"; wait "$pid" 2>/dev/null || true; fi
+    done
+    if [ -n "$cluster" ]; then as_postgres "$pg/pg_ctl" -D "$cluster/data" -m fast -w stop >/dev/null || true; fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+"$BENCH" forge-notifications --count "$count" --out "$work/forged" >/dev/null
+receiver_port=$(free_port)
+head -c 32 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=' >"$work/webhook.secret"
+webhooks="\"webhooks\": [{\"name\": \"bench\", \"url\": \"http://127.0.0.1:$receiver_port/events\", \"secret_file\": \"$work/webhook.secret\", \"allow_http\": true}],"
+
+echo "== $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); $count distinct notifications, $senders senders"
+
+# Starts the server on the store given as JSON; without the webhook if this receiptd refuses the key.
+start_server() {
+    local store=$1 with=$2
+    port=$(free_port)
+    printf '{"host": "127.0.0.1", "port": %s, "trusted_roots": ["%s"], %s "store": %s}\n' \
+        "$port" "$work/forged/jws-root.pem" "$with" "$store" >"$work/config.json"
+    "$RECEIPTD" serve --config "$work/config.json" >/dev/null 2>"$work/server.log" &
+    server=$!
+    for _ in $(seq 200); do
+        curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && return 0
+        kill -0 "$server" 2>/dev/null || break
+        sleep 0.05
+    done
+    wait "$server" 2>/dev/null || true
+    server=""
+    return 1
+}
+
+stop_server() { kill -TERM "$server"; wait "$server" 2>/dev/null || true; server=""; }
+
+for store in $stores; do
+    case $store in
+    sqlite)
+        sqlite_path=$work/ledger-$RANDOM.sqlite
+        store_json="{\"sqlite\": \"$sqlite_path\"}"
+        count_rows() { sqlite3 "$sqlite_path" "$1"; }
+        tables="SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '%event%' ORDER BY name LIMIT 1"
+        ;;
+    postgres)
+        if [ -z "$cluster" ]; then
+            pg=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+            cluster=$work/pg
+            mkdir "$cluster"
+            [ "$(id -u)" = 0 ] && chown postgres "$cluster"
+            as_postgres "$pg/initdb" -D "$cluster/data" -A trust -U postgres >/dev/null
+            as_postgres "$pg/pg_ctl" -D "$cluster/data" -o "-k $cluster -c listen_addresses=''" -l "$cluster/log" \
+                -w start >/dev/null
+        fi
+        database=ingest_$RANDOM
+        as_postgres "$pg/createdb" -h "$cluster" -U postgres "$database"
+        store_json="{\"postgres\": \"host=$cluster user=postgres dbname=$database\"}"
+        count_rows() { psql -qtA -h "$cluster" -U postgres -d "$database" -c "$1"; }
+        tables="SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' AND table_name LIKE '%event%' ORDER BY table_name LIMIT 1"
+        ;;
+    *) echo "unknown store $store (sqlite or postgres)" >&2; exit 2 ;;
+    esac
+    # A fresh receiver per store: it reports once COUNT distinct events (one RENEWAL per DID_RENEW) arrived.
+    rm -f "$work/delivery.txt"
+    python3 "$benchmarks/scripts/webhook_receiver.py" --port "$receiver_port" --expect "$count" \
+        --report "$work/delivery.txt" >/dev/null &
+    receiver=$!
+    events="with one webhook (events stored)"
+    if ! start_server "$store_json" "$webhooks"; then
+        grep -q webhooks "$work/server.log" || { cat "$work/server.log" >&2; exit 1; }
+        events="WITHOUT events: this receiptd does not know \"webhooks\" yet"
+        start_server "$store_json" "" || { cat "$work/server.log" >&2; exit 1; }
+    fi
+    started=$(date +%s.%N)
+    BODY_DIR=$work/forged/notifications wrk -t1 -c"$senders" -d600s -s "$benchmarks/scripts/wrk_post_dir_count.lua" \
+        "http://127.0.0.1:$port/v1/notifications" >/dev/null
+    finished=$(date +%s.%N)
+    delivery=""
+    if [ -n "${DELIVERY_WAIT:-}" ] && [ "${events:0:4}" = with ]; then
+        for _ in $(seq $((DELIVERY_WAIT * 10))); do [ -s "$work/delivery.txt" ] && break; sleep 0.1; done
+        delivery=$(cat "$work/delivery.txt" 2>/dev/null || echo "not every event arrived within $DELIVERY_WAIT s")
+    fi
+    stop_server
+    kill -TERM "$receiver"; wait "$receiver" 2>/dev/null || true; receiver=""
+    stored=$(count_rows "SELECT count(*) FROM notifications")
+    event_table=$(count_rows "$tables")
+    event_count=${event_table:+$(count_rows "SELECT count(*) FROM $event_table") in $event_table}
+    rate=$(python3 -c "print(round($count / ($finished - $started)))")
+    echo "$store: $rate notifications/s ($count posted, $stored stored, events: ${event_count:-no table}; $events)"
+    if [ -n "$delivery" ]; then echo "$store: delivered to the receiver: $delivery"; fi
+done
