@@ -140,6 +140,8 @@ let package = Package(
             dependencies: [
                 "ReceiptService", "ReceiptEngine", "ReceiptForge", "StoreKitJWS", "Ledger", "JSONText", "HTTP1Server",
                 "receiptd", "TestSupport", "AppStoreServerAPI", "CryptoFloor",
+                // The webhook dispatcher's tests read its metrics from a registry of their own.
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             swiftSettings: strictSettings
         ),

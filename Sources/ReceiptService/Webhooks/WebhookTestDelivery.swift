@@ -40,17 +40,9 @@ extension Webhook {
     /// A `TEST` event's body: every member of an event (docs/events.md), none of them about a purchase.
     static func testEventBody(id: String, at unixMilliseconds: Int64) -> [UInt8] {
         let body = "{\"id\":\"\(id)\",\"type\":\"\(EventType.test.rawValue)\","
-            + "\"created_at\":\"\(eventTimeText(unixMilliseconds))\",\"sequence\":0,"
+            + "\"created_at\":\"\(EventTime.format(unixMilliseconds))\",\"sequence\":0,"
             + "\"environment\":null,\"app\":null,\"account\":null,\"entitlements\":[],\"product_id\":null,"
             + "\"original_transaction_id\":null,\"transaction\":null,\"subscription\":null,\"notification\":null}"
         return Array(body.utf8)
     }
-}
-
-/// `created_at` as events carry it: ISO 8601 UTC with milliseconds, `2026-11-27T04:10:36.123Z`.
-func eventTimeText(_ unixMilliseconds: Int64) -> String {
-    let whole = ReceiptDate(millisecondsSince1970: unixMilliseconds).rfc3339
-    let milliseconds = Int((unixMilliseconds % 1000 + 1000) % 1000)
-    let digits = String(milliseconds)
-    return whole.dropLast() + "." + String(repeating: "0", count: 3 - digits.count) + digits + "Z"
 }
