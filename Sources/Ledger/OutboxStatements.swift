@@ -48,12 +48,13 @@ extension LedgerRecords {
                 )
             }
             // What waits behind a head in flight is not due before the lease ends (finishing the head makes it due):
-            // a claim then reads the heads, not every event of a long backlog.
+            // a claim then reads the heads, not every event of a long backlog. `+ 0` keeps the due index out of it:
+            // PostgreSQL otherwise walked every due row of the webhook to find these streams' (2.3 ms at 4,000).
             for chunk in LedgerStatements.chunks(Array(Set(claimed.map(\.stream))).sorted()) {
                 try connection.execute(
                     """
                     UPDATE event_deliveries SET next_attempt_at = $2
-                    WHERE webhook = $1 AND state = 'pending' AND next_attempt_at < $2
+                    WHERE webhook = $1 AND state = 'pending' AND next_attempt_at + 0 < $2
                         AND stream IN (\(LedgerStatements.placeholders(chunk.count, from: 3)))
                     """,
                     [.text(webhook), .integer(leaseUntil)] + chunk.map(SQLValue.text)
