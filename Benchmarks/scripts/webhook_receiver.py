@@ -41,6 +41,7 @@ async def serve(reader, writer):
             head = await reader.readuntil(b"\r\n\r\n")
             length = 0
             event_id = None
+            expects_continue = False
             for line in head.split(b"\r\n")[1:]:
                 name, _, value = line.partition(b":")
                 name = name.strip().lower()
@@ -48,6 +49,11 @@ async def serve(reader, writer):
                     length = int(value)
                 elif name == b"receiptd-event-id":
                     event_id = value.strip()
+                elif name == b"expect" and value.strip().lower() == b"100-continue":
+                    expects_continue = True
+            if expects_continue:
+                # libcurl asks before sending a body over 1 KiB, and would otherwise wait a second for the answer.
+                writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
             body = await reader.readexactly(length)
             if head.startswith(b"POST"):
                 record(event_id or body)

@@ -211,7 +211,7 @@ enum LedgerSchema {
             )
             """,
             """
-            CREATE INDEX IF NOT EXISTS event_deliveries_due ON event_deliveries (webhook, next_attempt_at)
+            CREATE INDEX IF NOT EXISTS event_deliveries_due ON event_deliveries (webhook, next_attempt_at, sequence)
             WHERE state = 'pending'
             """,
             """

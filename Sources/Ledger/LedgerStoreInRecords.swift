@@ -85,6 +85,12 @@ extension LedgerStoreInRecords {
         try records.finishDelivery(eventID: eventID, webhook: webhook, holder: holder, result: result, at: time)
     }
 
+    public func finishDeliveries(webhook: String, holder: String, _ finishes: [DeliveryFinish], at time: Int64)
+        throws(LedgerError) -> [Bool]
+    {
+        try records.finishDeliveries(webhook: webhook, holder: holder, finishes, at: time)
+    }
+
     public func retryNow(webhook: String, at time: Int64) throws(LedgerError) -> Int {
         try records.retryNow(webhook: webhook, at: time)
     }

@@ -172,6 +172,17 @@ public enum DeliveryResult: Sendable, Hashable {
     case failed(status: Int?, error: String)
 }
 
+/// How one claimed try ended, for ``LedgerOutbox/finishDeliveries(webhook:holder:_:at:)``.
+public struct DeliveryFinish: Sendable, Hashable {
+    public var eventID: String
+    public var result: DeliveryResult
+
+    public init(eventID: String, result: DeliveryResult) {
+        self.eventID = eventID
+        self.result = result
+    }
+}
+
 /// One event and its deliveries, for `webhooks list`, the support page and tests.
 public struct OutboxEvent: Sendable, Hashable {
     public struct Delivery: Sendable, Hashable {
@@ -279,6 +290,12 @@ public protocol LedgerOutbox: Sendable {
     func finishDelivery(eventID: String, webhook: String, holder: String, result: DeliveryResult, at time: Int64)
         throws(LedgerError) -> Bool
 
+    /// ``finishDelivery(eventID:webhook:holder:result:at:)`` for each of `finishes`, in one transaction: a dispatcher
+    /// records what its senders finished meanwhile with one commit rather than one per try. Whether each was kept, in
+    /// order.
+    func finishDeliveries(webhook: String, holder: String, _ finishes: [DeliveryFinish], at time: Int64)
+        throws(LedgerError) -> [Bool]
+
     /// Makes every pending delivery of `webhook` due at `time` (a receiver that answered 2xx again has recovered: its
     /// other streams need not wait out their back-off); how many.
     func retryNow(webhook: String, at time: Int64) throws(LedgerError) -> Int
@@ -294,4 +311,19 @@ public protocol LedgerOutbox: Sendable {
 
     /// Deletes events whose every delivery was delivered before `time`; how many.
     func pruneDeliveredEvents(deliveredBefore time: Int64) throws(LedgerError) -> Int
+}
+
+extension LedgerOutbox {
+    /// One transaction per try, for outboxes that have nothing better (test doubles).
+    public func finishDeliveries(webhook: String, holder: String, _ finishes: [DeliveryFinish], at time: Int64)
+        throws(LedgerError) -> [Bool]
+    {
+        var kept: [Bool] = []
+        for finish in finishes {
+            kept.append(
+                try finishDelivery(
+                    eventID: finish.eventID, webhook: webhook, holder: holder, result: finish.result, at: time))
+        }
+        return kept
+    }
 }

@@ -9,16 +9,19 @@ extension LedgerRecords {
         return try database.write { connection throws(LedgerError) in
             // SKIP LOCKED: a replica never waits on, nor claims, a row another replica is claiming right now; once
             // that claim commits, its lease excludes the row when the WHERE is checked again on the new version.
+            // The head test is a scalar subquery, not NOT EXISTS: PostgreSQL never turns it into a join, so it stays
+            // one index probe per candidate even while the tables have no statistics (a fresh outbox filling fast),
+            // where the anti-join was planned as a scan of the whole backlog per candidate (~150 ms a claim at 4,000
+            // pending). The due index is in ORDER BY's order, so the LIMIT stops the scan without a sort.
             let rows = try connection.query(
                 """
                 SELECT d.event_id, d.stream, d.sequence, d.attempts, e.type, e.body, e.created_at
                 FROM event_deliveries d JOIN events e ON e.event_id = d.event_id
                 WHERE d.webhook = $1 AND d.state = 'pending' AND d.next_attempt_at <= $2
                     AND (d.lease_until IS NULL OR d.lease_until <= $2)
-                    AND NOT EXISTS (
-                        SELECT 1 FROM event_deliveries earlier
-                        WHERE earlier.webhook = d.webhook AND earlier.stream = d.stream AND earlier.state = 'pending'
-                            AND earlier.sequence < d.sequence)
+                    AND d.sequence = (
+                        SELECT min(earlier.sequence) FROM event_deliveries earlier
+                        WHERE earlier.webhook = d.webhook AND earlier.stream = d.stream AND earlier.state = 'pending')
                 ORDER BY d.next_attempt_at, d.sequence
                 LIMIT $3
                 """ + (connection is PostgresConnection ? " FOR UPDATE OF d SKIP LOCKED" : ""),
@@ -45,12 +48,13 @@ extension LedgerRecords {
                 )
             }
             // What waits behind a head in flight is not due before the lease ends (finishing the head makes it due):
-            // a claim then reads the heads, not every event of a long backlog.
+            // a claim then reads the heads, not every event of a long backlog. `+ 0` keeps the due index out of it:
+            // PostgreSQL otherwise walked every due row of the webhook to find these streams' (2.3 ms at 4,000).
             for chunk in LedgerStatements.chunks(Array(Set(claimed.map(\.stream))).sorted()) {
                 try connection.execute(
                     """
                     UPDATE event_deliveries SET next_attempt_at = $2
-                    WHERE webhook = $1 AND state = 'pending' AND next_attempt_at < $2
+                    WHERE webhook = $1 AND state = 'pending' AND next_attempt_at + 0 < $2
                         AND stream IN (\(LedgerStatements.placeholders(chunk.count, from: 3)))
                     """,
                     [.text(webhook), .integer(leaseUntil)] + chunk.map(SQLValue.text)
@@ -63,9 +67,32 @@ extension LedgerRecords {
     func finishDelivery(
         eventID: String, webhook: String, holder: String, result: DeliveryResult, at time: Int64
     ) throws(LedgerError) -> Bool {
+        try finishDeliveries(
+            webhook: webhook, holder: holder, [DeliveryFinish(eventID: eventID, result: result)], at: time
+        ).first ?? false
+    }
+
+    func finishDeliveries(
+        webhook: String, holder: String, _ finishes: [DeliveryFinish], at time: Int64
+    ) throws(LedgerError) -> [Bool] {
+        guard !finishes.isEmpty else { return [] }
+        return try database.write { connection throws(LedgerError) in
+            var kept: [Bool] = []
+            for finish in finishes {
+                kept.append(
+                    try Self.finish(
+                        finish, webhook: webhook, holder: holder, at: time, connection: connection))
+            }
+            return kept
+        }
+    }
+
+    private static func finish(
+        _ finish: DeliveryFinish, webhook: String, holder: String, at time: Int64, connection: any SQLConnection
+    ) throws(LedgerError) -> Bool {
         let assignments: String
-        var values: [SQLValue] = [.text(eventID), .text(webhook), .text(holder)]
-        switch result {
+        var values: [SQLValue] = [.text(finish.eventID), .text(webhook), .text(holder)]
+        switch finish.result {
         case .delivered(let status):
             assignments = "state = 'delivered', delivered_at = $4, last_status = $5, last_error = NULL"
             values += [.integer(time), .integer(Int64(status))]
@@ -76,33 +103,30 @@ extension LedgerRecords {
             assignments = "state = 'failed', last_status = $4, last_error = $5"
             values += [SQLValue(status), .text(error)]
         }
-        let parameters = values
         // The rest of the stream waits for the head's next try, or is due now that the head is done.
         let (followers, followersDue): (String, Int64) =
-            if case .retry(let retryAt, _, _) = result { ("next_attempt_at < $3", retryAt) } else {
+            if case .retry(let retryAt, _, _) = finish.result { ("next_attempt_at < $3", retryAt) } else {
                 ("next_attempt_at > $3", time)
             }
-        return try database.write { connection throws(LedgerError) in
-            guard
-                let stream = try connection.query(
-                    """
-                    UPDATE event_deliveries SET \(assignments), attempts = attempts + 1, lease_holder = NULL,
-                        lease_until = NULL
-                    WHERE event_id = $1 AND webhook = $2 AND lease_holder = $3 AND state = 'pending'
-                    RETURNING stream
-                    """,
-                    parameters
-                ).first?.string(0)
-            else { return false }
-            try connection.execute(
+        guard
+            let stream = try connection.query(
                 """
-                UPDATE event_deliveries SET next_attempt_at = $3
-                WHERE webhook = $1 AND stream = $2 AND state = 'pending' AND \(followers)
+                UPDATE event_deliveries SET \(assignments), attempts = attempts + 1, lease_holder = NULL,
+                    lease_until = NULL
+                WHERE event_id = $1 AND webhook = $2 AND lease_holder = $3 AND state = 'pending'
+                RETURNING stream
                 """,
-                [.text(webhook), .text(stream), .integer(followersDue)]
-            )
-            return true
-        }
+                values
+            ).first?.string(0)
+        else { return false }
+        try connection.execute(
+            """
+            UPDATE event_deliveries SET next_attempt_at = $3
+            WHERE webhook = $1 AND stream = $2 AND state = 'pending' AND \(followers)
+            """,
+            [.text(webhook), .text(stream), .integer(followersDue)]
+        )
+        return true
     }
 
     func retryNow(webhook: String, at time: Int64) throws(LedgerError) -> Int {

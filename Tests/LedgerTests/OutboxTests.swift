@@ -435,6 +435,35 @@ struct OutboxTests {
     }
 
     @Test(arguments: Backend.tested)
+    func finishDeliveries_recordsEachTry_andKeepsOnlyWhatTheHolderHolds(_ backend: Backend) throws {
+        let ledger = try Self.threeAndOne(backend)
+        let heads = try ledger.claimDeliveries(
+            webhook: "backend", holder: "r1", now: Self.now, leaseUntil: Self.now + 60_000, limit: 10
+        )
+        let a = try #require(heads.first { $0.stream == "otx:a" })
+        let other = try #require(heads.first { $0.stream != "otx:a" })
+        let kept = try ledger.finishDeliveries(
+            webhook: "backend", holder: "r1",
+            [
+                DeliveryFinish(eventID: a.eventID, result: .delivered(status: 200)),
+                DeliveryFinish(eventID: other.eventID, result: .retry(at: Self.now + 10_000, status: 503, error: "x")),
+                DeliveryFinish(eventID: "evt_unknown", result: .delivered(status: 200)),
+            ],
+            at: Self.now + 1)
+        #expect(kept == [true, true, false])
+        // a's next is due at once; the retried head holds its stream until its next try.
+        let next = try ledger.claimDeliveries(
+            webhook: "backend", holder: "r1", now: Self.now + 2, leaseUntil: Self.now + 60_000, limit: 10
+        )
+        #expect(next.map { "\($0.stream)#\($0.sequence)" } == ["otx:a#2"])
+        #expect(try ledger.events(OutboxQuery(state: .delivered)).map(\.id) == [a.eventID])
+        let leasedToR1 = try #require(next.first)
+        let byAnother = DeliveryFinish(eventID: leasedToR1.eventID, result: .failed(status: nil, error: "x"))
+        #expect(try ledger.finishDeliveries(webhook: "backend", holder: "r2", [byAnother], at: Self.now + 3) == [false])
+        #expect(try ledger.finishDeliveries(webhook: "backend", holder: "r1", [], at: Self.now + 3).isEmpty)
+    }
+
+    @Test(arguments: Backend.tested)
     func retryNow_makesEveryWaitingDeliveryDue(_ backend: Backend) throws {
         let ledger = try Self.threeAndOne(backend)
         let heads = try ledger.claimDeliveries(

@@ -337,13 +337,10 @@ final class WebhookLane: Sendable {
             return true
         }
         let kept = try context.outbox.withOutbox { (outbox) throws(LedgerError) in
-            var kept: [Bool] = []
-            for item in finished {
-                kept.append(
-                    try outbox.finishDelivery(
-                        eventID: item.delivery.eventID, webhook: webhook.name, holder: context.settings.holder,
-                        result: item.result, at: now))
-            }
+            // One transaction for all the tries that ended meanwhile: under load the lane records many per commit.
+            let kept = try outbox.finishDeliveries(
+                webhook: webhook.name, holder: context.settings.holder,
+                finished.map { DeliveryFinish(eventID: $0.delivery.eventID, result: $0.result) }, at: now)
             if askRetryNow { _ = try outbox.retryNow(webhook: webhook.name, at: now) }
             return kept
         }
