@@ -111,21 +111,5 @@ private func runAccountsCommand(
                 + "without control characters")
         return ExitStatus.usage
     }
-    do throws(StoreCommandFailure) {
-        let store = try configuredStore(configPath)
-        let ledger: any LedgerStore
-        do {
-            ledger = try openLedger(
-                store.ledger, timeout: store.configuration.storeTimeout,
-                linkRules: store.configuration.accountLinkRules, outbox: store.configuration.outboxRules)
-        } catch {
-            throw StoreCommandFailure(message: store.explain(error))
-        }
-        defer { try? ledger.close() }
-        try command(store, ledger)
-        return ExitStatus.success
-    } catch {
-        printError("receiptd accounts \(subcommand): \(error.message)")
-        return error.status
-    }
+    return runLedgerCommand("accounts \(subcommand)", configPath: configPath, command)
 }

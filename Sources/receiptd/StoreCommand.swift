@@ -394,3 +394,28 @@ private func storeMigrate(_ store: ConfiguredStore) throws(StoreCommandFailure) 
     default: print("\(target)\nschema: migrated from version \(before) to \(after)")
     }
 }
+
+/// Opens the configured ledger with the configuration's rules (links, events), runs `command` on it and closes it:
+/// `receiptd COMMAND` names itself in what it prints on failure.
+func runLedgerCommand(
+    _ command: String, configPath: String?,
+    _ body: (ConfiguredStore, any LedgerStore) throws(StoreCommandFailure) -> Void
+) -> Int32 {
+    do throws(StoreCommandFailure) {
+        let store = try configuredStore(configPath)
+        let ledger: any LedgerStore
+        do {
+            ledger = try openLedger(
+                store.ledger, timeout: store.configuration.storeTimeout,
+                linkRules: store.configuration.accountLinkRules, outbox: store.configuration.outboxRules)
+        } catch {
+            throw StoreCommandFailure(message: store.explain(error))
+        }
+        defer { try? ledger.close() }
+        try body(store, ledger)
+        return ExitStatus.success
+    } catch {
+        printError("receiptd \(command): \(error.message)")
+        return error.status
+    }
+}

@@ -96,7 +96,7 @@ struct WebhooksList: ReceiptdCommand {
     @OptionGroup var config: ConfigOption
 
     func execute() -> Int32 {
-        runWebhooksLedgerCommand("list", configPath: config.config) { (store, ledger) throws(StoreCommandFailure) in
+        runLedgerCommand("webhooks list", configPath: config.config) { (store, ledger) throws(StoreCommandFailure) in
             let events: [OutboxEvent]
             do throws(LedgerError) {
                 events = try ledger.events(OutboxQuery(state: status, account: account, limit: limit))
@@ -160,7 +160,7 @@ struct WebhooksReplay: ReceiptdCommand {
     }
 
     func execute() -> Int32 {
-        runWebhooksLedgerCommand("replay", configPath: config.config) { (store, ledger) throws(StoreCommandFailure) in
+        runLedgerCommand("webhooks replay", configPath: config.config) { (store, ledger) throws(StoreCommandFailure) in
             let count: Int
             do throws(LedgerError) {
                 count = try ledger.replay(replay, at: Int64(wallClockSeconds() * 1000))
@@ -250,29 +250,6 @@ private func resolvedConfiguration(_ configPath: String?) throws(StoreCommandFai
             fileExists: { FileManager.default.fileExists(atPath: $0) })
     } catch {
         throw StoreCommandFailure(message: error.description)
-    }
-}
-
-private func runWebhooksLedgerCommand(
-    _ subcommand: String, configPath: String?,
-    _ command: (ConfiguredStore, any LedgerStore) throws(StoreCommandFailure) -> Void
-) -> Int32 {
-    do throws(StoreCommandFailure) {
-        let store = try configuredStore(configPath)
-        let ledger: any LedgerStore
-        do {
-            ledger = try openLedger(
-                store.ledger, timeout: store.configuration.storeTimeout,
-                linkRules: store.configuration.accountLinkRules, outbox: store.configuration.outboxRules)
-        } catch {
-            throw StoreCommandFailure(message: store.explain(error))
-        }
-        defer { try? ledger.close() }
-        try command(store, ledger)
-        return ExitStatus.success
-    } catch {
-        printError("receiptd webhooks \(subcommand): \(error.message)")
-        return error.status
     }
 }
 
