@@ -199,7 +199,7 @@ public final class AppStoreServerAPIClient: Sendable {
 
     // MARK: Requests, retries and errors
 
-    private func call(
+    func call(
         _ endpoint: String, method: String, path: String, query: [(String, String)] = [], body: JSONValue? = nil,
         emptyPost: Bool = false
     ) throws(AppStoreServerAPIError) -> ResponseReader {

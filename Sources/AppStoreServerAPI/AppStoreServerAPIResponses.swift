@@ -116,6 +116,12 @@ struct ResponseReader {
 
     init(body: [UInt8], endpoint: String) throws(AppStoreServerAPIError) {
         self.endpoint = endpoint
+        // Apple answers the calls that only do something (Send Consumption Information, Set App Account Token,
+        // Finish Transaction) with an empty 200 or 202: an empty answer reads as an object with no members.
+        guard !body.isEmpty else {
+            json = .object([])
+            return
+        }
         do {
             json = try JSONValue(parsing: body)
         } catch {

@@ -220,6 +220,90 @@ enum LedgerSchema {
             """,
             "CREATE INDEX IF NOT EXISTS event_deliveries_failed ON event_deliveries (webhook) WHERE state = 'failed'",
         ]),
+        // Apple's server duties (issue 26). A refund question (`CONSUMPTION_REQUEST`) is stored with the notification
+        // that asks it, and the backend's answer per transaction; calls Apple must get even if receiptd restarts
+        // (finishing a claimed transaction, setting its app account token) wait in `apple_calls` until they are done;
+        // every renewal extension asked of Apple is kept with Apple's answer.
+        Migration(version: 7, statements: [
+            """
+            CREATE TABLE IF NOT EXISTS consumption_requests (
+                notification_uuid TEXT PRIMARY KEY,
+                transaction_id TEXT NOT NULL,
+                original_transaction_id TEXT,
+                bundle_id TEXT,
+                environment TEXT,
+                reason TEXT,
+                requested_at BIGINT NOT NULL,
+                expires_at BIGINT NOT NULL,
+                state TEXT NOT NULL,
+                attempts INTEGER NOT NULL,
+                next_attempt_at BIGINT,
+                lease_holder TEXT,
+                lease_until BIGINT,
+                sent_body TEXT,
+                apple_status INTEGER,
+                apple_error_code BIGINT,
+                last_error TEXT,
+                sent_at BIGINT,
+                created_at BIGINT NOT NULL
+            )
+            """,
+            "CREATE INDEX IF NOT EXISTS consumption_requests_by_transaction ON consumption_requests (transaction_id, requested_at)",
+            "CREATE INDEX IF NOT EXISTS consumption_requests_open ON consumption_requests (expires_at) WHERE state = 'open'",
+            """
+            CREATE TABLE IF NOT EXISTS consumption_answers (
+                transaction_id TEXT PRIMARY KEY,
+                body TEXT NOT NULL,
+                updated_at BIGINT NOT NULL
+            )
+            """,
+            """
+            CREATE TABLE IF NOT EXISTS apple_calls (
+                call_id TEXT PRIMARY KEY,
+                kind TEXT NOT NULL,
+                bundle_id TEXT NOT NULL,
+                environment TEXT NOT NULL,
+                target_id TEXT NOT NULL,
+                argument TEXT,
+                state TEXT NOT NULL,
+                attempts INTEGER NOT NULL,
+                next_attempt_at BIGINT NOT NULL,
+                lease_holder TEXT,
+                lease_until BIGINT,
+                last_status INTEGER,
+                apple_error_code BIGINT,
+                last_error TEXT,
+                created_at BIGINT NOT NULL,
+                done_at BIGINT
+            )
+            """,
+            "CREATE INDEX IF NOT EXISTS apple_calls_due ON apple_calls (next_attempt_at) WHERE state = 'pending'",
+            "CREATE INDEX IF NOT EXISTS apple_calls_by_target ON apple_calls (target_id, kind)",
+            """
+            CREATE TABLE IF NOT EXISTS renewal_extensions (
+                request_identifier TEXT PRIMARY KEY,
+                original_transaction_id TEXT,
+                product_id TEXT,
+                bundle_id TEXT NOT NULL,
+                environment TEXT NOT NULL,
+                days INTEGER NOT NULL,
+                reason_code INTEGER NOT NULL,
+                storefronts TEXT,
+                requested_by TEXT,
+                requested_at BIGINT NOT NULL,
+                outcome TEXT NOT NULL,
+                effective_date BIGINT,
+                web_order_line_item_id TEXT,
+                apple_status INTEGER,
+                apple_error_code BIGINT,
+                message TEXT,
+                completed_at BIGINT,
+                succeeded_count BIGINT,
+                failed_count BIGINT
+            )
+            """,
+            "CREATE INDEX IF NOT EXISTS renewal_extensions_by_original ON renewal_extensions (original_transaction_id, requested_at)",
+        ]),
     ]
 
     /// Every StoreKit 2 payload stored before version 5 kept its `appAccountToken`; the new column gets it, so that

@@ -248,7 +248,8 @@ struct AuthorizationRouteTests {
         #expect(
             Set(waiting) == [
                 .validate, .notifications, .subscription, .transaction, .claim, .verifyReceipt, .sandboxVerifyReceipt,
-                .order, .lookup, .account, .accountDeletion, .appAccountToken, .accountPurchases,
+                .order, .lookup, .account, .accountDeletion, .appAccountToken, .accountPurchases, .consumption,
+                .introductoryOfferEligibility, .renewalExtension,
             ])
     }
 

@@ -82,3 +82,12 @@ fail() {
 contains() { # contains DESCRIPTION FILE TEXT
     grep -qF -- "$3" "$2" || { fail "$1: '$3' not in $2"; sed 's/^/    /' "$2" | head -n 5; }
 }
+
+# docs_sh_block PAGE SCRIPT: the ```sh block of PAGE that follows the line `<!-- run by Tests/e2e/SCRIPT -->`,
+# so a page may hold several recipes, each run as written by the test it names.
+docs_sh_block() {
+    awk -v marker="<!-- run by Tests/e2e/$2 -->" '
+        $0 == marker { armed = 1; next }
+        /^```/ { if (inside) { exit } if (armed && $0 == "```sh") { inside = 1; next } }
+        inside' "$1"
+}

@@ -10,10 +10,16 @@ WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 export TMPDIR="$WORK"
 
-[ "$(grep -c '^```sh$' docs/server-api.md)" -eq 1 ] \
-    || { echo "e2e: docs/server-api.md no longer has 1 sh block: update this test" >&2; exit 1; }
-awk '/^```/ { if (inside) { inside = 0; next } if ($0 == "```sh") { inside = 1; next } } inside' docs/server-api.md \
-    >"$WORK/recipe.sh"
+# Every sh block of the page names the test that runs it, and that test exists.
+blocks="$(grep -c '^```sh$' docs/server-api.md)"
+markers="$(grep -B2 '^```sh$' docs/server-api.md | grep -c '^<!-- run by Tests/e2e/[a-z0-9-]*\.sh -->$' || true)"
+[ "$blocks" -eq "$markers" ] \
+    || { echo "e2e: docs/server-api.md has $blocks sh blocks but $markers '<!-- run by Tests/e2e/NAME.sh -->' lines before them" >&2; exit 1; }
+for script in $(sed -n 's/^<!-- run by Tests\/e2e\/\([a-z0-9-]*\.sh\) -->$/\1/p' docs/server-api.md); do
+    [ -f "$HERE/$script" ] || { echo "e2e: docs/server-api.md names Tests/e2e/$script, which does not exist" >&2; exit 1; }
+done
+docs_sh_block docs/server-api.md test-server-api-docs.sh >"$WORK/recipe.sh"
+[ -s "$WORK/recipe.sh" ] || { echo "e2e: docs/server-api.md has no recipe for this test" >&2; exit 1; }
 timeout 120 bash -euo pipefail "$WORK/recipe.sh" >"$WORK/out" 2>"$WORK/err" \
     || { cat "$WORK/out" "$WORK/err" >&2; echo "e2e: docs/server-api.md's recipe failed" >&2; exit 1; }
 grep -q '^com.example.app Production: .* 1 page, notifications: 1 new, 0 already known, 0 refused$' "$WORK/out" \

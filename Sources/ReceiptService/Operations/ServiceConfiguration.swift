@@ -84,6 +84,15 @@ public struct ServiceConfiguration: Sendable {
         public var nonRenewingDurations: [String: ISO8601Period]
         /// `restore_behavior`: what linking an original transaction another account owns does.
         public var restoreBehavior: RestoreBehavior
+        /// `consumption.delivery_status_from_claims`: with no answer from the backend, a claimed consumable's refund
+        /// question is answered `DELIVERED` (consent is never invented: the backend still has to give it).
+        public var consumptionDeliveryStatusFromClaims = false
+        /// `write_app_account_tokens`: a claim of a purchase made without an app account token sets one at Apple
+        /// (Set App Account Token), so Apple's later notifications name the account.
+        public var writeAppAccountTokens = false
+        /// `finish_on_claim`: a granted claim finishes the transaction with Apple (Finish Transaction) in the
+        /// background.
+        public var finishOnClaim = false
 
         public init(
             bundleID: String, versions: [String] = [], sharedSecret: String? = nil, appAppleID: Int64? = nil,
@@ -367,6 +376,11 @@ struct ConfigurationReader {
         return text
     }
 
+    func bool(_ value: JSONValue, _ key: String) throws(ConfigurationError) -> Bool {
+        guard case .bool(let flag) = value else { throw invalid(key, "expected true or false") }
+        return flag
+    }
+
     func integer(_ value: JSONValue, _ key: String, in range: ClosedRange<Int>) throws(ConfigurationError) -> Int {
         guard case .integer(let number) = value else { throw invalid(key, "expected an integer") }
         guard let integer = Int(exactly: number), range.contains(integer) else {
@@ -471,6 +485,22 @@ struct ConfigurationReader {
                             "expected " + RestoreBehavior.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", "))
                     }
                     app.restoreBehavior = behavior
+                case "consumption":
+                    guard case .object(let settings) = value else {
+                        throw invalid("\(prefix).consumption", "expected an object")
+                    }
+                    for (setting, flag) in settings {
+                        switch setting {
+                        case "delivery_status_from_claims":
+                            app.consumptionDeliveryStatusFromClaims = try bool(flag, "\(prefix).consumption.\(setting)")
+                        default:
+                            throw ConfigurationError(.unknownKey, "config \(path): \(prefix).consumption.\(setting): unknown key")
+                        }
+                    }
+                case "write_app_account_tokens":
+                    app.writeAppAccountTokens = try bool(value, "\(prefix).write_app_account_tokens")
+                case "finish_on_claim":
+                    app.finishOnClaim = try bool(value, "\(prefix).finish_on_claim")
                 default:
                     throw ConfigurationError(.unknownKey, "config \(path): \(prefix).\(key): unknown key")
                 }

@@ -17,6 +17,9 @@ public enum APIScope: String, Sendable, Hashable, CaseIterable {
     /// `PUT /v1/accounts/{account}/app_account_tokens/{uuid}`, `POST /v1/accounts/{account}/purchases` and
     /// `DELETE /v1/accounts/{account}`: what links purchases to the backend's users, and forgets them.
     case accountsWrite = "accounts:write"
+    /// `POST /v1/offers/promotional` and `POST /v1/offers/introductory-eligibility`: signatures StoreKit asks the
+    /// app's server for, made with the app's in-app purchase key.
+    case offersSign = "offers:sign"
 }
 
 /// One entry of the config's `api_tokens`: `{"name": "backend", "sha256": "<hex>", "scopes": ["validate"]}`.

@@ -38,6 +38,10 @@ public struct ReceiptRoutes: Sendable {
         case accountDeletion = "DELETE /v1/accounts/{account}"
         case appAccountToken = "/v1/accounts/{account}/app_account_tokens/{app_account_token}"
         case accountPurchases = "/v1/accounts/{account}/purchases"
+        case consumption = "/v1/transactions/{transaction_id}/consumption"
+        case promotionalOffer = "/v1/offers/promotional"
+        case introductoryOfferEligibility = "/v1/offers/introductory-eligibility"
+        case renewalExtension = "/v1/subscriptions/{original_transaction_id}/extend"
         case verifyReceipt = "/verifyReceipt"
         case sandboxVerifyReceipt = "/sandbox/verifyReceipt"
         case health = "/healthz"
@@ -97,6 +101,18 @@ public struct ReceiptRoutes: Sendable {
             // Validates as `/v1/validate` does, which never waits on Apple either.
             case .accountPurchases:
                 Declaration(method: .post, access: .scope(.accountsWrite), usesLedger: true, listeners: .main)
+            // The backend's answer to Apple's refund question; sent to Apple in the background, never while it waits.
+            case .consumption:
+                Declaration(method: .put, access: .scope(.accountsWrite), usesLedger: true, listeners: .main)
+            // Signed with the app's key, never asking Apple nor the ledger.
+            case .promotionalOffer:
+                Declaration(method: .post, access: .scope(.offersSign), usesLedger: false, listeners: .main)
+            // Decided from the customer's history in the ledger when the caller leaves it to receiptd.
+            case .introductoryOfferEligibility:
+                Declaration(method: .post, access: .scope(.offersSign), usesLedger: true, listeners: .main)
+            // Asks Apple (Extend a Subscription Renewal Date) and records its answer.
+            case .renewalExtension:
+                Declaration(method: .post, access: .scope(.support), usesLedger: true, waitsOnApple: true, listeners: .main)
             // Apple's protocol, with `shared_secret` as its own check.
             case .verifyReceipt, .sandboxVerifyReceipt:
                 Declaration(method: .post, access: .anyone, usesLedger: true, listeners: .main)
@@ -140,6 +156,8 @@ public struct ReceiptRoutes: Sendable {
             case ("subscriptions", 2, _): return (.subscription, id)
             case ("transactions", 2, _): return (.transaction, id)
             case ("transactions", 3, "claim"): return (.claim, id)
+            case ("transactions", 3, "consumption"): return (.consumption, id)
+            case ("subscriptions", 3, "extend"): return (.renewalExtension, id)
             case ("orders", 2, _): return (.order, id)
             case ("accounts", 2, _): return (method == .delete ? .accountDeletion : .account, id)
             case ("accounts", 3, "purchases"): return (.accountPurchases, id)
@@ -370,6 +388,10 @@ public struct ReceiptRoutes: Sendable {
         case .transaction: return transaction(id: id)
         case .claim: return claim(request, transactionID: id)
         case .order: return order(id: id, apple: apple)
+        case .consumption: return putConsumption(request, transactionID: id)
+        case .promotionalOffer: return signPromotionalOffer(request)
+        case .introductoryOfferEligibility: return signIntroductoryOfferEligibility(request)
+        case .renewalExtension: return extendRenewal(request, originalTransactionID: id, apple: apple)
         case .health:
             return json(
                 status: 200,
