@@ -10,9 +10,17 @@ DIR/fixture.json (written by the test) says what the fake knows:
    "subscriptions": {"ID": [{"subscriptionGroupIdentifier", "lastTransactions": [...]}]},
    "orders": {"ORDER": ["JWS", ...]},
    "testNotification": "JWS",
+   "refunds": {"ID": ["JWS", ...]},                       # Get Refund History v2 (paged like history)
+   "appTransactions": {"ID": "JWS"},                       # Get App Transaction Info
+   "extensions": {"ORIGINAL_ID": {"errorCode": 4030004 | 4030005 | 4030007} | {"effectiveDate": MS}},
+   "massStatusPolls": N,                                    # status polls before a mass extension is complete (1)
    "faults": {"PATH": [{"status": 500} | {"status": 429, "retryAfter": "1"} | {"hang": SECONDS}, ...]},
    "always": {"hang": SECONDS} | {"status": 429, "retryAfter": "7"}, with "pathPrefix": "/inApps/v1/lookup/" if only
              for the paths under it}
+Calls of a server's duties answer as Apple does: Send Consumption Information v2 202 with no body (400 with
+Apple's code for a body Apple refuses), Set App Account Token and Finish Transaction 200 with no body, an extension
+Apple's answer (at most two per original transaction: the third is 4030005), a mass extension its request id and,
+after massStatusPolls polls, a complete status. State the fake keeps between requests is in DIR/state.json.
 Faults are used up in order, one per request to PATH, before the path answers normally. "always" is a fault every
 request gets, never used up: a hung Apple, or one that keeps rate limiting.
 
@@ -150,6 +158,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         self.handle_api("POST")
 
+    def do_PUT(self):
+        self.handle_api("PUT")
+
+    def send_empty(self, status):
+        self.send_response(status)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
     def handle_api(self, method):
         with open(path_in("fixture.json")) as f:
             fixture = json.load(f)
@@ -214,6 +230,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return self.error(404, 4040008, "Test notification not found.")
             return self.send_json(200, {"signedPayload": fixture["testNotification"],
                                         "sendAttempts": [{"attemptDate": 1698148900000, "sendAttemptResult": "SUCCESS"}]})
+        duty = self.handle_duty(method, segments, query, raw_body, fixture, size)
+        if duty is not None:
+            return duty
         if method != "GET" or len(segments) != 4:
             return self.error(404, 4040000, "Not found.")
         identifier = urllib.parse.unquote(segments[3])
@@ -244,6 +263,130 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return self.send_json(200, {"status": 1})
             return self.send_json(200, {"status": 0, "signedTransactions": orders[identifier]})
         return self.error(404, 4040000, "Not found.")
+
+
+    def handle_duty(self, method, segments, query, raw_body, fixture, size):
+        """The calls of a server's duties (consumption, refunds, extensions, tokens, finishing, app transactions);
+        None for any other path."""
+        ids = [urllib.parse.unquote(s) for s in segments]
+        try:
+            body = json.loads(raw_body) if raw_body else {}
+        except Exception:
+            body = None
+        if method == "PUT" and ids[:4] == ["inApps", "v2", "transactions", "consumption"] and len(ids) == 5:
+            if not isinstance(body, dict):
+                return self.error(400, 4000000, "Invalid request.")
+            if body.get("customerConsented") is not True:
+                return self.error(400, 4000035, "Invalid request. The customer consented field is invalid.")
+            if body.get("deliveryStatus") not in ("DELIVERED", "UNDELIVERED_QUALITY_ISSUE", "UNDELIVERED_WRONG_ITEM",
+                                                  "UNDELIVERED_SERVER_OUTAGE", "UNDELIVERED_OTHER"):
+                return self.error(400, 4000036, "Invalid request. The delivery status field is invalid.")
+            if not isinstance(body.get("sampleContentProvided"), bool):
+                return self.error(400, 4000041, "Invalid request. The sample content provided field is invalid.")
+            preference = body.get("refundPreference")
+            if preference not in (None, "DECLINE", "GRANT_FULL", "GRANT_PRORATED"):
+                return self.error(400, 4000044, "Invalid request. The refund preference field is invalid.")
+            percentage = body.get("consumptionPercentage")
+            if percentage is not None and (type(percentage) is not int or not 0 <= percentage <= 100000):
+                return self.error(400, 4000042, "Invalid request. The consumption percentage field is invalid.")
+            if preference == "GRANT_PRORATED" and not percentage:
+                return self.error(400, 4000042, "Invalid request. The consumption percentage field is invalid.")
+            return self.send_empty(202)
+        if method == "GET" and ids[:4] == ["inApps", "v2", "refund", "lookup"] and len(ids) == 5:
+            refunds = fixture.get("refunds", {})
+            if ids[4] not in refunds and ids[4] not in fixture.get("transactions", {}):
+                return self.error(404, 4040010, "Transaction id not found.")
+            revision = query.get("revision", ["rev-0"])[0]
+            if not revision.startswith("rev-") or not revision[4:].isdigit():
+                return self.error(400, 4000005, "Invalid revision.")
+            items, more = page(refunds.get(ids[4], []), int(revision[4:]), size)
+            return self.send_json(200, {"signedTransactions": items, "hasMore": more,
+                                        "revision": "rev-%d" % (int(revision[4:]) + len(items))})
+        if method == "PUT" and ids[:4] == ["inApps", "v1", "subscriptions", "extend"] and len(ids) == 5:
+            refusal = self.extension_refusal(body)
+            if refusal:
+                return refusal
+            wanted = fixture.get("extensions", {}).get(ids[4], {})
+            if "errorCode" in wanted:
+                return self.error(403, wanted["errorCode"], "The subscription cannot be extended.")
+            with LOCK:
+                state = load_state()
+                done = state.setdefault("extensions", {}).setdefault(ids[4], [])
+                if len(done) >= 2 and body["requestIdentifier"] not in done:
+                    return self.error(403, 4030005, "The subscription has reached the maximum number of extensions.")
+                if body["requestIdentifier"] not in done:
+                    done.append(body["requestIdentifier"])
+                save_state(state)
+            effective = wanted.get("effectiveDate", int(time.time() * 1000) + body["extendByDays"] * 86400000)
+            return self.send_json(200, {"originalTransactionId": ids[4], "webOrderLineItemId": "wol-" + ids[4],
+                                        "success": True, "effectiveDate": effective})
+        if method == "POST" and ids[:5] == ["inApps", "v1", "subscriptions", "extend", "mass"] and len(ids) == 5:
+            refusal = self.extension_refusal(body)
+            if refusal:
+                return refusal
+            if not isinstance(body.get("productId"), str) or not body["productId"]:
+                return self.error(400, 4000023, "Invalid request. The product id parameter is invalid.")
+            with LOCK:
+                state = load_state()
+                state.setdefault("mass", {})[body["requestIdentifier"]] = {"productId": body["productId"], "polls": 0}
+                save_state(state)
+            return self.send_json(200, {"requestIdentifier": body["requestIdentifier"]})
+        if method == "GET" and ids[:5] == ["inApps", "v1", "subscriptions", "extend", "mass"] and len(ids) == 7:
+            with LOCK:
+                state = load_state()
+                request = state.get("mass", {}).get(ids[6])
+                if request is None or request["productId"] != ids[5]:
+                    return self.error(404, 4040011, "Invalid request identifier.")
+                request["polls"] += 1
+                save_state(state)
+            if request["polls"] < fixture.get("massStatusPolls", 1):
+                return self.send_json(200, {"requestIdentifier": ids[6], "complete": False})
+            return self.send_json(200, {"requestIdentifier": ids[6], "complete": True,
+                                        "completeDate": int(time.time() * 1000), "succeededCount": 30,
+                                        "failedCount": 2})
+        if method == "PUT" and ids[:3] == ["inApps", "v1", "transactions"] and len(ids) == 5 \
+                and ids[4] == "appAccountToken":
+            token = body.get("appAccountToken") if isinstance(body, dict) else None
+            try:
+                import uuid
+                uuid.UUID(token)
+            except Exception:
+                return self.error(400, 4000183, "Invalid request. The app account token field must be a valid UUID.")
+            return self.send_empty(200)
+        if method == "POST" and ids[:3] == ["inApps", "v1", "transactions"] and len(ids) == 5 and ids[4] == "finish":
+            return self.send_empty(200)
+        if method == "GET" and ids[:4] == ["inApps", "v1", "transactions", "appTransactions"] and len(ids) == 5:
+            signed = fixture.get("appTransactions", {}).get(ids[4])
+            if signed is None:
+                return self.error(404, 4040019, "No AppTransaction exists for the customer.")
+            return self.send_json(200, {"signedAppTransactionInfo": signed})
+        return None
+
+    def extension_refusal(self, body):
+        if not isinstance(body, dict):
+            return self.error(400, 4000000, "Invalid request.")
+        days = body.get("extendByDays")
+        if type(days) is not int or not 1 <= days <= 90:
+            return self.error(400, 4000009, "Invalid request. The extend by days value is invalid.")
+        if body.get("extendReasonCode") not in (0, 1, 2, 3):
+            return self.error(400, 4000010, "Invalid request. The extend reason code is invalid.")
+        if not isinstance(body.get("requestIdentifier"), str) or not body["requestIdentifier"]:
+            return self.error(400, 4000011, "Invalid request. The request identifier is invalid.")
+        return None
+
+
+def load_state():
+    try:
+        with open(path_in("state.json")) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return {}
+
+
+def save_state(state):
+    with open(path_in("state.tmp"), "w") as f:
+        json.dump(state, f)
+    os.rename(path_in("state.tmp"), path_in("state.json"))
 
 
 class Server(http.server.ThreadingHTTPServer):
