@@ -83,11 +83,13 @@ public enum ResultJSON {
     /// malformed request failed.
     /// `apple_error_code` is Apple's numeric `errorCode` when the error is one Apple answered.
     static func errorObject(
-        code: String, message: String, reason: String? = nil, detail: String? = nil, appleErrorCode: Int64? = nil
+        code: String, message: String, reason: String? = nil, detail: String? = nil, field: String? = nil,
+        appleErrorCode: Int64? = nil
     ) -> JSONValue {
         var members: [(key: String, value: JSONValue)] = [("code", .string(code)), ("message", .string(message))]
         if let reason { members.append(("reason", .string(reason))) }
         if let detail { members.append(("detail", .string(detail))) }
+        if let field { members.append(("field", .string(field))) }
         if let appleErrorCode { members.append(("apple_error_code", .integer(appleErrorCode))) }
         return .object(members)
     }

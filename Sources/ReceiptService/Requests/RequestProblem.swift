@@ -96,6 +96,8 @@ struct RequestProblem: Error, Sendable, Hashable {
         case listenerNotLoopback = "listener_not_loopback"
         /// `auth_not_configured`: no `api_tokens`, and a proxy forwarded the request to a loopback listener.
         case forwardedByProxy = "forwarded_by_proxy"
+        /// A JSON body's member is missing or wrong; `field` names it.
+        case invalidField = "invalid_field"
     }
 
     var status: HTTPStatus
@@ -108,9 +110,17 @@ struct RequestProblem: Error, Sendable, Hashable {
     var appleErrorCode: Int64? = nil
     /// Seconds after which trying again is expected to work: sent as `Retry-After`.
     var retryAfterSeconds: Int? = nil
+    /// With `invalid_field`: the body's member, as the caller spelled it (`consumption_percentage`).
+    var field: String? = nil
 
     static func badRequest(_ detail: Detail, _ message: String) -> RequestProblem {
         RequestProblem(status: 400, code: .badRequest, message: message, detail: detail)
+    }
+
+    /// 400 `bad_request`, `detail` `invalid_field`, `field` naming the member: how every JSON body's member that is
+    /// missing or wrong is refused.
+    static func invalidField(_ field: String, _ message: String) -> RequestProblem {
+        RequestProblem(status: 400, code: .badRequest, message: message, detail: .invalidField, field: field)
     }
 
     static func notFound(_ message: String) -> RequestProblem {

@@ -597,7 +597,7 @@ public struct ReceiptRoutes: Sendable {
                     "error",
                     ResultJSON.errorObject(
                         code: problem.code.rawValue, message: problem.message, reason: problem.reason,
-                        detail: problem.detail?.rawValue, appleErrorCode: problem.appleErrorCode)
+                        detail: problem.detail?.rawValue, field: problem.field, appleErrorCode: problem.appleErrorCode)
                 )
             ]))
     }
