@@ -54,19 +54,31 @@ public final class AppStoreConnectTokenSigner: Sendable {
     }
 
     static func sign(key: AppStoreConnectKey, issuedAt: Int64, expiry: Int64) throws(AppStoreServerAPIError) -> String {
-        let header: JSONValue = .object([("alg", .string("ES256")), ("kid", .string(key.keyID)), ("typ", .string("JWT"))])
-        let claims: JSONValue = .object([
-            ("iss", .string(key.issuerID)), ("iat", .integer(issuedAt)), ("exp", .integer(expiry)),
-            ("aud", .string("appstoreconnect-v1")), ("bid", .string(key.bundleID)),
-        ])
+        try key.compactJWS(
+            claims: [
+                ("iss", .string(key.issuerID)), ("iat", .integer(issuedAt)), ("exp", .integer(expiry)),
+                ("aud", .string("appstoreconnect-v1")), ("bid", .string(key.bundleID)),
+            ],
+            purpose: "the App Store Server API token")
+    }
+}
+
+extension AppStoreConnectKey {
+    /// A compact JWS of `claims` signed ES256 with this key, its header `alg`, `kid` (the key id) and `typ` JWT: the
+    /// shape of every token Apple wants from an app's server.
+    func compactJWS(
+        claims: [(key: String, value: JSONValue)], purpose: String
+    ) throws(AppStoreServerAPIError) -> String {
+        let header: JSONValue = .object([("alg", .string("ES256")), ("kid", .string(keyID)), ("typ", .string("JWT"))])
         // RFC 7515 §2: base64url without padding.
         let signingInput =
-            Base64.encode(header.serialized(), alphabet: .url) + "." + Base64.encode(claims.serialized(), alphabet: .url)
+            Base64.encode(header.serialized(), alphabet: .url) + "."
+            + Base64.encode(JSONValue.object(claims).serialized(), alphabet: .url)
         do {
-            let signature = try key.signingKey.signES256(Array(signingInput.utf8))
+            let signature = try signingKey.signES256(Array(signingInput.utf8))
             return signingInput + "." + Base64.encode(signature, alphabet: .url)
         } catch {
-            throw AppStoreServerAPIError(code: .keyInvalid, message: "signing the App Store Server API token failed: \(error)")
+            throw AppStoreServerAPIError(code: .keyInvalid, message: "signing \(purpose) failed: \(error)")
         }
     }
 }
