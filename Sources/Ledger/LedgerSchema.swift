@@ -303,6 +303,8 @@ enum LedgerSchema {
             )
             """,
             "CREATE INDEX IF NOT EXISTS renewal_extensions_by_original ON renewal_extensions (original_transaction_id, requested_at)",
+            // Introductory offer eligibility finds a product's subscription group from any of its transactions.
+            "CREATE INDEX IF NOT EXISTS transactions_by_product ON transactions (product_id)",
         ]),
     ]
 

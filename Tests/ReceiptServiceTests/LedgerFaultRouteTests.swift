@@ -109,6 +109,10 @@ final class ObservedStore: LedgerStore {
         count()
         return try base.deleteAccount(account)
     }
+    func subscriptionGroup(productID: String, bundleID: String) throws(LedgerError) -> String? {
+        count()
+        return try base.subscriptionGroup(productID: productID, bundleID: bundleID)
+    }
     // The outbox is the dispatcher's, never a request's: not counted.
     func claimDeliveries(webhook: String, holder: String, now: Int64, leaseUntil: Int64, limit: Int)
         throws(LedgerError) -> [ClaimedDelivery]
