@@ -64,7 +64,7 @@ extension ServiceConfiguration {
             observer: observer)
     }
 
-    private static func serverAPIKey(
+    static func serverAPIKey(
         _ settings: AppServerAPIKey, bundleID: String
     ) throws(AppStoreServerAPIError) -> AppStoreConnectKey {
         guard let pem = FileManager.default.contents(atPath: settings.privateKeyFile) else {

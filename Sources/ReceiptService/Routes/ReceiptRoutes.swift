@@ -191,6 +191,8 @@ public struct ReceiptRoutes: Sendable {
     public let intake: LedgerIntake
     /// App Store Server API clients, kept across requests (their tokens are reused).
     public var serverAPIClients: ServerAPIClients { intake.serverAPIClients }
+    /// The apps' offer signature creators, their keys read when the routes are made.
+    let offerSigners: OfferSigners
     /// Where the App Store Server API's failures are written (the intake writes each fact's fate); nil logs none.
     let log: ServiceLog?
     let clock: @Sendable () -> Date
@@ -226,6 +228,7 @@ public struct ReceiptRoutes: Sendable {
         self.clock = clock
         self.startedAt = ReceiptDate(clock())
         self.authorization = Authorization(tokens: configuration.apiTokens)
+        self.offerSigners = OfferSigners(configuration: configuration)
         let appleThreads = BoundedThreads(limit: configuration.serverAPI.maxConcurrentRequests)
         self.appleThreads = appleThreads
         metrics.serverAPI.observeWaitingRequests { appleThreads.count }
