@@ -13,6 +13,7 @@ struct CommandLineTests {
         ["testing", "notification"], ["store"], ["store", "status"], ["store", "backup"], ["store", "migrate"],
         ["store", "restore"], ["store", "sync"], ["token"], ["token", "new"], ["lookup"], ["lookup", "order"],
         ["lookup", "transaction"], ["notifications"], ["notifications", "test"], ["version"],
+        ["offers"], ["offers", "sign"], ["offers", "sign", "promotional"], ["offers", "sign", "introductory-eligibility"],
     ]
 
     @Test(arguments: commands)
