@@ -30,6 +30,8 @@ struct AuthorizationRouteTests {
             method: .put, target: "/v1/accounts/alice/app_account_tokens/6f2b9c1e-3a4d-4c5e-8f90-1a2b3c4d5e6f",
             scope: .accountsWrite),
         Guarded(method: .post, target: "/v1/accounts/alice/purchases", scope: .accountsWrite),
+        Guarded(method: .post, target: "/v1/offers/promotional", scope: .offersSign),
+        Guarded(method: .post, target: "/v1/offers/introductory-eligibility", scope: .offersSign),
     ]
 
     static let open: [(HTTPMethod, String)] = [
