@@ -5,7 +5,9 @@ internal import Glibc
 /// Every call blocks until done and is safe from any thread. Writes return only after a durable commit. State for one
 /// transaction or one subscription only moves forward in signed date, so repeated and out-of-order deliveries
 /// converge. Failures are ``LedgerError``s; `unavailable` means the database cannot be reached right now.
-public protocol LedgerStore: LedgerOutbox, LedgerConsumption, LedgerAppleCalls, LedgerRenewalExtensions {
+public protocol LedgerStore:
+    LedgerOutbox, LedgerConsumption, LedgerAppleCalls, LedgerRenewalExtensions, LedgerCustomers
+{
     /// Stores a verified notification and merges its transaction and renewal info; `.duplicate` (and no other
     /// effect) if its uuid was stored before.
     func record(_ notification: NotificationFacts) throws(LedgerError) -> NotificationWrite
