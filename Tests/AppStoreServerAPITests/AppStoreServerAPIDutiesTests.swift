@@ -12,6 +12,9 @@ import Testing
         let requests = try fake.requests()
         try #require(requests.count == 1)
         #expect(requests[0]["refusal"] == .null)
+        // Apple's AppStoreServerAPIJWT: exactly these claims (the fake checked their values and the signature).
+        guard case .object(let claims)? = requests[0]["claims"] else { throw FixtureError(description: "no claims logged") }
+        #expect(Set(claims.map(\.key)) == ["iss", "iat", "exp", "aud", "bid"])
         #expect(requests[0]["claims"]?["bid"] == .string(FakeAppStoreServer.bundleID))
         return requests[0]
     }
