@@ -57,7 +57,8 @@ struct LookupTransaction: ReceiptdCommand {
 
 struct LookupAppTransaction: ReceiptdCommand {
     static let configuration = CommandConfiguration(
-        commandName: "app-transaction", abstract: "Looks up the app transaction of the customer who made a transaction.",
+        commandName: "app-transaction",
+        abstract: "Looks up the app transaction of the customer who made a transaction.",
         discussion: """
             Asks Get App Transaction Info with any transaction id of the customer. The signed app transaction is \
             verified like any other before it is printed; it is not stored.
@@ -96,9 +97,11 @@ struct LookupAppTransaction: ReceiptdCommand {
             StandardStream.output.write(text)
             return ExitStatus.success
         case .refused(let error):
-            printError("receiptd lookup: \(error.code): Apple's signed app transaction failed verification: \(error.message)")
+            printError(
+                "receiptd lookup: \(error.code): Apple's signed app transaction failed verification: \(error.message)")
         case .unanswered(.notFound):
-            printError("receiptd lookup: app_transaction_not_found: Apple knows no app transaction for transaction \(id)")
+            printError(
+                "receiptd lookup: app_transaction_not_found: Apple knows no app transaction for transaction \(id)")
         case .unanswered(let lookup):
             return report(lookup)
         }

@@ -36,7 +36,8 @@ struct StoreSync: ReceiptdCommand {
             with --refunds, a line "refunds: N read, M new, K refused".
             Exit status: 0 every notification of the span (and every refund read) is in the ledger; 1 some were \
             refused or not stored, Apple could not be reached or refused the key, or no store is configured; 2 a \
-            usage error; 3 skipped: another receiptd holds the sync lease of an app and environment (nothing else failed).
+            usage error; 3 skipped: another receiptd holds the sync lease of an app and environment (nothing else \
+            failed).
             """ + Store.environment)
 
     @Option(help: ArgumentHelp("The start of the span (UTC).", valueName: "date"), transform: { try syncDate($0) })

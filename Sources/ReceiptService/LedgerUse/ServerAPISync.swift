@@ -348,8 +348,6 @@ public struct RefundHistorySync {
     /// Milliseconds since 1970.
     public var purchasedSince: Int64
     public var maximumCustomers = RefundHistorySync.defaultMaximumCustomers
-    /// Asked between customers: false stops there.
-    var shouldContinue: () -> Bool = { true }
 
     public static let defaultMaximumCustomers = 10_000
 
@@ -390,13 +388,9 @@ public struct RefundHistorySync {
         var customersRead = 0
         var stopped: String?
         for originalTransactionID in customers {
-            guard shouldContinue() else {
-                stopped = "stopped before the end"
-                break
-            }
             do {
-                let signed = try client.completeRefundHistory(transactionID: originalTransactionID).flatMap(\.signedTransactions)
-                taken += intake.takeRefunds(signed)
+                let pages = try client.completeRefundHistory(transactionID: originalTransactionID)
+                taken += intake.takeRefunds(pages.flatMap(\.signedTransactions))
             } catch where error.code == .notFound {
                 // Apple knows no such customer in this environment (a ledger fed by a copy of another, say): nothing
                 // of theirs was refunded there.

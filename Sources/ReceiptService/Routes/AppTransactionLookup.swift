@@ -30,7 +30,9 @@ extension ReceiptRoutes {
             } catch where error.code == .notFound {
                 continue
             } catch {
-                var fields = [("app", target.bundleID), ("environment", target.environment.rawValue), ("code", error.code.rawValue)]
+                var fields = [
+                    ("app", target.bundleID), ("environment", target.environment.rawValue), ("code", error.code.rawValue),
+                ]
                 if let appleCode = error.appleErrorCode { fields.append(("apple_error_code", String(appleCode))) }
                 log?.event("server api request failed", fields)
                 failures.append(error)
@@ -43,12 +45,14 @@ extension ReceiptRoutes {
                 log?.event("server api app transaction refused", [("code", error.code.rawValue)])
                 return .refused(error)
             }
-            return .found(
-                bundleID: target.bundleID, environment: target.environment, JWSResultJSON.appTransaction(appTransaction))
+            let rendered = JWSResultJSON.appTransaction(appTransaction)
+            return .found(bundleID: target.bundleID, environment: target.environment, rendered)
         }
         if failures.isEmpty { return .unanswered(.notFound) }
         let busy = failures.filter { $0.code == .busy }
-        guard busy.isEmpty else { return .unanswered(.busy(retryAfterSeconds: busy.compactMap(\.retryAfterSeconds).min(), failures)) }
+        guard busy.isEmpty else {
+            return .unanswered(.busy(retryAfterSeconds: busy.compactMap(\.retryAfterSeconds).min(), failures))
+        }
         return .unanswered(.unavailable(failures))
     }
 }
