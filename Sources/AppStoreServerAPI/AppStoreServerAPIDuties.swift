@@ -171,7 +171,8 @@ extension AppStoreServerAPIClient {
         _ = try call(
             "Set App Account Token", method: "PUT",
             path: "/inApps/v1/transactions/\(Self.pathSegment(originalTransactionID))/appAccountToken",
-            body: .object([("appAccountToken", .string(token))]))
+            // Apple's library sends a Foundation UUID, which JSONEncoder writes in upper case.
+            body: .object([("appAccountToken", .string(token.uppercased()))]))
     }
 
     /// Finish Transaction (App Store Server API 1.20): the server delivered the content.

@@ -6,7 +6,8 @@ internal import Glibc
 /// transaction or one subscription only moves forward in signed date, so repeated and out-of-order deliveries
 /// converge. Failures are ``LedgerError``s; `unavailable` means the database cannot be reached right now.
 public protocol LedgerStore:
-    LedgerOutbox, LedgerConsumption, LedgerAppleCalls, LedgerRenewalExtensions, LedgerSubscriptionGroups
+    LedgerOutbox, LedgerConsumption, LedgerAppleCalls, LedgerRenewalExtensions, LedgerSubscriptionGroups,
+    LedgerCustomers
 {
     /// Stores a verified notification and merges its transaction and renewal info; `.duplicate` (and no other
     /// effect) if its uuid was stored before.

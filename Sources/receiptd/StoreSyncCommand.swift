@@ -12,7 +12,8 @@ import Ledger
 import ReceiptEngine
 import ReceiptService
 
-/// `receiptd store sync`: heals the ledger from Apple's notification history.
+/// `receiptd store sync`: heals the ledger from Apple's notification history, and with `--refunds` from each
+/// customer's refund history.
 struct StoreSync: ReceiptdCommand {
     static let configuration = CommandConfiguration(
         commandName: "sync",
@@ -27,10 +28,16 @@ struct StoreSync: ReceiptdCommand {
             keeps history (180 days in Production, 30 in Sandbox). A span without gaps moves the cursor forward.
             One receiptd at a time syncs an app and environment (a lease in the ledger): another one's sync is \
             skipped (exit 3), or waited for with --wait.
-            Prints, per app and environment, the pages read and the notifications new, already known and refused.
-            Exit status: 0 every notification of the span is in the ledger; 1 some were refused or not stored, \
-            Apple could not be reached or refused the key, or no store is configured; 2 a usage error; 3 skipped: \
-            another receiptd holds the sync lease of an app and environment (nothing else failed).
+            With --refunds, also reads Apple's refund history (Get Refund History) of each customer the ledger knows \
+            in that app and environment: original transactions with a purchase since --refunds-since (default 180 \
+            days before now), at most --refunds-limit of them (default 10000), the most recent first. Each refunded \
+            transaction is verified and recorded like any other, so the ledger emits REFUND for one it did not know.
+            Prints, per app and environment, the pages read and the notifications new, already known and refused; \
+            with --refunds, a line "refunds: N read, M new, K refused".
+            Exit status: 0 every notification of the span (and every refund read) is in the ledger; 1 some were \
+            refused or not stored, Apple could not be reached or refused the key, or no store is configured; 2 a \
+            usage error; 3 skipped: another receiptd holds the sync lease of an app and environment (nothing else \
+            failed).
             """ + Store.environment)
 
     @Option(help: ArgumentHelp("The start of the span (UTC).", valueName: "date"), transform: { try syncDate($0) })
@@ -50,10 +57,30 @@ struct StoreSync: ReceiptdCommand {
     @Flag(help: "When another receiptd is syncing an app and environment, wait for it to finish, then sync.")
     var wait = false
 
+    @Flag(help: "Also read Apple's refund history of each customer the ledger knows (see --refunds-since).")
+    var refunds = false
+
+    @Option(
+        help: ArgumentHelp(
+            "With --refunds: only customers with a purchase since then (UTC), default 180 days before now.",
+            valueName: "date"),
+        transform: { try syncDate($0) })
+    var refundsSince: Int64?
+
+    @Option(
+        help: ArgumentHelp(
+            "With --refunds: at most this many customers per app and environment, the most recent purchases first.",
+            valueName: "count"))
+    var refundsLimit: Int = RefundHistorySync.defaultMaximumCustomers
+
     @OptionGroup var config: ConfigOption
 
     func validate() throws {
         if let since, let until, since >= until { throw ArgumentParser.ValidationError("--since must be before --until") }
+        if !refunds, refundsSince != nil || refundsLimit != RefundHistorySync.defaultMaximumCustomers {
+            throw ArgumentParser.ValidationError("--refunds-since and --refunds-limit go with --refunds")
+        }
+        if refundsLimit < 1 { throw ArgumentParser.ValidationError("--refunds-limit must be at least 1") }
     }
 
     func execute() -> Int32 { execute(now: Int64(wallClockSeconds() * 1000)) }
@@ -108,6 +135,14 @@ struct StoreSync: ReceiptdCommand {
                             + "until \(syncDateText(leaseEnd)); run again later, or with --wait")
                     skipped = true
                 }
+                guard refunds else { continue }
+                // Apart from the notification lease: reading refunds twice records nothing twice.
+                var refundSync = RefundHistorySync(
+                    intake: routes.intake, bundleID: app.bundleID, environment: environment,
+                    purchasedSince: refundsSince ?? now - 180 * 86_400_000,
+                    report: { print($0) }, complain: { printError("receiptd store sync: \($0)") })
+                refundSync.maximumCustomers = refundsLimit
+                if !refundSync.run() { complete = false }
             }
         }
         guard complete else { return ExitStatus.failure }

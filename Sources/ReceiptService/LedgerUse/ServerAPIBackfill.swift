@@ -6,9 +6,9 @@ import StoreKitJWS
 internal import Synchronization
 
 /// Backfill (`server_api.backfill`): the first time this process meets a customer's original transaction in an app
-/// with a `server_api` key, it fetches that customer's transaction history and subscription statuses from Apple in
-/// the background, so the ledger knows the whole story after one validation. One serial queue, bounded: a flood of
-/// new customers is dropped past `capacity`, never queued without limit; the client spaces requests by
+/// with a `server_api` key, it fetches that customer's transaction history, subscription statuses and refund history
+/// from Apple in the background, so the ledger knows the whole story after one validation. One serial queue, bounded:
+/// a flood of new customers is dropped past `capacity`, never queued without limit; the client spaces requests by
 /// `max_requests_per_second`.
 public final class ServerAPIBackfill: Sendable {
     /// Customers waiting at most; more are dropped (and met again later, after a restart).
@@ -67,6 +67,11 @@ extension LedgerIntake {
                     signedTransactions.append(last.signedTransactionInfo)
                     signedRenewals.append(last.signedRenewalInfo)
                 }
+            }
+            // Apple's own list of the customer's refunds: one whose notification was lost (or came before this
+            // ledger existed) still reaches the ledger, and its outbox emits REFUND.
+            for page in try client.completeRefundHistory(transactionID: originalTransactionID) {
+                signedTransactions += page.signedTransactions
             }
         } catch {
             var fields = [("app", bundleID), ("environment", environment.rawValue), ("code", error.code.rawValue)]

@@ -332,6 +332,146 @@ public struct NotificationHistorySync {
     }
 }
 
+/// One app and environment's refund history (Get Refund History v2): every page of it for each customer the ledger
+/// knows there, each signed transaction verified like any other and recorded with source `server_api`, so a refund
+/// whose notification was lost reaches the ledger and its outbox (`REFUND`) all the same.
+///
+/// Bounded twice: only customers (original transactions) with a purchase since `purchasedSince`, and at most
+/// `maximumCustomers` of them, the most recently purchased first. A request per customer at least: `store sync
+/// --refunds` runs it on demand; serve's own sync does not (the backfill reads each new customer's instead).
+public struct RefundHistorySync {
+    let intake: LedgerIntake
+    let bundleID: String
+    let environment: AppStoreEnvironment
+    let report: (String) -> Void
+    let complain: (String) -> Void
+    /// Milliseconds since 1970.
+    public var purchasedSince: Int64
+    public var maximumCustomers = RefundHistorySync.defaultMaximumCustomers
+
+    public static let defaultMaximumCustomers = 10_000
+
+    public init(
+        intake: LedgerIntake, bundleID: String, environment: AppStoreEnvironment, purchasedSince: Int64,
+        report: @escaping (String) -> Void, complain: @escaping (String) -> Void
+    ) {
+        self.intake = intake
+        self.bundleID = bundleID
+        self.environment = environment
+        self.purchasedSince = purchasedSince
+        self.report = report
+        self.complain = complain
+    }
+
+    /// Prints what it did; true when every refund of every customer read is in the ledger.
+    public func run() -> Bool {
+        let label = "\(bundleID) \(environment.rawValue)"
+        let customers: [String]
+        let client: AppStoreServerAPIClient
+        do {
+            customers = try intake.ledger.withStore { (store) throws(LedgerError) in
+                try store.originalTransactionIDs(
+                    bundleID: bundleID, environment: environment.rawValue, purchasedSince: purchasedSince,
+                    limit: maximumCustomers)
+            }
+        } catch {
+            complain("\(label): the ledger cannot be read: \(error)")
+            return false
+        }
+        do {
+            client = try intake.serverAPIClients.client(bundleID: bundleID, environment: environment)
+        } catch {
+            complain("\(label): \(error.message)")
+            return false
+        }
+        var taken = RefundsTaken()
+        var customersRead = 0
+        var stopped: String?
+        for originalTransactionID in customers {
+            do {
+                let pages = try client.completeRefundHistory(transactionID: originalTransactionID)
+                taken += intake.takeRefunds(pages.flatMap(\.signedTransactions))
+            } catch where error.code == .notFound {
+                // Apple knows no such customer in this environment (a ledger fed by a copy of another, say): nothing
+                // of theirs was refunded there.
+            } catch {
+                // Apple down or refusing the key fails every customer alike: stop rather than ask thousands of times.
+                complain("\(label): \(error)")
+                stopped = "stopped at a failure"
+                break
+            }
+            customersRead += 1
+        }
+        var summary = "\(label): refunds: \(taken.read) read, \(taken.new) new, \(taken.refused) refused"
+        if taken.notStored > 0 { summary += ", \(taken.notStored) not stored" }
+        summary += " (\(customersRead) of \(customers.count) " + (customers.count == 1 ? "customer" : "customers")
+            + " purchasing since \(historyDateText(purchasedSince))"
+        if customers.count == maximumCustomers { summary += ", the most recent \(maximumCustomers) only" }
+        summary += stopped.map { "; \($0))" } ?? ")"
+        report(summary)
+        return stopped == nil && taken.refused == 0 && taken.notStored == 0
+    }
+}
+
+/// What taking a customer's refund history did.
+struct RefundsTaken {
+    /// Signed transactions Apple sent.
+    var read = 0
+    /// Refunds the ledger did not know (the transaction was missing or not revoked).
+    var new = 0
+    /// Failed verification: never stored.
+    var refused = 0
+    /// Verified but not stored: the ledger refused the write.
+    var notStored = 0
+
+    static func += (total: inout RefundsTaken, more: RefundsTaken) {
+        total.read += more.read
+        total.new += more.new
+        total.refused += more.refused
+        total.notStored += more.notStored
+    }
+}
+
+extension AppStoreServerAPIClient {
+    /// Every page of Get Refund History v2, in order; `maximumPages` bounds a history that never ends.
+    func completeRefundHistory(
+        transactionID: String, maximumPages: Int = 50
+    ) throws(AppStoreServerAPIError) -> [RefundHistoryPage] {
+        var pages: [RefundHistoryPage] = []
+        var revision: String?
+        repeat {
+            let page = try refundHistory(transactionID: transactionID, revision: revision)
+            pages.append(page)
+            revision = page.revision
+        } while pages.last!.hasMore && pages.count < maximumPages
+        return pages
+    }
+}
+
+extension LedgerIntake {
+    /// Verifies a customer's refunded transactions and records them with source `server_api`: the ledger's own
+    /// comparison of before and after emits `REFUND` for each that it did not know as refunded.
+    func takeRefunds(_ signed: [String]) -> RefundsTaken {
+        let facts = verifiedTransactionFacts(signed)
+        var taken = RefundsTaken(read: signed.count, refused: signed.count - facts.count)
+        guard !facts.isEmpty else { return taken }
+        do {
+            try ledger.withStore { (store) throws(LedgerError) in
+                var new = 0
+                for refund in facts where refund.revocationDate != nil {
+                    if try store.transaction(id: refund.transactionID)?.facts.revocationDate == nil { new += 1 }
+                }
+                try ledger.record(facts, source: .serverAPI, in: store)
+                taken.new = new
+            }
+        } catch {
+            log?.event("server api refunds not stored", [("code", ReceiptRoutes.storeProblem(error).code.rawValue)])
+            taken.notStored = facts.count
+        }
+        return taken
+    }
+}
+
 /// Milliseconds since 1970 as `2026-11-01T12:00:00Z`.
 private func historyDateText(_ milliseconds: Int64) -> String {
     ReceiptDate(millisecondsSince1970: milliseconds).rfc3339
