@@ -196,6 +196,13 @@ func serve(
         return ExitStatus.failure
     }
     syncToStop.set(dispatcher)
+    let consumptionSender: ConsumptionSender?
+    do {
+        consumptionSender = try ConsumptionSender.start(routes.intake, registry: metrics.registry, log: log)
+    } catch {
+        errors("receiptd: cannot start the consumption sender's thread: \(error)")
+        consumptionSender = nil
+    }
     started?({
         ShutdownSignals.shutDown(
             servers: servers, readiness: readiness, log: log, syncToStop: syncToStop, reason: "requested")
@@ -206,6 +213,8 @@ func serve(
     sync?.stop(within: configuration.shutdownGracePeriod)
     // Tries under way end or are left to their leases; none is recorded after the store closes.
     dispatcher?.stop(within: configuration.shutdownGracePeriod)
+    // A refund answer under way is sent or left to its lease, as a webhook delivery is.
+    consumptionSender?.stop(within: configuration.shutdownGracePeriod)
     signals?.cancel()
     // The servers have stopped, so no request is still writing (one past the grace period fails `unavailable`).
     closeStore()
