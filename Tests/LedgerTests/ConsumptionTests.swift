@@ -67,7 +67,7 @@ struct ConsumptionTests {
         #expect(stored?.answer?.body == "{}")
         _ = try ledger.storeConsumptionAnswer(transactionID: "3001", body: Self.answer, at: now + 1)
         #expect(try ledger.consumptionAnswer(transactionID: "3001")?.body == Self.answer)
-        let claimed = try ledger.claimConsumptionRequests(holder: "a", now: now, leaseUntil: now + 1000, limit: 10)
+        let claimed = try ledger.claimConsumptionRequests(holder: "a", now: now + 1, leaseUntil: now + 1000, limit: 10)
         #expect(claimed.map(\.request.notificationUUID) == ["u1"])
         #expect(claimed.first?.productType == "Consumable")
         #expect(claimed.first?.isClaimed == false)
