@@ -116,8 +116,8 @@ extension LedgerRecords {
         switch result {
         case .sent(let status, let body):
             try checkStorable(body)
-            assignments =
-                "state = 'sent', sent_at = $3, apple_status = $4, sent_body = $5, apple_error_code = NULL, last_error = NULL"
+            assignments = "state = 'sent', sent_at = $3, apple_status = $4, sent_body = $5, apple_error_code = NULL, "
+                + "last_error = NULL"
             values += [.integer(time), .integer(Int64(status)), .text(body)]
         case .retry(let retryAt, let status, let appleErrorCode, let error):
             assignments = "next_attempt_at = $3, apple_status = $4, apple_error_code = $5, last_error = $6"

@@ -32,7 +32,8 @@ extension LedgerStoreInRecords {
     public func finishConsumptionRequest(
         notificationUUID: String, holder: String, result: ConsumptionSendResult, at time: Int64
     ) throws(LedgerError) -> Bool {
-        try records.finishConsumptionRequest(notificationUUID: notificationUUID, holder: holder, result: result, at: time)
+        try records.finishConsumptionRequest(
+            notificationUUID: notificationUUID, holder: holder, result: result, at: time)
     }
 
     public func consumptionRequestCounts(now: Int64) throws(LedgerError) -> [ConsumptionRequestState: Int] {

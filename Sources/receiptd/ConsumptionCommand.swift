@@ -65,5 +65,7 @@ enum ConsumptionListing {
         }
     }
 
-    private static func time(_ milliseconds: Int64) -> String { ReceiptDate(millisecondsSince1970: milliseconds).rfc3339 }
+    private static func time(_ milliseconds: Int64) -> String {
+        ReceiptDate(millisecondsSince1970: milliseconds).rfc3339
+    }
 }

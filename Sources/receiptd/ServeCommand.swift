@@ -203,6 +203,7 @@ func serve(
         errors("receiptd: cannot start the consumption sender's thread: \(error)")
         consumptionSender = nil
     }
+    syncToStop.set(consumptionSender)
     started?({
         ShutdownSignals.shutDown(
             servers: servers, readiness: readiness, log: log, syncToStop: syncToStop, reason: "requested")
@@ -281,18 +282,23 @@ private final class ShutdownSignals {
     }
 }
 
-/// `serve`'s background sync and webhook dispatcher once started: the signals are watched from before they start, and
-/// a shutdown tells them to wind down as the shutdown begins, so that their grace runs beside the servers' drain.
+/// `serve`'s background sync, webhook dispatcher and consumption sender once started: the signals are watched from
+/// before they start, and a shutdown tells them to wind down as the shutdown begins, so that their grace runs beside
+/// the servers' drain.
 private final class SyncToStop: Sendable {
     private let sync = Mutex<ServerAPISync?>(nil)
     private let dispatcher = Mutex<WebhookDispatcher?>(nil)
+    private let consumptionSender = Mutex<ConsumptionSender?>(nil)
 
     func set(_ sync: ServerAPISync?) { self.sync.withLock { $0 = sync } }
 
     func set(_ dispatcher: WebhookDispatcher?) { self.dispatcher.withLock { $0 = dispatcher } }
 
+    func set(_ sender: ConsumptionSender?) { consumptionSender.withLock { $0 = sender } }
+
     func beginStopping() {
         sync.withLock { $0 }?.beginStopping()
         dispatcher.withLock { $0 }?.beginStopping()
+        consumptionSender.withLock { $0 }?.beginStopping()
     }
 }

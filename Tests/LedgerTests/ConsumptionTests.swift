@@ -91,7 +91,8 @@ struct ConsumptionTests {
         #expect(request.sentBody == "{\"x\":1}")
         #expect(request.sentAt == now + 5)
         #expect(request.attempts == 1)
-        #expect(try ledger.claimConsumptionRequests(holder: "a", now: now + 9, leaseUntil: now + 2000, limit: 10).isEmpty)
+        #expect(
+            try ledger.claimConsumptionRequests(holder: "a", now: now + 9, leaseUntil: now + 2000, limit: 10).isEmpty)
         #expect(try ledger.consumptionRequestCounts(now: now)[.sent] == 1)
     }
 
@@ -128,7 +129,8 @@ struct ConsumptionTests {
         #expect(try ledger.consumptionRequestCounts(now: closed - 1)[.open] == 1)
         #expect(try ledger.consumptionRequestCounts(now: closed)[.expired] == 1)
         #expect(try ledger.consumptionRequests(openOnly: true, now: closed, limit: 10).isEmpty)
-        #expect(try ledger.claimConsumptionRequests(holder: "a", now: closed, leaseUntil: closed + 9, limit: 10).isEmpty)
+        #expect(
+            try ledger.claimConsumptionRequests(holder: "a", now: closed, leaseUntil: closed + 9, limit: 10).isEmpty)
         #expect(try ledger.expireConsumptionRequests(now: closed) == 1)
         #expect(try ledger.consumptionRequest(transactionID: "3001")?.state == .expired)
     }
@@ -155,7 +157,8 @@ struct ConsumptionTests {
         #expect(Set(claims[0]).isDisjoint(with: claims[1]))
         #expect(claims[0].count + claims[1].count == 20)
         // The lease ran out (a sender killed mid-send): the request is claimable again.
-        let later = try first.claimConsumptionRequests(holder: "c", now: now + 60_000, leaseUntil: now + 90_000, limit: 50)
+        let later = try first.claimConsumptionRequests(
+            holder: "c", now: now + 60_000, leaseUntil: now + 90_000, limit: 50)
         #expect(later.count == 20)
     }
 }

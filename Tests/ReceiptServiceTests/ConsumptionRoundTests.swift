@@ -13,7 +13,8 @@ struct ConsumptionRoundTests {
     static let t0: Int64 = 1_700_000_000_000
     static let hour: Int64 = 3_600_000
     static let answer =
-        #"{"customer_consented":true,"consumption_percentage":25000,"delivery_status":"DELIVERED","refund_preference":"GRANT_PRORATED","sample_content_provided":false}"#
+        #"{"customer_consented":true,"consumption_percentage":25000,"delivery_status":"DELIVERED","#
+        + #""refund_preference":"GRANT_PRORATED","sample_content_provided":false}"#
 
     struct DirectLedger: ConsumptionLedger {
         let store: any LedgerStore
@@ -66,7 +67,8 @@ struct ConsumptionRoundTests {
         #expect(calls.count == 1)
         #expect(calls.first?["method"] == .string("PUT"))
         let expected =
-            #"{"customerConsented":true,"consumptionPercentage":25000,"deliveryStatus":"DELIVERED","refundPreference":"GRANT_PRORATED","sampleContentProvided":false}"#
+            #"{"customerConsented":true,"consumptionPercentage":25000,"deliveryStatus":"DELIVERED","#
+            + #""refundPreference":"GRANT_PRORATED","sampleContentProvided":false}"#
         #expect(calls.first?["body"] == .string(expected))
         let request = try #require(try store.consumptionRequest(transactionID: "3001"))
         #expect(request.state == .sent)

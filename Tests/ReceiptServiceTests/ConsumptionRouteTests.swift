@@ -146,4 +146,16 @@ struct ConsumptionRouteTests {
         #expect(response.status == 200)
         #expect(response.json?["answer"]?["delivery_status"] == nil)
     }
+
+    @Test func theSupportPage_showsTheRequestAndWhetherTheBackendAnswered() throws {
+        let routes = try Self.routes()
+        let unanswered = routes.handle(get("/lookup?id=\(Self.consumableID)"), on: .main)
+        #expect(unanswered.status == 200)
+        #expect(unanswered.text.contains("<h3>Refund requests</h3>"))
+        #expect(unanswered.text.contains("data-state=\"open\""))
+        #expect(unanswered.text.contains("no answer from the backend yet"))
+        _ = Self.put(routes, Self.consumableID, Self.body(Self.good))
+        let answered = routes.handle(get("/lookup?id=\(Self.consumableID)"), on: .main)
+        #expect(answered.text.contains("answered, sending"))
+    }
 }

@@ -90,16 +90,20 @@ public struct ConsumptionRound: Sendable {
         public var recorded: Bool
     }
 
+    /// The client of an app (bundle id) in an environment: unbounded, the sender's thread waits for nobody.
+    public typealias AppleClient =
+        @Sendable (String, AppStoreEnvironment) throws(AppStoreServerAPIError) -> AppStoreServerAPIClient
+
     let ledger: any ConsumptionLedger
     let apps: [String: ServiceConfiguration.App]
-    let client: @Sendable (String, AppStoreEnvironment) throws(AppStoreServerAPIError) -> AppStoreServerAPIClient
+    let client: AppleClient
     let settings: Settings
     let registry: PrometheusCollectorRegistry?
     let log: ServiceLog?
 
     public init(
         ledger: any ConsumptionLedger, configuration: ServiceConfiguration,
-        client: @escaping @Sendable (String, AppStoreEnvironment) throws(AppStoreServerAPIError) -> AppStoreServerAPIClient,
+        client: @escaping AppleClient,
         settings: Settings = Settings(), registry: PrometheusCollectorRegistry? = nil, log: ServiceLog? = nil
     ) {
         self.ledger = ledger
@@ -141,7 +145,8 @@ public struct ConsumptionRound: Sendable {
                 log?.event("consumption answer not recorded", [("ledger_error", error.code.rawValue)])
                 recorded = false
             }
-            outcomes.append(Outcome(notificationUUID: request.request.notificationUUID, result: result, recorded: recorded))
+            outcomes.append(
+                Outcome(notificationUUID: request.request.notificationUUID, result: result, recorded: recorded))
             var fields = [("notification_uuid", ServiceLog.clipped(request.request.notificationUUID))]
             switch result {
             case .sent(let status, _): fields += [("result", "sent"), ("status", String(status))]
@@ -249,7 +254,8 @@ public final class ConsumptionSender: Sendable {
                 try clients.client(bundleID: bundleID, environment: environment)
             },
             registry: registry, log: log)
-        return try ConsumptionSender(round: round, nudge: intake.consumptionNudge, poll: poll, clock: unixMillisecondsNow)
+        return try ConsumptionSender(
+            round: round, nudge: intake.consumptionNudge, poll: poll, clock: unixMillisecondsNow)
     }
 
     /// Starts no round after this; returns at once.

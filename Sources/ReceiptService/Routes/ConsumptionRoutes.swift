@@ -10,7 +10,8 @@ extension ReceiptRoutes {
     /// A transaction the ledger never verified is 404: whether Apple would take a percentage depends on its type.
     func putConsumption(_ request: HTTPRequest, transactionID: String) -> HTTPResponse {
         guard let body = try? JSONValue(parsing: request.body) else {
-            return problem(.badRequest(.bodyNotJSON, "expected a JSON object: Apple's ConsumptionRequest in snake_case"))
+            return problem(
+                .badRequest(.bodyNotJSON, "expected a JSON object: Apple's ConsumptionRequest in snake_case"))
         }
         let record: TransactionRecord?
         do {
