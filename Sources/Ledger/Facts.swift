@@ -123,11 +123,13 @@ public struct NotificationFacts: Sendable, Hashable {
     public var renewal: RenewalFacts?
     /// The decoded `appTransactionInfo` as JSON text, if the notification had one.
     public var appTransactionJSON: String?
+    /// `data.consumptionRequestReason` of a `CONSUMPTION_REQUEST`.
+    public var consumptionRequestReason: String?
 
     public init(
         uuid: String, type: String, subtype: String? = nil, signedDate: Int64, environment: String? = nil,
         bundleID: String? = nil, signedPayload: String, transaction: TransactionFacts? = nil,
-        renewal: RenewalFacts? = nil, appTransactionJSON: String? = nil
+        renewal: RenewalFacts? = nil, appTransactionJSON: String? = nil, consumptionRequestReason: String? = nil
     ) {
         self.uuid = uuid
         self.type = type
@@ -139,6 +141,7 @@ public struct NotificationFacts: Sendable, Hashable {
         self.transaction = transaction
         self.renewal = renewal
         self.appTransactionJSON = appTransactionJSON
+        self.consumptionRequestReason = consumptionRequestReason
     }
 }
 

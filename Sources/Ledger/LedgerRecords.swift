@@ -31,6 +31,7 @@ struct LedgerRecords<Database: LedgerDatabase>: Sendable {
                 try LedgerStatements.linkByAppAccountToken([tokenLookup], at: receivedAt, connection)
             }
             if case .stored = write {
+                try LedgerStatements.recordConsumptionRequest(notification, at: receivedAt, connection)
                 let summary = NotificationSummary(
                     uuid: notification.uuid, type: notification.type, subtype: notification.subtype,
                     signedDate: notification.signedDate

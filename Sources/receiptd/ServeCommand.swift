@@ -196,6 +196,14 @@ func serve(
         return ExitStatus.failure
     }
     syncToStop.set(dispatcher)
+    let consumptionSender: ConsumptionSender?
+    do {
+        consumptionSender = try ConsumptionSender.start(routes.intake, registry: metrics.registry, log: log)
+    } catch {
+        errors("receiptd: cannot start the consumption sender's thread: \(error)")
+        consumptionSender = nil
+    }
+    syncToStop.set(consumptionSender)
     started?({
         ShutdownSignals.shutDown(
             servers: servers, readiness: readiness, log: log, syncToStop: syncToStop, reason: "requested")
@@ -206,6 +214,8 @@ func serve(
     sync?.stop(within: configuration.shutdownGracePeriod)
     // Tries under way end or are left to their leases; none is recorded after the store closes.
     dispatcher?.stop(within: configuration.shutdownGracePeriod)
+    // A refund answer under way is sent or left to its lease, as a webhook delivery is.
+    consumptionSender?.stop(within: configuration.shutdownGracePeriod)
     signals?.cancel()
     // The servers have stopped, so no request is still writing (one past the grace period fails `unavailable`).
     closeStore()
@@ -272,18 +282,23 @@ private final class ShutdownSignals {
     }
 }
 
-/// `serve`'s background sync and webhook dispatcher once started: the signals are watched from before they start, and
-/// a shutdown tells them to wind down as the shutdown begins, so that their grace runs beside the servers' drain.
+/// `serve`'s background sync, webhook dispatcher and consumption sender once started: the signals are watched from
+/// before they start, and a shutdown tells them to wind down as the shutdown begins, so that their grace runs beside
+/// the servers' drain.
 private final class SyncToStop: Sendable {
     private let sync = Mutex<ServerAPISync?>(nil)
     private let dispatcher = Mutex<WebhookDispatcher?>(nil)
+    private let consumptionSender = Mutex<ConsumptionSender?>(nil)
 
     func set(_ sync: ServerAPISync?) { self.sync.withLock { $0 = sync } }
 
     func set(_ dispatcher: WebhookDispatcher?) { self.dispatcher.withLock { $0 = dispatcher } }
 
+    func set(_ sender: ConsumptionSender?) { consumptionSender.withLock { $0 = sender } }
+
     func beginStopping() {
         sync.withLock { $0 }?.beginStopping()
         dispatcher.withLock { $0 }?.beginStopping()
+        consumptionSender.withLock { $0 }?.beginStopping()
     }
 }

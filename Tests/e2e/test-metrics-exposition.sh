@@ -108,6 +108,9 @@ expect_family receiptd_notification_conflicts_total counter ""
 expect_family receiptd_open_connections gauge ""
 expect_family receiptd_server_api_requests_total counter endpoint,outcome
 expect_family receiptd_server_api_last_sync_age_seconds gauge app,environment
+# The consumption sender counts Apple's refund questions at its first round: every state, 0 here.
+expect_family receiptd_consumption_requests gauge state
+grep -qxF 'receiptd_consumption_requests{state="open"} 0.0' exposition.txt || fail "no open refund questions counted"
 # Without webhooks only the histogram has series; the other webhook families are named, with no sample.
 expect_family receiptd_webhook_delivery_seconds histogram ""
 for name in receiptd_webhook_deliveries_total receiptd_webhook_pending receiptd_webhook_oldest_pending_seconds; do

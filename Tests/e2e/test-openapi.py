@@ -571,7 +571,7 @@ def check_storekit_and_ledger(store_url, stateless_url):
     claim_op = ("/v1/transactions/{transaction_id}/claim", "POST")
     _, _, payload = request(store_url, "GET", "/v1/transactions/870001", label="transaction", expect=200,
                             as_operation=tx)
-    expect_keys(payload, (), ["transaction", "first_seen", "sources", "claim"], "transaction")
+    expect_keys(payload, (), ["transaction", "first_seen", "sources", "claim", "consumption_request"], "transaction")
     expect_keys(payload, ("transaction",), LEDGER_TRANSACTION_KEYS, "transaction")
     expect_member(payload, ("sources",), ["jws"], "transaction")
     expect_member(payload, ("claim",), None, "transaction")

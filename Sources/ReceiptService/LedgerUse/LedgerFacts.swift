@@ -53,7 +53,8 @@ enum LedgerFacts {
             environment: notification.environment, bundleID: notification.bundleID, signedPayload: signedPayload,
             transaction: nested("signedTransactionInfo").flatMap(transaction),
             renewal: nested("signedRenewalInfo").flatMap(renewal),
-            appTransactionJSON: nested("signedAppTransactionInfo").map(text))
+            appTransactionJSON: nested("signedAppTransactionInfo").map(text),
+            consumptionRequestReason: notification.consumptionRequestReason)
     }
 
     /// A receipt's in-app entries, as of the receipt's creation date, in the camelCase shape Apple signs for StoreKit

@@ -35,6 +35,8 @@ public struct LedgerIntake: Sendable {
     /// App Store Server API clients, kept across requests (their tokens are reused).
     public let serverAPIClients: ServerAPIClients
     let serverAPIBackfill: ServerAPIBackfill
+    /// Wakes the consumption sender when a refund question or its answer arrives.
+    public let consumptionNudge = ConsumptionNudge()
     /// Where each fact's fate is written (stored, duplicate, refused, not stored); nil logs none.
     let log: ServiceLog?
     let clock: @Sendable () -> Date
@@ -108,6 +110,7 @@ public struct LedgerIntake: Sendable {
         fields.append(("conflict", write == .conflict ? "true" : "false"))
         log?.event("notification", fields)
         if write == .conflict { metrics.recordNotificationConflict() }
+        if write == .stored, facts.type == "CONSUMPTION_REQUEST" { consumptionNudge.nudge() }
         if let transaction = facts.transaction { backfill([transaction]) }
         return .recorded(facts, write)
     }

@@ -44,6 +44,8 @@ enum LookupPage {
         /// The outbox's events for the original transaction, newest first; nil: not shown (no webhooks, or the
         /// account's page lists them once for all its subscriptions).
         var webhookEvents: [OutboxEvent]? = nil
+        /// Apple's refund questions about its transactions, newest first.
+        var consumptionRequests: [ConsumptionRequest] = []
     }
 
     /// How many events a page lists at most: the newest, which are the ones support asks about.
@@ -242,6 +244,7 @@ enum LookupPage {
             html += "<tr><td colspan=\"6\">Known only through renewal info: no transaction has reached the ledger.</td></tr>\n"
         }
         html += "</tbody>\n</table>\n"
+        html += consumptionTable(subscription.consumptionRequests, now: now)
         if let events = subscription.webhookEvents {
             let subject = facts.isAutoRenewable ? "this subscription" : "this purchase"
             html += "<h3>Webhook events</h3>\n" + webhookTable(events, of: subject)

@@ -51,8 +51,11 @@ extension ReceiptRoutes {
 
     func transaction(id: String) -> HTTPResponse {
         let record: TransactionRecord?
+        let consumptionRequest: ConsumptionRequest?
         do {
-            record = try ledger.withStore { (store) throws(LedgerError) in try store.transaction(id: id) }
+            (record, consumptionRequest) = try ledger.withStore { (store) throws(LedgerError) in
+                (try store.transaction(id: id), try store.consumptionRequest(transactionID: id))
+            }
         } catch {
             return problem(Self.storeProblem(error))
         }
@@ -67,6 +70,9 @@ extension ReceiptRoutes {
                 ("first_seen", Self.date(record.firstSeen)),
                 ("sources", .array(sources.map { .string($0.key.rawValue) })),
                 ("claim", record.claim.map(Self.claimJSON) ?? .null),
+                ("consumption_request", consumptionRequest.map {
+                    Self.consumptionRequestJSON($0, now: ReceiptDate(clock()).millisecondsSince1970)
+                } ?? .null),
             ]))
     }
 

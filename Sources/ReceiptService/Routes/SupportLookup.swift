@@ -157,15 +157,21 @@ extension ReceiptRoutes {
             return nil
         }
         var claims: [String: Claim] = [:]
+        var consumptionRequests: [ConsumptionRequest] = []
         for transaction in facts.transactions {
             if let claim = try store.transaction(id: transaction.transactionID)?.claim {
                 claims[transaction.transactionID] = claim
+            }
+            if let request = try store.consumptionRequest(transactionID: transaction.transactionID) {
+                consumptionRequests.append(request)
             }
         }
         let events =
             withWebhookEvents
             ? try webhookEvents(OutboxQuery(originalTransactionID: originalTransactionID), store: store) : nil
-        return LookupPage.Subscription(facts: facts, claims: claims, webhookEvents: events)
+        return LookupPage.Subscription(
+            facts: facts, claims: claims, webhookEvents: events,
+            consumptionRequests: consumptionRequests.sorted { $0.requestedAt > $1.requestedAt })
     }
 
     /// Nil without webhooks: then the outbox stays empty and the page neither asks nor shows it.
