@@ -22,7 +22,7 @@ struct Receiptd: ParsableCommand {
         version: "receiptd \(ReceiptdVersion.current)",
         subcommands: [
             Serve.self, CheckConfig.self, Verify.self, TestingCommands.self, Store.self, Accounts.self, Token.self,
-            Lookup.self, Notifications.self, Webhooks.self, Version.self,
+            Lookup.self, Notifications.self, Webhooks.self, Subscriptions.self, Version.self,
         ])
 }
 
