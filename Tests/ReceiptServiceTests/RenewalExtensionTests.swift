@@ -237,6 +237,16 @@ struct RenewalExtensionTests {
         #expect(record.completedAt != nil)
     }
 
+    @Test func lookupPage_offersExtendForASubscription_postingToTheRoute() throws {
+        let scene = try Self.scene()
+        try Self.subscribe(scene.routes)
+        let page = scene.routes.handle(get("/lookup?id=\(E.original)"), on: .main).text
+        #expect(page.contains(#"<form class="extend-form" data-original-transaction-id="\#(E.original)">"#))
+        #expect(page.contains(#"<option value="service_issue_or_outage">"#))
+        #expect(page.contains("/v1/subscriptions/${encodeURIComponent(id)}/extend"))
+        #expect(page.contains("confirm("))
+    }
+
     @Test func extendAll_withoutAProduct_isAUsageError() {
         #expect(runReceiptd(["subscriptions", "extend-all", "--days", "5", "--reason", "other"]) == ExitStatus.usage)
         #expect(
