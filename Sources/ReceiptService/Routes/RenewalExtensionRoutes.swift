@@ -70,6 +70,7 @@ extension ReceiptRoutes {
         guard case .string(let spelling)? = body["reason"], let reason = RenewalExtensionReason(rawValue: spelling) else {
             return problem(.invalidField("reason", "reason must be one of \(RenewalExtensionReason.spellings)"))
         }
+        // The support page says it is the one asking, so the ledger tells its button from the backend's calls.
         let requestedBy: String? =
             if request.headers[HTTPHeaderName("X-Receiptd-Source")] == "support-page" {
                 "support-page"
@@ -136,8 +137,10 @@ extension ReceiptRoutes {
                 "the ledger has never seen original transaction \(originalTransactionID): validate it (or look it up) first"))
         }
         guard apple == .admitted else {
-            return RenewalExtensionReply(problem: ServerAPILookup.busy(retryAfterSeconds: nil, []).problem(
-                "Apple was not asked to extend \(originalTransactionID): "))
+            return RenewalExtensionReply(problem: Self.renewalExtensionProblem(
+                AppStoreServerAPIError(
+                    code: .busy, message: "server_api.max_concurrent_requests requests already wait on Apple"),
+                originalTransactionID: originalTransactionID))
         }
 
         let requestIdentifier = UUID().uuidString.lowercased()
@@ -212,11 +215,12 @@ extension ReceiptRoutes {
                     + renewalExtensionLimit(error.appleErrorCode, fallback: error.detail),
                 appleErrorCode: error.appleErrorCode)
         case .busy:
-            return ServerAPILookup.busy(retryAfterSeconds: error.retryAfterSeconds, [error]).problem(
-                "Apple was not asked to extend \(originalTransactionID): ")!
+            let lookup = ServerAPILookup.busy(retryAfterSeconds: error.retryAfterSeconds, [error])
+            return lookup.problem("Apple was not asked to extend \(originalTransactionID): ")
+                ?? RequestProblem(status: 503, code: .serverAPIBusy, message: error.detail)
         default:
-            return ServerAPILookup.unavailable([error]).problem(
-                "Apple could not be asked to extend \(originalTransactionID): ")!
+            return ServerAPILookup.unavailable([error]).problem("Apple could not be asked to extend \(originalTransactionID): ")
+                ?? RequestProblem(status: 503, code: .serverAPIUnavailable, message: error.detail)
         }
     }
 
