@@ -58,6 +58,9 @@ public enum LedgerChangeCause: Sendable, Hashable {
     case link(AccountLinkSource)
     /// A transfer between accounts (`accountBefore` → `accountAfter`), recorded as transfer `number`.
     case transfer(AccountLinkSource, number: Int64)
+    /// Apple extended the original's renewal date (receiptd asked): the facts did not change, Apple's signed renewal
+    /// comes later (a `RENEWAL_EXTENDED` notification, or the status receiptd fetches after the extension).
+    case renewalExtension(requestIdentifier: String, effectiveDate: Int64)
 }
 
 /// One event the rules want stored. The ledger adds `id`, `sequence` and `created_at`.

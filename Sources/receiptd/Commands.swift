@@ -22,7 +22,8 @@ struct Receiptd: ParsableCommand {
         version: "receiptd \(ReceiptdVersion.current)",
         subcommands: [
             Serve.self, CheckConfig.self, Verify.self, TestingCommands.self, Store.self, Accounts.self, Token.self,
-            Lookup.self, Notifications.self, Webhooks.self, Consumption.self, Offers.self, Version.self,
+            Lookup.self, Notifications.self, Webhooks.self, Subscriptions.self, Consumption.self, Offers.self,
+            Version.self,
         ])
 }
 

@@ -169,8 +169,9 @@ struct EventRulesTests {
             Row(name: "OFFER_REDEEMED with its new transaction", change: C.change(
                 C.notification("OFFER_REDEEMED", "RESUBSCRIBE"), before: C.oneMonth, after: C.twoMonths),
                 expected: ["RENEWAL:1001", "OFFER_REDEEMED:0b6f2e1a-n1"]),
+            // Keyed by the subscription and its new expiry, as receiptd's own extension of it is.
             Row(name: "RENEWAL_EXTENDED", change: unchanged(C.notification("RENEWAL_EXTENDED")),
-                expected: ["RENEWAL_EXTENDED:0b6f2e1a-n1"]),
+                expected: ["RENEWAL_EXTENDED:1000:1737417600000"]),
             Row(name: "TEST", change: unchanged(C.notification("TEST")), expected: ["TEST:0b6f2e1a-n1"]),
             Row(name: "REFUND_DECLINED: nothing", change: unchanged(C.notification("REFUND_DECLINED")), expected: []),
             Row(name: "METADATA_UPDATE: nothing", change: unchanged(C.notification("METADATA_UPDATE")), expected: []),

@@ -118,7 +118,8 @@ struct LedgerRouteTests {
         let response = routes.handle(get("/v1/subscriptions/\(E.original)"), on: .main)
         #expect(response.status == 200)
         let json = try #require(response.json)
-        #expect(json.keys == Self.subscriptionKeys)
+        // `extensions`: the renewal extensions asked of Apple, which only this answer lists.
+        #expect(json.keys == Self.subscriptionKeys + ["extensions"])
         #expect(json["original_transaction_id"] == .string(E.original))
         #expect(json["product_id"] == .string("pro.monthly"))
         #expect(json["environment"] == .string("Sandbox"))

@@ -551,7 +551,8 @@ def check_storekit_and_ledger(store_url, stateless_url):
     expect_keys(payload, (), ["original_transaction_id", "product_id", "status", "expires_date", "auto_renew_status",
                               "auto_renew_product_id", "is_in_billing_retry_period", "grace_period_expires_date",
                               "expiration_intent", "revocation_date", "environment", "latest_transaction",
-                              "transactions", "last_notification", "updated_at"], "subscription")
+                              "transactions", "last_notification", "updated_at", "extensions"], "subscription")
+    expect_member(payload, ("extensions",), [], "subscription")
     expect_keys(payload, ("latest_transaction",), LEDGER_TRANSACTION_KEYS, "subscription")
     expect_keys(payload, ("last_notification",), ["notification_type", "subtype", "notification_uuid", "signed_date"],
                 "subscription")

@@ -49,8 +49,11 @@ struct EventRules: Sendable {
         let factsChanged =
             change.before?.transactions != change.after?.transactions || change.before?.renewal != change.after?.renewal
         var kinds = factsChanged ? Self.factKinds(change) : []
-        if case .notification(let notification) = change.cause, let kind = Self.notificationKind(notification) {
+        if case .notification(let notification) = change.cause, let kind = Self.notificationKind(notification, change) {
             kinds.append(kind)
+        }
+        if case .renewalExtension(_, let effectiveDate) = change.cause {
+            kinds.append(Self.renewalExtended(change.originalTransactionID, expiry: effectiveDate))
         }
         if case .transfer(_, let number) = change.cause {
             kinds.append(Kind(.transfer, change.originalTransactionID, String(number)))
@@ -129,6 +132,20 @@ struct EventRules: Sendable {
     }
 
     /// The kind a notification names that no diff can see; nil for the types that imply nothing beyond their facts.
+    static func notificationKind(_ notification: NotificationSummary, _ change: LedgerChange) -> Kind? {
+        // Apple's notification of an extension receiptd asked for names the same new expiry as Apple's answer
+        // (`effectiveDate`): one key for both, so one extension is one event, whichever the ledger learns first.
+        if notification.type == "RENEWAL_EXTENDED", let expiry = change.after?.latestTransaction?.expiresDate {
+            return renewalExtended(change.originalTransactionID, expiry: expiry)
+        }
+        return notificationKind(notification)
+    }
+
+    /// `RENEWAL_EXTENDED` keyed by the subscription and its new expiry: the extension, however it is learned.
+    static func renewalExtended(_ originalTransactionID: String, expiry: Int64) -> Kind {
+        Kind(.renewalExtended, originalTransactionID, String(expiry))
+    }
+
     static func notificationKind(_ notification: NotificationSummary) -> Kind? {
         let type: EventType? =
             switch notification.type {

@@ -71,6 +71,7 @@ enum LookupPage {
         for (index, subscription) in found.subscriptions.enumerated() {
             body += section(subscription, index: index, now: now)
         }
+        if found.subscriptions.contains(where: { $0.facts.isAutoRenewable }) { body += extendScript }
         return document(title: "Lookup: \(what)", body: body)
     }
 
@@ -249,6 +250,7 @@ enum LookupPage {
             let subject = facts.isAutoRenewable ? "this subscription" : "this purchase"
             html += "<h3>Webhook events</h3>\n" + webhookTable(events, of: subject)
         }
+        if facts.isAutoRenewable { html += extendForm(facts.originalTransactionID) }
         return html + "</section>\n"
     }
 

@@ -43,6 +43,9 @@ struct RequestProblem: Error, Sendable, Hashable {
         /// `POST /v1/accounts/{account}/purchases`: another account owns a purchase in the body, and the app's
         /// `restore_behavior` keeps it there.
         case ownedByAnotherAccount = "owned_by_another_account"
+        /// `POST /v1/subscriptions/{id}/extend`: Apple refused the extension; `apple_error_code` says why (its limits:
+        /// active subscriptions only, twice in 365 days, the family organizer's, 1–90 days).
+        case extensionRefused = "extension_refused"
     }
 
     /// Which part of a `bad_request` (or `unsupported_media_type`) request failed, or why an `unauthorized` or

@@ -20,9 +20,13 @@ extension ReceiptRoutes {
             return problem(error)
         }
         var facts: SubscriptionFacts?
+        var extensions: [RenewalExtensionRecord] = []
         do {
-            facts = try ledger.withStore { (store) throws(LedgerError) in
-                try ledger.subscription(originalTransactionID: originalTransactionID, in: store)
+            (facts, extensions) = try ledger.withStore { (store) throws(LedgerError) in
+                (
+                    try ledger.subscription(originalTransactionID: originalTransactionID, in: store),
+                    try store.renewalExtensions(originalTransactionID: originalTransactionID)
+                )
             }
         } catch {
             return problem(Self.storeProblem(error))
@@ -45,8 +49,8 @@ extension ReceiptRoutes {
                 message: "\(originalTransactionID) is a one-time purchase\(type), not an auto-renewable subscription: "
                     + "see /v1/transactions/\(originalTransactionID)"))
         }
-        guard let at else { return json(status: .ok, Self.subscriptionJSON(facts, now: clock())) }
-        return json(status: .ok, Self.subscriptionJSON(facts, at: at))
+        let answer = at.map { Self.subscriptionJSON(facts, at: $0) } ?? Self.subscriptionJSON(facts, now: clock())
+        return json(status: .ok, Self.withExtensions(answer, extensions.filter { $0.requestedAt <= at ?? .max }))
     }
 
     func transaction(id: String) -> HTTPResponse {

@@ -198,7 +198,7 @@ public struct ReceiptRoutes: Sendable {
     let clock: @Sendable () -> Date
     /// When these routes were made, which is when the server starts: `/healthz`'s `started_at`.
     private let startedAt: ReceiptDate
-    private let authorization: Authorization
+    let authorization: Authorization
     /// The threads of the routes that wait on Apple: `server_api.max_concurrent_requests` of them.
     private let appleThreads: BoundedThreads
 
