@@ -148,11 +148,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_header(name, text)
         self.end_headers()
         self.wfile.write(body)
-        # handle_duty's callers tell an answered request (True) from a path it does not know (None).
-        return True
 
     def error(self, status, code, message):
-        return self.send_json(status, {"errorCode": code, "errorMessage": message})
+        self.send_json(status, {"errorCode": code, "errorMessage": message})
 
     def do_GET(self):
         self.handle_api("GET")
@@ -167,7 +165,6 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Length", "0")
         self.end_headers()
-        return True
 
     def send_response(self, code, message=None):
         self.answered = True
@@ -238,7 +235,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return self.error(404, 4040008, "Test notification not found.")
             return self.send_json(200, {"signedPayload": fixture["testNotification"],
                                         "sendAttempts": [{"attemptDate": 1698148900000, "sendAttemptResult": "SUCCESS"}]})
-        # handle_duty's answers return None like every other send: whether it answered is what send_response saw.
+        # Whether handle_duty answered is what send_response saw: its sends return None like every other.
         self.handle_duty(method, segments, query, raw_body, fixture, size)
         if self.answered:
             return
