@@ -597,7 +597,7 @@ struct OutboxTests {
             _ = try old.link(originalTransactionIDs: [E.original], to: "alice", source: .purchase, at: 1)
         }
         let ledger = try Self.open(location, Rules())
-        #expect(try ledger.schemaVersion() == 6)
+        #expect(try ledger.schemaVersion() == LedgerSchema.latestVersion)
         #expect(try ledger.transaction(id: "1000")?.facts == E.firstMonth)
         #expect(try ledger.owner(originalTransactionID: E.original) == "alice")
         try ledger.record(transactions: [Self.transaction("1001", original: E.original)], source: .jws)

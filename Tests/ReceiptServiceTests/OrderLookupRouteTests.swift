@@ -110,7 +110,7 @@ struct OrderLookupRouteTests {
 
     @Test func routeTable_sendsExactlyTheRoutesThatAskAppleToItsLane() throws {
         let waiting = ReceiptRoutes.Route.allCases.filter(\.waitsOnApple)
-        #expect(Set(waiting) == [.order, .lookup])
+        #expect(Set(waiting) == [.order, .lookup, .renewalExtension])
         let routes = LedgerService.routes()
         #expect(!routes.mayAnswerInline(get("/v1/orders/A1")))
         let lane = routes.appleLane(on: .main)
