@@ -196,6 +196,22 @@ func serve(
         return ExitStatus.failure
     }
     syncToStop.set(dispatcher)
+    let appleCalls: AppleCallWorker?
+    do {
+        appleCalls = try AppleCallWorker.start(
+            configuration: configuration, ledger: ledger, clients: routes.serverAPIClients, nudge: routes.appleCallNudge,
+            log: log)
+    } catch {
+        errors("receiptd: cannot start the Apple call worker's thread: \(error)")
+        ShutdownSignals.shutDown(
+            servers: servers, readiness: readiness, log: log, syncToStop: syncToStop, reason: "failed start")
+        for server in servers { server.waitUntilStopped() }
+        sync?.stop(within: configuration.shutdownGracePeriod)
+        dispatcher?.stop(within: configuration.shutdownGracePeriod)
+        signals?.cancel()
+        return ExitStatus.failure
+    }
+    syncToStop.set(appleCalls)
     started?({
         ShutdownSignals.shutDown(
             servers: servers, readiness: readiness, log: log, syncToStop: syncToStop, reason: "requested")
@@ -206,6 +222,7 @@ func serve(
     sync?.stop(within: configuration.shutdownGracePeriod)
     // Tries under way end or are left to their leases; none is recorded after the store closes.
     dispatcher?.stop(within: configuration.shutdownGracePeriod)
+    appleCalls?.stop(within: configuration.shutdownGracePeriod)
     signals?.cancel()
     // The servers have stopped, so no request is still writing (one past the grace period fails `unavailable`).
     closeStore()
@@ -277,13 +294,17 @@ private final class ShutdownSignals {
 private final class SyncToStop: Sendable {
     private let sync = Mutex<ServerAPISync?>(nil)
     private let dispatcher = Mutex<WebhookDispatcher?>(nil)
+    private let appleCalls = Mutex<AppleCallWorker?>(nil)
 
     func set(_ sync: ServerAPISync?) { self.sync.withLock { $0 = sync } }
 
     func set(_ dispatcher: WebhookDispatcher?) { self.dispatcher.withLock { $0 = dispatcher } }
 
+    func set(_ appleCalls: AppleCallWorker?) { self.appleCalls.withLock { $0 = appleCalls } }
+
     func beginStopping() {
         sync.withLock { $0 }?.beginStopping()
         dispatcher.withLock { $0 }?.beginStopping()
+        appleCalls.withLock { $0 }?.beginStopping()
     }
 }
