@@ -200,7 +200,7 @@ func serve(
     do {
         appleCalls = try AppleCallWorker.start(
             configuration: configuration, ledger: ledger, clients: routes.serverAPIClients, nudge: routes.appleCallNudge,
-            log: log)
+            metrics: metrics.appleCalls, log: log)
     } catch {
         errors("receiptd: cannot start the Apple call worker's thread: \(error)")
         ShutdownSignals.shutDown(

@@ -44,6 +44,7 @@ struct AppleCallWorkerTests {
         settings.idlePoll = 0.05
         settings.firstRetry = 50
         settings.longestRetry = 100
+        settings.countInterval = 0
         return settings
     }
 
@@ -110,9 +111,10 @@ struct AppleCallWorkerTests {
         #expect(routes.handle(
             post("/v1/transactions/7002/claim", contentType: "application/json", text: #"{"account": "bob"}"#), on: .main
         ).status == 200)
+        let metrics = ServiceMetrics()
         let worker = try AppleCallWorker(
             ledger: routes.ledger, clients: routes.serverAPIClients, nudge: routes.appleCallNudge,
-            settings: Self.settings(), log: nil)
+            settings: Self.settings(), log: nil, metrics: metrics.appleCalls)
         defer { worker.stop(within: 5) }
         let settled = Self.await {
             routes.handle(get("/v1/transactions/7002"), on: .main).json?["apple_calls"]?.elements?.first?["state"]
@@ -124,6 +126,11 @@ struct AppleCallWorkerTests {
         #expect(calls.first?["apple_error_code"] == .integer(4000006))
         #expect(calls.first?["attempts"] == .integer(1))
         #expect(routes.handle(get("/v1/transactions/7002"), on: .main).json?["finished_at"] == .null)
+        let counted = Self.await {
+            metrics.exposition().contains(#"receiptd_apple_calls{kind="finish_transaction",state="failed"} 1"#)
+        }
+        #expect(counted)
+        #expect(metrics.exposition().contains(#"receiptd_apple_calls{kind="finish_transaction",state="pending"} 0"#))
     }
 
     @Test(arguments: [1, 7, 8])

@@ -61,6 +61,8 @@ public final class AppleCallWorker: Sendable {
         public var longestLedgerPause = 5.0
         /// Who holds the leases of this worker's claims.
         public var holder = WebhookDispatcher.holder
+        /// How often `receiptd_apple_calls` is counted, in milliseconds.
+        public var countInterval: Int64 = 5_000
 
         public init() {}
     }
@@ -75,19 +77,21 @@ public final class AppleCallWorker: Sendable {
     private let nudge: AppleCallNudge
     private let settings: Settings
     private let log: ServiceLog?
+    private let metrics: AppleCallMetrics?
     private let clock: @Sendable () -> Int64
     private let state = Mutex(State())
     private let ended = DispatchSemaphore(value: 0)
 
     package init(
         ledger: PurchaseLedger, clients: ServerAPIClients, nudge: AppleCallNudge, settings: Settings = Settings(),
-        log: ServiceLog?, clock: @escaping @Sendable () -> Int64 = unixMillisecondsNow
+        log: ServiceLog?, metrics: AppleCallMetrics? = nil, clock: @escaping @Sendable () -> Int64 = unixMillisecondsNow
     ) throws(SystemCallError) {
         self.ledger = ledger
         self.clients = clients
         self.nudge = nudge
         self.settings = settings
         self.log = log
+        self.metrics = metrics
         self.clock = clock
         state.withLock { $0.isRunning = true }
         try startThread { [self] in
@@ -101,7 +105,7 @@ public final class AppleCallWorker: Sendable {
     /// `write_app_account_tokens`.
     package static func start(
         configuration: ServiceConfiguration, ledger: PurchaseLedger, clients: ServerAPIClients, nudge: AppleCallNudge,
-        log: ServiceLog
+        metrics: AppleCallMetrics, log: ServiceLog
     ) throws(SystemCallError) -> AppleCallWorker? {
         guard ledger.isConfigured else { return nil }
         let apps = configuration.serverAPIApps.filter { $0.finishOnClaim || $0.writeAppAccountTokens }
@@ -112,7 +116,7 @@ public final class AppleCallWorker: Sendable {
                 [("app", app.bundleID), ("finish_on_claim", "\(app.finishOnClaim)"),
                  ("write_app_account_tokens", "\(app.writeAppAccountTokens)")])
         }
-        return try AppleCallWorker(ledger: ledger, clients: clients, nudge: nudge, log: log)
+        return try AppleCallWorker(ledger: ledger, clients: clients, nudge: nudge, log: log, metrics: metrics)
     }
 
     private var isStopping: Bool { state.withLock { $0.stoppingSince != nil } }
@@ -146,8 +150,17 @@ public final class AppleCallWorker: Sendable {
     private func run() {
         var ledgerPause = 0.25
         var ledgerProblem: String?
+        var lastCount: Int64?
         while !isStopping {
             let now = clock()
+            if let metrics, lastCount.map({ now - $0 >= settings.countInterval }) ?? true {
+                lastCount = now
+                if let unfinished = try? ledger.withStore({ (store) throws(LedgerError) in
+                    try store.appleCalls(in: AppleCallMetrics.counted, limit: 100_000)
+                }) {
+                    metrics.publish(unfinished)
+                }
+            }
             let calls: [AppleCall]
             do {
                 calls = try ledger.withStore { (store) throws(LedgerError) in
