@@ -43,7 +43,7 @@ public final class AppleCallNudge: Sendable {
 /// unbounded client for the transaction's environment (the client's retries and `Retry-After` first), and records
 /// Apple's outcome. A call Apple refuses for good (a 4xx other than 401 and 429) fails at once; any other failure is
 /// tried again after a back-off that doubles from an hour up to a day, and fails after `maximumAttempts` tries
-/// (about five days), keeping Apple's status and error code. Nobody's request waits on it.
+/// (some 80 hours after the first), keeping Apple's status and error code. Nobody's request waits on it.
 public final class AppleCallWorker: Sendable {
     public struct Settings: Sendable {
         /// How often an idle worker looks for due calls, in seconds (a claim nudges it sooner).
