@@ -19,6 +19,8 @@ struct LedgerRecords<Database: LedgerDatabase>: Sendable {
     let clock: LedgerClock
     let linkRules: AccountLinkRules
     let outbox: OutboxRules
+    /// What a granted claim owes Apple (see AppleCalls.swift).
+    var appleCallRules: AppleCallRules = .none
 
     func record(_ notification: NotificationFacts) throws(LedgerError) -> NotificationWrite {
         let receivedAt = clock()
@@ -74,10 +76,11 @@ struct LedgerRecords<Database: LedgerDatabase>: Sendable {
     }
 
     /// A granted claim links the claimed purchase to the account as an explicit link would; the grant stands whatever
-    /// the link's outcome.
+    /// the link's outcome. The calls it owes Apple are written in the same transaction, so none is lost to a crash.
     func claim(transactionID: String, account: String, at time: Int64) throws(LedgerError) -> ClaimOutcome {
         let rules = linkRules
         let outbox = outbox
+        let appleCallRules = appleCallRules
         return try database.write { connection throws(LedgerError) in
             let outcome = try LedgerStatements.claim(
                 transactionID: transactionID, account: account, at: time, connection
@@ -92,6 +95,9 @@ struct LedgerRecords<Database: LedgerDatabase>: Sendable {
             let link = try LedgerStatements.link(
                 original, to: account, source: .claim, at: time, rules: rules, &changed, connection
             )
+            try LedgerStatements.recordClaimDuties(
+                transactionID: transactionID, original: original, account: account, link: link, rules: appleCallRules,
+                at: time, &changed, connection)
             try changed.touch(at: time, connection)
             try LedgerStatements.recordEvents(
                 before, causes: try LedgerStatements.linkCauses([original: link], source: .claim, before, connection),

@@ -122,17 +122,20 @@ extension LedgerConfiguration {
 /// - Parameter linkRules: the apps' restore behaviors and entitlement rule, which decide an explicit link to an
 ///   account when another account owns the purchase (see Accounts.swift).
 /// - Parameter outbox: which events each write implies and which webhooks want them (see Outbox.swift).
+/// - Parameter appleCalls: what a granted claim owes Apple, per app (see AppleCalls.swift).
 public func openLedger(
     _ configuration: LedgerConfiguration, timeout: Double = LedgerConfiguration.defaultTimeout,
     clock: @escaping LedgerClock = unixMillisecondsNow, linkRules: AccountLinkRules = .transferAlways,
-    outbox: OutboxRules = .none
+    outbox: OutboxRules = .none, appleCalls: AppleCallRules = .none
 ) throws(LedgerError) -> any LedgerStore {
     switch configuration {
     case .sqlite(let path):
-        try SQLiteLedger(path: path, timeout: timeout, clock: clock, linkRules: linkRules, outbox: outbox)
+        try SQLiteLedger(
+            path: path, timeout: timeout, clock: clock, linkRules: linkRules, outbox: outbox, appleCalls: appleCalls)
     case .postgres(let connectionString):
         try PostgresLedger(
-            connectionString: connectionString, timeout: timeout, clock: clock, linkRules: linkRules, outbox: outbox)
+            connectionString: connectionString, timeout: timeout, clock: clock, linkRules: linkRules, outbox: outbox,
+            appleCalls: appleCalls)
     }
 }
 

@@ -18,12 +18,12 @@ public final class PostgresLedger: LedgerStore {
     public convenience init(
         connectionString: String, poolSize: Int = 4, timeout: Double = LedgerConfiguration.defaultTimeout,
         clock: @escaping LedgerClock = unixMillisecondsNow, linkRules: AccountLinkRules = .transferAlways,
-        outbox: OutboxRules = .none
+        outbox: OutboxRules = .none, appleCalls: AppleCallRules = .none
     ) throws(LedgerError) {
         try self.init(
             connectionString: connectionString, poolSize: poolSize, schemaVersion: LedgerSchema.latestVersion,
             timeout: timeout, clock: clock,
-            linkRules: linkRules, outbox: outbox
+            linkRules: linkRules, outbox: outbox, appleCalls: appleCalls
         )
     }
 
@@ -33,7 +33,7 @@ public final class PostgresLedger: LedgerStore {
         connectionString: String, poolSize: Int, schemaVersion: Int,
         timeout: Double = LedgerConfiguration.defaultTimeout, clock: @escaping LedgerClock,
         linkRules: AccountLinkRules = .transferAlways, outbox: OutboxRules = .none,
-        writerLimits: PostgresWriter.Limits = PostgresWriter.Limits()
+        appleCalls: AppleCallRules = .none, writerLimits: PostgresWriter.Limits = PostgresWriter.Limits()
     ) throws(LedgerError) {
         try PostgresConnection.checkParses(connectionString)
         let connect: @Sendable (DispatchTime) throws(LedgerError) -> PostgresConnection = { deadline throws(LedgerError) in
@@ -48,7 +48,8 @@ public final class PostgresLedger: LedgerStore {
             try connection.execute("SELECT pg_advisory_xact_lock($1)", [.integer(Self.migrationLock)])
             try LedgerSchema.migrate(connection, to: schemaVersion)
         }
-        records = LedgerRecords(database: database, clock: clock, linkRules: linkRules, outbox: outbox)
+        records = LedgerRecords(
+            database: database, clock: clock, linkRules: linkRules, outbox: outbox, appleCallRules: appleCalls)
     }
 
     /// An arbitrary constant naming the ledger's migration lock among the database's advisory locks.

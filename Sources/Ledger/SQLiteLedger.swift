@@ -25,18 +25,19 @@ public final class SQLiteLedger: LedgerStore {
     public convenience init(
         path: String, timeout: Double = LedgerConfiguration.defaultTimeout,
         clock: @escaping LedgerClock = unixMillisecondsNow, linkRules: AccountLinkRules = .transferAlways,
-        outbox: OutboxRules = .none
+        outbox: OutboxRules = .none, appleCalls: AppleCallRules = .none
     ) throws(LedgerError) {
         try self.init(
             path: path, schemaVersion: LedgerSchema.latestVersion, timeout: timeout, clock: clock,
-            linkRules: linkRules, outbox: outbox
+            linkRules: linkRules, outbox: outbox, appleCalls: appleCalls
         )
     }
 
     /// `schemaVersion` below the latest exists for migration tests.
     init(
         path: String, schemaVersion: Int, timeout: Double = LedgerConfiguration.defaultTimeout,
-        clock: @escaping LedgerClock, linkRules: AccountLinkRules = .transferAlways, outbox: OutboxRules = .none
+        clock: @escaping LedgerClock, linkRules: AccountLinkRules = .transferAlways, outbox: OutboxRules = .none,
+        appleCalls: AppleCallRules = .none
     ) throws(LedgerError) {
         let writerConnection: SQLiteConnection
         do throws(LedgerError) {
@@ -66,7 +67,8 @@ public final class SQLiteLedger: LedgerStore {
                 try SQLiteConnection(path: path, timeout: timeout)
             }
         )
-        records = LedgerRecords(database: database, clock: clock, linkRules: linkRules, outbox: outbox)
+        records = LedgerRecords(
+            database: database, clock: clock, linkRules: linkRules, outbox: outbox, appleCallRules: appleCalls)
         self.path = path
     }
 

@@ -196,14 +196,27 @@ func serve(
         return ExitStatus.failure
     }
     syncToStop.set(dispatcher)
-    let consumptionSender: ConsumptionSender?
+    // Apple's duties, each on a thread of its own: the answers to Apple's refund questions, and the calls claims queued.
+    var consumptionSender: ConsumptionSender?
+    let appleCalls: AppleCallWorker?
     do {
         consumptionSender = try ConsumptionSender.start(routes.intake, registry: metrics.registry, log: log)
+        syncToStop.set(consumptionSender)
+        appleCalls = try AppleCallWorker.start(
+            configuration: configuration, ledger: ledger, clients: routes.serverAPIClients, nudge: routes.appleCallNudge,
+            metrics: metrics.appleCalls, log: log)
     } catch {
-        errors("receiptd: cannot start the consumption sender's thread: \(error)")
-        consumptionSender = nil
+        errors("receiptd: cannot start the threads of Apple's duties: \(error)")
+        ShutdownSignals.shutDown(
+            servers: servers, readiness: readiness, log: log, syncToStop: syncToStop, reason: "failed start")
+        for server in servers { server.waitUntilStopped() }
+        sync?.stop(within: configuration.shutdownGracePeriod)
+        dispatcher?.stop(within: configuration.shutdownGracePeriod)
+        consumptionSender?.stop(within: configuration.shutdownGracePeriod)
+        signals?.cancel()
+        return ExitStatus.failure
     }
-    syncToStop.set(consumptionSender)
+    syncToStop.set(appleCalls)
     started?({
         ShutdownSignals.shutDown(
             servers: servers, readiness: readiness, log: log, syncToStop: syncToStop, reason: "requested")
@@ -216,6 +229,7 @@ func serve(
     dispatcher?.stop(within: configuration.shutdownGracePeriod)
     // A refund answer under way is sent or left to its lease, as a webhook delivery is.
     consumptionSender?.stop(within: configuration.shutdownGracePeriod)
+    appleCalls?.stop(within: configuration.shutdownGracePeriod)
     signals?.cancel()
     // The servers have stopped, so no request is still writing (one past the grace period fails `unavailable`).
     closeStore()
@@ -289,6 +303,7 @@ private final class SyncToStop: Sendable {
     private let sync = Mutex<ServerAPISync?>(nil)
     private let dispatcher = Mutex<WebhookDispatcher?>(nil)
     private let consumptionSender = Mutex<ConsumptionSender?>(nil)
+    private let appleCalls = Mutex<AppleCallWorker?>(nil)
 
     func set(_ sync: ServerAPISync?) { self.sync.withLock { $0 = sync } }
 
@@ -296,9 +311,12 @@ private final class SyncToStop: Sendable {
 
     func set(_ sender: ConsumptionSender?) { consumptionSender.withLock { $0 = sender } }
 
+    func set(_ appleCalls: AppleCallWorker?) { self.appleCalls.withLock { $0 = appleCalls } }
+
     func beginStopping() {
         sync.withLock { $0 }?.beginStopping()
         dispatcher.withLock { $0 }?.beginStopping()
         consumptionSender.withLock { $0 }?.beginStopping()
+        appleCalls.withLock { $0 }?.beginStopping()
     }
 }

@@ -44,7 +44,7 @@ struct StoreStatus: StoreSubcommand {
     @Flag(
         help: ArgumentHelp(
             "One JSON object: backend, path (SQLite only), exists, schema_version, supported_schema_version, counts, "
-                + "healthy, problems, server_api_sync."))
+                + "healthy, problems, server_api_sync, apple_calls."))
     var json = false
 
     func run(on store: ConfiguredStore) throws(StoreCommandFailure) { try storeStatus(json: json, store) }
@@ -228,6 +228,7 @@ private func storeStatus(json: Bool, _ store: ConfiguredStore) throws(StoreComma
             ("healthy", .bool(problems.isEmpty)),
             ("problems", .array(problems.map(JSONValue.string))),
             ("server_api_sync", .array(try syncCursors(store, inspection).map(syncCursorJSON))),
+            ("apple_calls", appleCallsJSON(try unfinishedAppleCalls(store, inspection))),
         ]
         var text = JSONValue.object(members).serialized(pretty: true)
         if text.last != 0x0A { text.append(0x0A) }
@@ -261,8 +262,47 @@ private func storeStatus(json: Bool, _ store: ConfiguredStore) throws(StoreComma
             "server_api sync: \(cursor.bundleID) \(cursor.environment): notification history read up to "
                 + "\(syncDateText(cursor.syncedUntil)), last successful sync \(syncDateText(cursor.lastSuccessAt))")
     }
+    let appleCalls = try unfinishedAppleCalls(store, inspection)
+    if !appleCalls.isEmpty {
+        let failed = appleCalls.filter { $0.state == .failed }
+        lines.append("apple calls: \(appleCalls.count - failed.count) pending, \(failed.count) failed")
+        for call in failed {
+            lines.append(
+                "apple call failed: \(call.kind.rawValue) \(call.targetID) (\(call.bundleID) \(call.environment)) "
+                    + "after \(call.attempts) tries: \(call.lastError ?? "no answer")")
+        }
+    }
     print(lines.joined(separator: "\n"))
     try failIfDamaged()
+}
+
+/// Claims' calls to Apple not done yet (docs/server-api.md), read like the sync cursors: only from a current schema.
+private func unfinishedAppleCalls(
+    _ store: ConfiguredStore, _ inspection: LedgerInspection?
+) throws(StoreCommandFailure) -> [AppleCall] {
+    guard let inspection, inspection.schemaVersion == LedgerInspection.supportedSchemaVersion else { return [] }
+    do {
+        let ledger = try openLedger(store.ledger)
+        defer { try? ledger.close() }
+        return try ledger.appleCalls(in: [.pending, .failed], limit: 10_000)
+    } catch {
+        throw StoreCommandFailure(message: store.explain(error))
+    }
+}
+
+private func appleCallsJSON(_ calls: [AppleCall]) -> JSONValue {
+    let failed = calls.filter { $0.state == .failed }
+    return .object([
+        ("pending", .integer(Int64(calls.count - failed.count))), ("failed", .integer(Int64(failed.count))),
+        ("failed_calls", .array(failed.map { call in
+            .object([
+                ("kind", .string(call.kind.rawValue)), ("target_id", .string(call.targetID)),
+                ("bundle_id", .string(call.bundleID)), ("environment", .string(call.environment)),
+                ("attempts", .integer(Int64(call.attempts))), ("last_status", .integer(call.lastStatus.map { Int64($0) })),
+                ("apple_error_code", .integer(call.appleErrorCode)), ("last_error", .string(call.lastError)),
+            ])
+        })),
+    ])
 }
 
 /// The sync cursors, read only from a ledger at this receiptd's schema version: opening an older one would migrate it,

@@ -66,7 +66,10 @@ struct ClaimRouteTests {
         let routes = try LedgerService.routes(backend)
         #expect(routes.deliver(try E.subscribed()).status == 200)
         let first = routes.claim("7000", account: "alice")
-        #expect(first.json?.keys == ["transaction_id", "account", "claimed_at", "first_claim", "product_id", "environment"])
+        #expect(first.json?.keys == [
+            "transaction_id", "account", "claimed_at", "first_claim", "product_id", "environment", "finished_at",
+            "apple_calls",
+        ])
         let other = routes.claim("7000", account: "bob")
         #expect(other.errorCode == "already_claimed")
         for answer in [first, routes.claim("7000", account: "alice"), other] {

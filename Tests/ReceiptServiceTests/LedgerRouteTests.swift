@@ -205,7 +205,10 @@ struct LedgerRouteTests {
         let routes = try LedgerService.routes(backend)
         #expect(routes.deliver(try E.subscribed()).status == 200)
         let heard = try #require(routes.handle(get("/v1/transactions/7000"), on: .main).json)
-        #expect(heard.keys == ["transaction", "first_seen", "sources", "claim", "consumption_request"])
+        #expect(
+            heard.keys == [
+                "transaction", "first_seen", "sources", "claim", "finished_at", "apple_calls", "consumption_request",
+            ])
         #expect(heard["consumption_request"] == .null)
         #expect(heard["transaction"]?["transaction_id"] == .string("7000"))
         #expect(heard["transaction"]?["original_transaction_id"] == .string("7000"))
@@ -231,7 +234,10 @@ struct LedgerRouteTests {
 
         let first = routes.claim("7000", account: "alice")
         #expect(first.status == 200)
-        #expect(first.json?.keys == ["transaction_id", "account", "claimed_at", "first_claim", "product_id", "environment"])
+        #expect(first.json?.keys == [
+            "transaction_id", "account", "claimed_at", "first_claim", "product_id", "environment", "finished_at",
+            "apple_calls",
+        ])
         #expect(first.json?["transaction_id"] == .string("7000"))
         #expect(first.json?["account"] == .string("alice"))
         #expect(first.json?["claimed_at"] == .string(ReceiptDate(fixedNow).rfc3339))

@@ -23,6 +23,7 @@ struct MetricsExpositionTests {
         ("receiptd_webhook_pending", "gauge", ["webhook"]),
         ("receiptd_webhook_oldest_pending_seconds", "gauge", ["webhook"]),
         ("receiptd_webhook_delivery_seconds", "histogram", []),
+        ("receiptd_apple_calls", "gauge", ["kind", "state"]),
     ]
 
     @Test func exposition_keepsEveryFamilyWithItsTypeHelpAndLabelNames() throws {
@@ -37,6 +38,7 @@ struct MetricsExpositionTests {
         metrics.serverAPI.recordSync(app: "com.example.app", environment: "Production", at: 0)
         metrics.webhooks.register(webhook: "backend")
         metrics.webhooks.recordTry(webhook: "backend", outcome: .retry, seconds: 0.2)
+        metrics.appleCalls.publish([])
         let response = routes.handle(get("/metrics"), on: .main)
         #expect(response.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8")
 

@@ -572,7 +572,8 @@ def check_storekit_and_ledger(store_url, stateless_url):
     claim_op = ("/v1/transactions/{transaction_id}/claim", "POST")
     _, _, payload = request(store_url, "GET", "/v1/transactions/870001", label="transaction", expect=200,
                             as_operation=tx)
-    expect_keys(payload, (), ["transaction", "first_seen", "sources", "claim", "consumption_request"], "transaction")
+    expect_keys(payload, (), ["transaction", "first_seen", "sources", "claim", "finished_at", "apple_calls",
+                              "consumption_request"], "transaction")
     expect_keys(payload, ("transaction",), LEDGER_TRANSACTION_KEYS, "transaction")
     expect_member(payload, ("sources",), ["jws"], "transaction")
     expect_member(payload, ("claim",), None, "transaction")
@@ -584,8 +585,8 @@ def check_storekit_and_ledger(store_url, stateless_url):
     account = lambda name: json.dumps({"account": name}).encode()
     _, _, payload = request(store_url, "POST", claim, account("user-1"), as_json, label="claim first",
                             expect=200, as_operation=claim_op)
-    expect_keys(payload, (), ["transaction_id", "account", "claimed_at", "first_claim", "product_id", "environment"],
-                "claim first")
+    expect_keys(payload, (), ["transaction_id", "account", "claimed_at", "first_claim", "product_id", "environment",
+                              "finished_at", "apple_calls"], "claim first")
     expect_member(payload, ("first_claim",), True, "claim first")
     _, _, payload = request(store_url, "POST", claim, account("user-1"), as_json, label="claim again, same account",
                             expect=200, as_operation=claim_op)

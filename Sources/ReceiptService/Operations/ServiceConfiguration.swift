@@ -183,7 +183,7 @@ public struct ServiceConfiguration: Sendable {
     /// The ledger `store` names (opened on first use), linking purchases to accounts under the apps'
     /// `restore_behavior` and entitlement rules; a stateless one without `store`.
     public func makeLedger() -> PurchaseLedger {
-        let (timeout, linkRules, outbox) = (storeTimeout, accountLinkRules, outboxRules)
+        let (timeout, linkRules, outbox, appleCalls) = (storeTimeout, accountLinkRules, outboxRules, appleCallRules)
         switch store {
         case nil: return .none
         case .sqlite(let path)?:
@@ -191,12 +191,14 @@ public struct ServiceConfiguration: Sendable {
                 // The folder is part of the default config (git-ignored): make it rather than fail the first run.
                 let folder = path.deletingLastPathComponent
                 if !folder.isEmpty { try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) }
-                return try openLedger(.sqlite(path: path), timeout: timeout, linkRules: linkRules, outbox: outbox)
+                return try openLedger(
+                    .sqlite(path: path), timeout: timeout, linkRules: linkRules, outbox: outbox, appleCalls: appleCalls)
             }, isExclusiveWriter: true, storeTimeout: timeout)
         case .postgres(let connectionString)?:
             return PurchaseLedger(opening: { () throws(LedgerError) in
                 try openLedger(
-                    .postgres(connectionString: connectionString), timeout: timeout, linkRules: linkRules, outbox: outbox)
+                    .postgres(connectionString: connectionString), timeout: timeout, linkRules: linkRules, outbox: outbox,
+                    appleCalls: appleCalls)
             }, storeTimeout: timeout)
         }
     }

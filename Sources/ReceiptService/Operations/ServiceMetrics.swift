@@ -60,6 +60,8 @@ public final class ServiceMetrics: Sendable {
     public let serverAPI: ServerAPIMetrics
     /// Deliveries to webhooks and their backlogs (WebhookMetrics.swift), in the same registry.
     public let webhooks: WebhookMetrics
+    /// Claims' calls to Apple not done yet (AppleCallMetrics.swift), in the same registry.
+    public let appleCalls: AppleCallMetrics
 
     private let requests: [RequestKey: SeriesCounter]
     private let validations: [String: SeriesCounter]
@@ -75,6 +77,7 @@ public final class ServiceMetrics: Sendable {
         self.registry = registry
         serverAPI = ServerAPIMetrics(registry: registry)
         webhooks = WebhookMetrics(registry: registry)
+        appleCalls = AppleCallMetrics(registry: registry)
 
         var requests: [RequestKey: SeriesCounter] = [:]
         for route in ReceiptRoutes.Route.allCases.map(\.rawValue) + [Self.unroutedRoute] {
@@ -183,6 +186,7 @@ public final class ServiceMetrics: Sendable {
         (requestsFamily, "counter"), (ServerAPIMetrics.requestsFamily, "counter"),
         (ServerAPIMetrics.syncAgeFamily, "gauge"), (WebhookMetrics.deliveriesFamily, "counter"),
         (WebhookMetrics.pendingFamily, "gauge"), (WebhookMetrics.oldestPendingFamily, "gauge"),
+        (AppleCallMetrics.family, "gauge"),
     ]
 }
 

@@ -56,9 +56,13 @@ extension ReceiptRoutes {
     func transaction(id: String) -> HTTPResponse {
         let record: TransactionRecord?
         let consumptionRequest: ConsumptionRequest?
+        let appleCalls: [AppleCall]
         do {
-            (record, consumptionRequest) = try ledger.withStore { (store) throws(LedgerError) in
-                (try store.transaction(id: id), try store.consumptionRequest(transactionID: id))
+            (record, consumptionRequest, appleCalls) = try ledger.withStore { (store) throws(LedgerError) in
+                (
+                    try store.transaction(id: id), try store.consumptionRequest(transactionID: id),
+                    try store.appleCalls(transactionID: id)
+                )
             }
         } catch {
             return problem(Self.storeProblem(error))
@@ -74,9 +78,10 @@ extension ReceiptRoutes {
                 ("first_seen", Self.date(record.firstSeen)),
                 ("sources", .array(sources.map { .string($0.key.rawValue) })),
                 ("claim", record.claim.map(Self.claimJSON) ?? .null),
+            ] + Self.appleCallMembers(appleCalls, transactionID: id) + [
                 ("consumption_request", consumptionRequest.map {
                     Self.consumptionRequestJSON($0, now: ReceiptDate(clock()).millisecondsSince1970)
-                } ?? .null),
+                } ?? .null)
             ]))
     }
 
@@ -96,15 +101,17 @@ extension ReceiptRoutes {
         let now = ReceiptDate(clock()).millisecondsSince1970
         let outcome: ClaimOutcome
         let record: TransactionRecord?
+        let appleCalls: [AppleCall]
         do {
-            (outcome, record) = try ledger.withStore { (store) throws(LedgerError) in
+            (outcome, record, appleCalls) = try ledger.withStore { (store) throws(LedgerError) in
                 let outcome = try store.claim(transactionID: transactionID, account: account, at: now)
-                if case .unknownTransaction = outcome { return (outcome, nil) }
-                return (outcome, try store.transaction(id: transactionID))
+                if case .unknownTransaction = outcome { return (outcome, nil, []) }
+                return (outcome, try store.transaction(id: transactionID), try store.appleCalls(transactionID: transactionID))
             }
         } catch {
             return problem(Self.storeProblem(error))
         }
+        if appleCalls.contains(where: { $0.state == .pending }) { appleCallNudge.nudge() }
         // Which purchase was claimed, so that a backend grants the right product in the right environment.
         let purchase: [(key: String, value: JSONValue)] = [
             ("product_id", .string(record?.facts.productID)), ("environment", .string(record?.facts.environment)),
@@ -116,7 +123,7 @@ extension ReceiptRoutes {
                 .object([
                     ("transaction_id", .string(transactionID)), ("account", .string(account)),
                     ("claimed_at", Self.date(claimedAt)), ("first_claim", .bool(first)),
-                ] + purchase))
+                ] + purchase + Self.appleCallMembers(appleCalls, transactionID: transactionID)))
         case .alreadyClaimed(let existing):
             return json(
                 status: .conflict,
@@ -191,6 +198,25 @@ extension ReceiptRoutes {
         let normalized = JWSResultJSON.transaction(SignedTransaction(payload: LedgerFacts.payload(facts.payloadJSON)))
         guard case .object(let members) = normalized else { return normalized }
         return .object(members + [("upgraded", .bool(facts.isUpgraded == true))])
+    }
+
+    /// `finished_at`: when Apple accepted Finish Transaction for this transaction (null until then); `apple_calls`:
+    /// what claims queued for Apple about it (its finish, its original's app account token), without the token.
+    static func appleCallMembers(_ calls: [AppleCall], transactionID: String) -> [(key: String, value: JSONValue)] {
+        let finish = calls.first { $0.kind == .finishTransaction && $0.targetID == transactionID }
+        return [
+            ("finished_at", date(finish?.state == .done ? finish?.doneAt : nil)),
+            ("apple_calls", .array(calls.map { call in
+                .object([
+                    ("kind", .string(call.kind.rawValue)), ("target_id", .string(call.targetID)),
+                    ("state", .string(call.state.rawValue)), ("attempts", .integer(Int64(call.attempts))),
+                    ("next_attempt_at", date(call.state == .pending ? call.nextAttemptAt : nil)),
+                    ("done_at", date(call.doneAt)), ("last_status", .integer(call.lastStatus.map { Int64($0) })),
+                    ("apple_error_code", .integer(call.appleErrorCode)), ("last_error", .string(call.lastError)),
+                    ("created_at", date(call.createdAt)),
+                ])
+            })),
+        ]
     }
 
     static func claimJSON(_ claim: Claim) -> JSONValue {

@@ -189,6 +189,8 @@ public struct ReceiptRoutes: Sendable {
     public let readiness: ServiceReadiness
     /// Where every fact these routes verify goes into the ledger.
     public let intake: LedgerIntake
+    /// Wakes the Apple call worker when a granted claim queued calls (`finish_on_claim`, `write_app_account_tokens`).
+    public let appleCallNudge = AppleCallNudge()
     /// App Store Server API clients, kept across requests (their tokens are reused).
     public var serverAPIClients: ServerAPIClients { intake.serverAPIClients }
     /// The apps' offer signature creators, their keys read when the routes are made.
