@@ -18,7 +18,7 @@ struct APITokenConfigurationTests {
     @Test func tokensAndPublicListener_areRead() throws {
         let configuration = try parse(
             """
-            {"api_tokens": [{"name": "backend", "sha256": "\(Self.digest.uppercased())", "scopes": ["validate", "ledger:read", "claim", "metrics", "support", "accounts:write"]}],
+            {"api_tokens": [{"name": "backend", "sha256": "\(Self.digest.uppercased())", "scopes": ["validate", "ledger:read", "claim", "metrics", "support", "accounts:write", "offers:sign"]}],
              "public": {"host": "0.0.0.0", "port": 8443}}
             """)
         #expect(configuration.apiTokens.map(\.name) == ["backend"])
