@@ -12,6 +12,9 @@
 #                                                         binaries already built (otherwise built here, release)
 #   DELIVERY_WAIT=120 Benchmarks/scripts/ingest.sh       also wait (at most 120 s) for every event at the receiver
 #                                                         and print events/s there (Benchmarks/scripts/delivery.sh)
+#   STATEMENTS=1 STORES=postgres Benchmarks/scripts/ingest.sh
+#                                                         also print PostgreSQL's statements per notification and
+#                                                         where its time went (pg_stat_statements, loaded for the run)
 # Prints, per store, notifications/s from the first request to the last answer, and what the store then holds.
 set -euo pipefail
 
@@ -91,11 +94,15 @@ for store in $stores; do
             mkdir "$cluster"
             [ "$(id -u)" = 0 ] && chown postgres "$cluster"
             as_postgres "$pg/initdb" -D "$cluster/data" -A trust -U postgres >/dev/null
-            as_postgres "$pg/pg_ctl" -D "$cluster/data" -o "-k $cluster -c listen_addresses=''" -l "$cluster/log" \
-                -w start >/dev/null
+            statements=""
+            [ -n "${STATEMENTS:-}" ] && statements="-c shared_preload_libraries=pg_stat_statements"
+            as_postgres "$pg/pg_ctl" -D "$cluster/data" -o "-k $cluster -c listen_addresses='' $statements" \
+                -l "$cluster/log" -w start >/dev/null
         fi
         database=ingest_$RANDOM
         as_postgres "$pg/createdb" -h "$cluster" -U postgres "$database"
+        [ -n "${STATEMENTS:-}" ] && psql -qtA -h "$cluster" -U postgres -d "$database" \
+            -c "CREATE EXTENSION pg_stat_statements" >/dev/null
         store_json="{\"postgres\": \"host=$cluster user=postgres dbname=$database\"}"
         count_rows() { psql -qtA -h "$cluster" -U postgres -d "$database" -c "$1"; }
         tables="SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' AND table_name LIKE '%event%' ORDER BY table_name LIMIT 1"
@@ -113,6 +120,7 @@ for store in $stores; do
         events="WITHOUT events: this receiptd does not know \"webhooks\" yet"
         start_server "$store_json" "" || { cat "$work/server.log" >&2; exit 1; }
     fi
+    if [ -n "${STATEMENTS:-}" ] && [ "$store" = postgres ]; then count_rows "SELECT pg_stat_statements_reset()" >/dev/null; fi
     started=$(date +%s.%N)
     BODY_DIR=$work/forged/notifications wrk -t1 -c"$senders" -d600s -s "$benchmarks/scripts/wrk_post_dir_count.lua" \
         "http://127.0.0.1:$port/v1/notifications" >/dev/null
@@ -130,4 +138,14 @@ for store in $stores; do
     rate=$(python3 -c "print(round($count / ($finished - $started)))")
     echo "$store: $rate notifications/s ($count posted, $stored stored, events: ${event_count:-no table}; $events)"
     if [ -n "$delivery" ]; then echo "$store: delivered to the receiver: $delivery"; fi
+    if [ -n "${STATEMENTS:-}" ] && [ "$store" = postgres ]; then
+        # The dispatcher's claims and finishes are in the figures too; the per-statement lines tell them apart.
+        echo "$store: $(count_rows "SELECT round(sum(calls)::numeric / $count, 1) || ' statements per notification, ' ||
+            round(sum(total_exec_time)::numeric / $count * 1000) || ' us of execution per notification'
+            FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())")"
+        count_rows "SELECT calls, round(total_exec_time::numeric / calls * 1000) || ' us', rows,
+            left(regexp_replace(query, '\s+', ' ', 'g'), 90) FROM pg_stat_statements
+            WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+            ORDER BY total_exec_time DESC LIMIT 20" | sed 's/^/    /'
+    fi
 done

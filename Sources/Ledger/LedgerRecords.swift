@@ -27,8 +27,12 @@ struct LedgerRecords<Database: LedgerDatabase>: Sendable {
         let outbox = outbox
         let original = notification.transaction?.originalTransactionID ?? notification.renewal?.originalTransactionID
         return try database.write { connection throws(LedgerError) in
-            let before = try LedgerStatements.outboxBefore(original.map { [$0] } ?? [], outbox, connection)
-            let (write, tokenLookup) = try LedgerStatements.insert(notification, receivedAt: receivedAt, connection)
+            let before = try LedgerStatements.outboxBefore(
+                original.map { [$0] } ?? [], outbox, connection, followingWrites: true
+            )
+            let (write, tokenLookup) = try LedgerStatements.insert(
+                notification, receivedAt: receivedAt, noting: before, connection
+            )
             if let tokenLookup {
                 try LedgerStatements.linkByAppAccountToken([tokenLookup], at: receivedAt, connection)
             }
@@ -53,10 +57,14 @@ struct LedgerRecords<Database: LedgerDatabase>: Sendable {
         let sorted = transactions.sorted { $0.transactionID < $1.transactionID }
         let outbox = outbox
         try database.write { connection throws(LedgerError) in
-            let before = try LedgerStatements.outboxBefore(sorted.map(\.originalTransactionID), outbox, connection)
+            let before = try LedgerStatements.outboxBefore(
+                sorted.map(\.originalTransactionID), outbox, connection, followingWrites: true
+            )
             var tokenLookups: [AppAccountTokenLookup] = []
             for transaction in sorted {
-                if let lookup = try LedgerStatements.upsert(transaction, source: source, now: now, connection) {
+                if let lookup = try LedgerStatements.upsert(
+                    transaction, source: source, now: now, noting: before, connection
+                ) {
                     tokenLookups.append(lookup)
                 }
             }
@@ -69,8 +77,10 @@ struct LedgerRecords<Database: LedgerDatabase>: Sendable {
         let now = clock()
         let outbox = outbox
         try database.write { connection throws(LedgerError) in
-            let before = try LedgerStatements.outboxBefore([renewal.originalTransactionID], outbox, connection)
-            try LedgerStatements.upsert(renewal, source: source, now: now, connection)
+            let before = try LedgerStatements.outboxBefore(
+                [renewal.originalTransactionID], outbox, connection, followingWrites: true
+            )
+            try LedgerStatements.upsert(renewal, source: source, now: now, noting: before, connection)
             try LedgerStatements.recordEvents(before, fallback: .facts(source), at: now, outbox, connection)
         }
     }
@@ -206,9 +216,11 @@ struct LedgerRecords<Database: LedgerDatabase>: Sendable {
 
 /// The statements behind ``LedgerRecords``; each runs inside the caller's transaction.
 enum LedgerStatements {
-    /// Also returns what storing its transaction found of the transaction's `appAccountToken`.
+    /// Also returns what storing its transaction found of the transaction's `appAccountToken`. Notes the rows it
+    /// stores in `noting`.
     static func insert(
-        _ notification: NotificationFacts, receivedAt: Int64, _ connection: any SQLConnection
+        _ notification: NotificationFacts, receivedAt: Int64, noting before: OutboxBefore? = nil,
+        _ connection: any SQLConnection
     ) throws(LedgerError) -> (write: NotificationWrite, tokenLookup: AppAccountTokenLookup?) {
         let originalID = notification.transaction?.originalTransactionID ?? notification.renewal?.originalTransactionID
         let inserted = try connection.query(
@@ -240,14 +252,22 @@ enum LedgerStatements {
             return (write, nil)
         }
         let uuid = notification.uuid
+        if let originalID {
+            let summary = NotificationSummary(
+                uuid: uuid, type: notification.type, subtype: notification.subtype, signedDate: notification.signedDate
+            )
+            before?.stored(summary, original: originalID, receivedAt: receivedAt)
+        }
         var tokenLookup: AppAccountTokenLookup?
         if let transaction = notification.transaction {
             tokenLookup = try upsert(
-                transaction, source: .notification, notificationUUID: uuid, now: receivedAt, connection
+                transaction, source: .notification, notificationUUID: uuid, now: receivedAt, noting: before, connection
             )
         }
         if let renewal = notification.renewal {
-            try upsert(renewal, source: .notification, notificationUUID: uuid, now: receivedAt, connection)
+            try upsert(
+                renewal, source: .notification, notificationUUID: uuid, now: receivedAt, noting: before, connection
+            )
         }
         return (.stored, tokenLookup)
     }
@@ -306,11 +326,11 @@ enum LedgerStatements {
     ///
     /// A transaction carrying an `appAccountToken` also looks up, in the statement that stores or reads it, the
     /// token's account and the original's owner (see ``AppAccountTokenLookup``): linking by token then costs no
-    /// statement of its own when the token is registered.
+    /// statement of its own when the token is registered. Notes the row it stores, and any token lookup, in `noting`.
     @discardableResult
     static func upsert(
         _ facts: TransactionFacts, source: TransactionSource, notificationUUID: String? = nil, now: Int64,
-        _ connection: any SQLConnection
+        noting before: OutboxBefore? = nil, _ connection: any SQLConnection
     ) throws(LedgerError) -> AppAccountTokenLookup? {
         let token = facts.appAccountToken?.lowercased()
         let values: [SQLValue] = [
@@ -343,6 +363,8 @@ enum LedgerStatements {
         var tokenLookup = token.flatMap { token in
             inserted.first.map { AppAccountTokenLookup(facts.originalTransactionID, token, $0, from: 1, connection) }
         }
+        if token != nil { before?.mayLink() }
+        if !inserted.isEmpty { before?.stored(facts, at: now) }
         if inserted.isEmpty {
             let rows = try connection.query(
                 """
@@ -378,6 +400,7 @@ enum LedgerStatements {
                     """,
                     values
                 )
+                before?.stored(facts, at: now)
             }
         }
         // Not registered as of the statement that took the token's lock: this later statement looks again, under it.
@@ -397,10 +420,10 @@ enum LedgerStatements {
     }
 
     /// Inserts a renewal info, or replaces the stored one when `facts` are a greater ``Version``, decided like a
-    /// transaction's.
+    /// transaction's. Notes the row it stores in `noting`.
     static func upsert(
         _ facts: RenewalFacts, source: TransactionSource, notificationUUID: String? = nil, now: Int64,
-        _ connection: any SQLConnection
+        noting before: OutboxBefore? = nil, _ connection: any SQLConnection
     ) throws(LedgerError) {
         let values: [SQLValue] = [
             .text(facts.originalTransactionID), SQLValue(facts.productID), SQLValue(facts.autoRenewProductID),
@@ -420,7 +443,10 @@ enum LedgerStatements {
             """,
             values
         )
-        guard inserted.isEmpty else { return }
+        guard inserted.isEmpty else {
+            before?.stored(facts, at: now)
+            return
+        }
         let rows = try connection.query(
             """
             SELECT signed_date, notification_uuid, payload_json FROM renewal_infos WHERE original_transaction_id = $1
@@ -450,6 +476,7 @@ enum LedgerStatements {
             """,
             values
         )
+        before?.stored(facts, at: now)
     }
 
     /// Insert-or-nothing on the primary key, then read back: of any number of concurrent claims, exactly one inserts.
@@ -553,10 +580,13 @@ enum LedgerStatements {
             for row in rows { found.append((try transactionFacts(row), try row.requiredInt64(15))) }
         }
         // Sorted here, not in SQL: the two databases order NULLs and text differently.
-        return found.sorted { lhs, rhs in
-            (lhs.facts.purchaseDate ?? .min, lhs.facts.expiresDate ?? .min, lhs.facts.transactionID)
-                > (rhs.facts.purchaseDate ?? .min, rhs.facts.expiresDate ?? .min, rhs.facts.transactionID)
-        }
+        return found.sorted { isNewer($0.facts, than: $1.facts) }
+    }
+
+    /// The order of a subscription's transactions: newest first by purchase date, then expires date, then id.
+    static func isNewer(_ lhs: TransactionFacts, than rhs: TransactionFacts) -> Bool {
+        (lhs.purchaseDate ?? .min, lhs.expiresDate ?? .min, lhs.transactionID)
+            > (rhs.purchaseDate ?? .min, rhs.expiresDate ?? .min, rhs.transactionID)
     }
 
     static func renewals(
@@ -617,13 +647,13 @@ enum LedgerStatements {
                 found[try row.requiredString(0), default: []].append((summary, try row.requiredInt64(5)))
             }
         }
-        return found.mapValues { notifications in
-            notifications.sorted {
-                $0.summary.signedDate != $1.summary.signedDate
-                    ? $0.summary.signedDate < $1.summary.signedDate
-                    : $0.summary.uuid.utf8.lexicographicallyPrecedes($1.summary.uuid.utf8)
-            }
-        }
+        return found.mapValues { notifications in notifications.sorted { isEarlier($0.summary, than: $1.summary) } }
+    }
+
+    /// The order of a subscription's notifications: oldest first by signed date, then uuid byte by byte.
+    static func isEarlier(_ lhs: NotificationSummary, than rhs: NotificationSummary) -> Bool {
+        lhs.signedDate != rhs.signedDate
+            ? lhs.signedDate < rhs.signedDate : lhs.uuid.utf8.lexicographicallyPrecedes(rhs.uuid.utf8)
     }
 
     /// All facts about each of these original ids that the ledger holds anything of, read with one statement per
@@ -631,34 +661,7 @@ enum LedgerStatements {
     static func subscriptions(
         originalTransactionIDs ids: [String], _ connection: any SQLConnection
     ) throws(LedgerError) -> [String: SubscriptionFacts] {
-        guard !ids.isEmpty else { return [:] }
-        let transactions = Dictionary(
-            grouping: try Self.transactions(originalTransactionIDs: ids, connection), by: \.facts.originalTransactionID
-        )
-        let renewals = Dictionary(
-            try renewals(originalTransactionIDs: ids, connection).map { ($0.facts.originalTransactionID, $0) },
-            uniquingKeysWith: { first, _ in first }
-        )
-        let notifications = try notifications(originalTransactionIDs: ids, connection)
-        var facts: [String: SubscriptionFacts] = [:]
-        for id in Set(ids) {
-            let transactions = transactions[id] ?? []
-            let renewal = renewals[id]
-            let notifications = notifications[id] ?? []
-            guard !transactions.isEmpty || renewal != nil || !notifications.isEmpty else { continue }
-            let updatedAt =
-                (transactions.map(\.updatedAt) + notifications.map(\.receivedAt) + [renewal?.updatedAt ?? 0]).max() ?? 0
-            facts[id] = SubscriptionFacts(
-                originalTransactionID: id,
-                transactions: transactions.map(\.facts),
-                renewal: renewal?.facts,
-                // Equal signed dates: the greatest uuid, as the list is ordered.
-                lastNotification: notifications.last?.summary,
-                notifications: notifications.map(\.summary),
-                updatedAt: updatedAt
-            )
-        }
-        return facts
+        try SubscriptionRows.read(ids, connection).facts(ids)
     }
 
     static func chunks(_ ids: [String]) -> [ArraySlice<String>] {

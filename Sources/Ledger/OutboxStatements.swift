@@ -323,24 +323,72 @@ extension LedgerRecords {
     }
 }
 
-/// What the outbox read of the originals a write touches, before the write.
-struct OutboxBefore {
-    var originalTransactionIDs: [String]
-    var facts: [String: SubscriptionFacts]
-    var owners: [String: String]
+/// What the outbox read of the originals a write touches, before the write; on SQLite also what the write stored of
+/// them, when the write follows its own rows (see ``LedgerStatements/outboxBefore(_:_:_:followingWrites:)``).
+final class OutboxBefore {
+    let originalTransactionIDs: [String]
+    let facts: [String: SubscriptionFacts]
+    let owners: [String: String]
+    /// The rows before, with every row the write stored since; nil when the after-state is to be read.
+    private(set) var rowsAfter: SubscriptionRows?
+    /// A link the write may have made (by app account token): the owners after are then read.
+    private(set) var linksMayHaveChanged = false
+
+    init(
+        originalTransactionIDs: [String], rows: SubscriptionRows, owners: [String: String], followsWrites: Bool
+    ) {
+        self.originalTransactionIDs = originalTransactionIDs
+        self.facts = rows.facts(originalTransactionIDs)
+        self.owners = owners
+        self.rowsAfter = followsWrites ? rows : nil
+    }
+
+    /// The owners after the write: those before when the write followed its rows and looked up no token, else read.
+    func ownersAfter(_ connection: any SQLConnection) throws(LedgerError) -> [String: String] {
+        guard rowsAfter == nil || linksMayHaveChanged else { return owners }
+        return try LedgerStatements.owners(originalTransactionIDs, connection)
+    }
+
+    /// The facts after the write: derived when the write followed its rows, else read.
+    func factsAfter(_ connection: any SQLConnection) throws(LedgerError) -> [String: SubscriptionFacts] {
+        guard let rowsAfter else {
+            return try LedgerStatements.subscriptions(originalTransactionIDs: originalTransactionIDs, connection)
+        }
+        return rowsAfter.facts(originalTransactionIDs)
+    }
+
+    /// The row of `transaction` now holds it, as stored at `time` (its token lowercased, as the column keeps it).
+    func stored(_ transaction: TransactionFacts, at time: Int64) {
+        var transaction = transaction
+        transaction.appAccountToken = transaction.appAccountToken?.lowercased()
+        rowsAfter?.store(transaction, at: time)
+    }
+
+    func stored(_ renewal: RenewalFacts, at time: Int64) { rowsAfter?.store(renewal, at: time) }
+
+    func stored(_ notification: NotificationSummary, original: String, receivedAt: Int64) {
+        rowsAfter?.store(notification, original: original, receivedAt: receivedAt)
+    }
+
+    /// The write looked up an app account token, which may link the original.
+    func mayLink() { linksMayHaveChanged = true }
 }
 
 extension LedgerStatements {
     /// Reads what ``recordEvents(_:causes:fallback:at:_:_:)`` compares the write's outcome with; nil, and nothing
     /// read, when no webhook is configured.
+    ///
+    /// `followingWrites`: the caller hands the result to each of its write's statements, which note the rows they
+    /// store, so that on SQLite the after-state is derived, not read. PostgreSQL reads it again under the streams'
+    /// lock: another writer may have committed rows of these originals since this read.
     static func outboxBefore(
-        _ originals: [String], _ outbox: OutboxRules, _ connection: any SQLConnection
+        _ originals: [String], _ outbox: OutboxRules, _ connection: any SQLConnection, followingWrites: Bool = false
     ) throws(LedgerError) -> OutboxBefore? {
         guard outbox.isActive, !originals.isEmpty else { return nil }
         let ids = Array(Set(originals)).sorted()
         return OutboxBefore(
-            originalTransactionIDs: ids, facts: try subscriptions(originalTransactionIDs: ids, connection),
-            owners: try owners(ids, connection)
+            originalTransactionIDs: ids, rows: try SubscriptionRows.read(ids, connection),
+            owners: try owners(ids, connection), followsWrites: followingWrites && !(connection is PostgresConnection)
         )
     }
 
@@ -377,12 +425,12 @@ extension LedgerStatements {
         guard let before else { return }
         let originals = before.originalTransactionIDs
         let touched = Set(originals)
-        let afterOwners = try owners(originals, connection)
+        let afterOwners = try before.ownersAfter(connection)
         if connection is PostgresConnection {
             let streams = Set(originals.map { "otx:" + $0 } + before.owners.values + afterOwners.values).sorted()
             try lockStreams(streams, connection)
         }
-        let afterFacts = try subscriptions(originalTransactionIDs: originals, connection)
+        let afterFacts = try before.factsAfter(connection)
         let changed = originals.filter { before.facts[$0] != afterFacts[$0] || before.owners[$0] != afterOwners[$0] }
         guard !changed.isEmpty else { return }
 
@@ -431,7 +479,8 @@ extension LedgerStatements {
     }
 
     /// Stores the drafts some webhook wants whose dedupe key is new, each with the next sequence of its stream and a
-    /// pending delivery per subscriber, due at `time`.
+    /// pending delivery per subscriber, due at `time`: per stream, its number and its events, then every delivery in
+    /// one statement.
     ///
     /// Streams are locked in one order for every writer (their `event_streams` row, until commit), so concurrent
     /// PostgreSQL writes cannot deadlock on them, and the numbers of one stream are handed out, and committed, in
@@ -440,18 +489,11 @@ extension LedgerStatements {
         _ drafts: [EventDraft], at time: Int64, _ outbox: OutboxRules, _ connection: any SQLConnection
     ) throws(LedgerError) {
         guard !drafts.isEmpty else { return }
-        var held = Set<String>()
-        for chunk in chunks(Array(Set(drafts.map(\.dedupeKey))).sorted()) {
-            for row in try connection.query(
-                "SELECT dedupe_key FROM events WHERE dedupe_key IN (\(placeholders(chunk.count)))",
-                chunk.map(SQLValue.text)
-            ) {
-                held.insert(try row.requiredString(0))
-            }
-        }
+        // Keys stored by earlier writes are not looked up first: the event's INSERT skips them, and their numbers are
+        // given back.
+        var keys = Set<String>()
         var byStream: [String: [(draft: EventDraft, webhooks: [String])]] = [:]
-        for draft in drafts where !held.contains(draft.dedupeKey) {
-            held.insert(draft.dedupeKey)
+        for draft in drafts where keys.insert(draft.dedupeKey).inserted {
             let webhooks = Array(Set(outbox.subscribers(draft))).sorted()
             guard !webhooks.isEmpty else { continue }
             byStream[draft.account ?? "otx:" + draft.originalTransactionID, default: []].append((draft, webhooks))
@@ -479,7 +521,7 @@ extension LedgerStatements {
                 let body =
                     #"{"id":"\#(id)","type":\#(type),"created_at":\#(createdAt),"sequence":\#(sequence + 1)"#
                     + (draft.bodyMembers.isEmpty ? "" : "," + draft.bodyMembers) + "}"
-                // Another writer may have stored the same fact's event since the read above (PostgreSQL).
+                // This fact's event is already stored, by an earlier write or by another writer since (PostgreSQL).
                 let inserted = try connection.query(
                     """
                     INSERT INTO events (event_id, dedupe_key, type, account, original_transaction_id, stream, sequence,
@@ -501,7 +543,7 @@ extension LedgerStatements {
                 }
             }
             if sequence != last {
-                // Numbers taken for events another writer had stored are given back: a stream has no gaps. The row
+                // Numbers taken for events stored before are given back: a stream has no gaps. The row
                 // is still locked by this transaction, so nobody took a later number.
                 try connection.execute(
                     "UPDATE event_streams SET last_sequence = $2 WHERE stream = $1",
