@@ -40,6 +40,12 @@ public struct SubscriptionStatuses: Sendable, Equatable {
     public var groups: [SubscriptionGroupStatus]
 }
 
+extension SubscriptionStatuses {
+    /// Every group's latest signed transactions and renewal infos, in Apple's order.
+    public var signedTransactions: [String] { groups.flatMap { $0.lastTransactions.map(\.signedTransactionInfo) } }
+    public var signedRenewals: [String] { groups.flatMap { $0.lastTransactions.map(\.signedRenewalInfo) } }
+}
+
 public struct SubscriptionGroupStatus: Sendable, Equatable {
     public var subscriptionGroupIdentifier: String
     public var lastTransactions: [LastTransactionStatus]

@@ -18,25 +18,6 @@ extension ServiceConfiguration {
     }
 }
 
-/// Wakes the Apple call worker after a claim queued calls, so that they leave at once rather than at the next poll.
-/// Made with the routes, before the worker starts; nudging a worker that never started does nothing.
-public final class AppleCallNudge: Sendable {
-    private let semaphore = DispatchSemaphore(value: 0)
-    private let isPending = Atomic<Bool>(false)
-
-    public init() {}
-
-    public func nudge() {
-        // One wake-up for any number of claims in between: the worker reads every due call when it wakes.
-        if !isPending.exchange(true, ordering: .acquiringAndReleasing) { semaphore.signal() }
-    }
-
-    func wait(seconds: Double) {
-        _ = semaphore.wait(timeout: .now() + seconds)
-        isPending.store(false, ordering: .releasing)
-    }
-}
-
 /// Makes the calls granted claims queued in `apple_calls` (issue 26): Finish Transaction and Set App Account Token.
 ///
 /// One thread of its own, never an event loop: it claims due calls under a lease, makes each with the app's
@@ -74,7 +55,7 @@ public final class AppleCallWorker: Sendable {
 
     private let ledger: PurchaseLedger
     private let clients: ServerAPIClients
-    private let nudge: AppleCallNudge
+    private let nudge: WorkerNudge
     private let settings: Settings
     private let log: ServiceLog?
     private let metrics: AppleCallMetrics?
@@ -83,7 +64,7 @@ public final class AppleCallWorker: Sendable {
     private let ended = DispatchSemaphore(value: 0)
 
     package init(
-        ledger: PurchaseLedger, clients: ServerAPIClients, nudge: AppleCallNudge, settings: Settings = Settings(),
+        ledger: PurchaseLedger, clients: ServerAPIClients, nudge: WorkerNudge, settings: Settings = Settings(),
         log: ServiceLog?, metrics: AppleCallMetrics? = nil, clock: @escaping @Sendable () -> Int64 = unixMillisecondsNow
     ) throws(SystemCallError) {
         self.ledger = ledger
@@ -104,7 +85,7 @@ public final class AppleCallWorker: Sendable {
     /// The worker `serve` runs: nil without a store or when no app with a `server_api` key has `finish_on_claim` or
     /// `write_app_account_tokens`.
     package static func start(
-        configuration: ServiceConfiguration, ledger: PurchaseLedger, clients: ServerAPIClients, nudge: AppleCallNudge,
+        configuration: ServiceConfiguration, ledger: PurchaseLedger, clients: ServerAPIClients, nudge: WorkerNudge,
         metrics: AppleCallMetrics, log: ServiceLog
     ) throws(SystemCallError) -> AppleCallWorker? {
         guard ledger.isConfigured else { return nil }

@@ -6,25 +6,6 @@ import JSONText
 internal import Dispatch
 internal import Synchronization
 
-/// Wakes the consumption sender now rather than at its next poll: a `CONSUMPTION_REQUEST` was stored, or the
-/// backend answered one. Nudges while the sender is busy fold into one.
-public final class ConsumptionNudge: Sendable {
-    private let wake = DispatchSemaphore(value: 0)
-    private let pending = Atomic<Bool>(false)
-
-    public init() {}
-
-    public func nudge() {
-        if !pending.exchange(true, ordering: .acquiringAndReleasing) { wake.signal() }
-    }
-
-    /// Returns at a nudge or after `seconds`; a nudge that comes while the caller works is kept for the next wait.
-    func wait(seconds: Double) {
-        _ = wake.wait(timeout: .now() + max(0, seconds))
-        pending.store(false, ordering: .releasing)
-    }
-}
-
 /// Where the sender reaches the refund questions: the service's ledger (its health, its bounded waits), or a store.
 public protocol ConsumptionLedger: Sendable {
     func withConsumption<Result>(
@@ -33,19 +14,10 @@ public protocol ConsumptionLedger: Sendable {
 }
 
 extension PurchaseLedger: ConsumptionLedger {
-    /// The sender goes through the same door as requests: nothing while the ledger is known to be down, and each
-    /// call ends within `store_timeout`.
-    public func withConsumption<Result>(
-        _ body: (any LedgerConsumption) throws(LedgerError) -> Result
-    ) throws(LedgerError) -> Result {
-        do {
-            return try withStore { (store) throws(LedgerError) in try body(store) }
-        } catch {
-            switch error {
-            case .notConfigured: throw LedgerError(.unavailable, "no store is configured")
-            case .unavailable(let cause): throw cause
-            }
-        }
+    /// Through the same door as requests: nothing while the ledger is known to be down, each call ending within
+    /// `store_timeout`.
+    public func withConsumption<Result>(_ body: (any LedgerConsumption) throws(LedgerError) -> Result) throws(LedgerError) -> Result {
+        try withReachableStore { (store) throws(LedgerError) in try body(store) }
     }
 }
 
@@ -223,13 +195,13 @@ public struct ConsumptionRound: Sendable {
 /// Answers Apple's refund questions (issue 26) on one thread of its own, never a request's or an event loop's:
 /// a round every `poll` seconds, or at once when nudged (a `CONSUMPTION_REQUEST` stored, an answer PUT).
 public final class ConsumptionSender: Sendable {
-    private let nudge: ConsumptionNudge
+    private let nudge: WorkerNudge
     private let stopping = Atomic<Bool>(false)
     private let stoppingSince = Mutex<UInt64?>(nil)
     private let ended = DispatchSemaphore(value: 0)
 
     package init(
-        round: ConsumptionRound, nudge: ConsumptionNudge, poll: Double, clock: @escaping @Sendable () -> Int64
+        round: ConsumptionRound, nudge: WorkerNudge, poll: Double, clock: @escaping @Sendable () -> Int64
     ) throws(SystemCallError) {
         self.nudge = nudge
         try startThread { [self] in

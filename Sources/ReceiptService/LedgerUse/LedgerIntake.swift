@@ -36,7 +36,7 @@ public struct LedgerIntake: Sendable {
     public let serverAPIClients: ServerAPIClients
     let serverAPIBackfill: ServerAPIBackfill
     /// Wakes the consumption sender when a refund question or its answer arrives.
-    public let consumptionNudge = ConsumptionNudge()
+    public let consumptionNudge = WorkerNudge()
     /// Where each fact's fate is written (stored, duplicate, refused, not stored); nil logs none.
     let log: ServiceLog?
     let clock: @Sendable () -> Date

@@ -190,6 +190,21 @@ public final class PurchaseLedger: Sendable {
         }
     }
 
+    /// ``withStore(_:)`` for background workers, which know no HTTP answer: a missing store is `unavailable` like one
+    /// that cannot be reached, and the worker tries again later either way.
+    public func withReachableStore<Result>(
+        _ body: (any LedgerStore) throws(LedgerError) -> Result
+    ) throws(LedgerError) -> Result {
+        do {
+            return try withStore { (store) throws(LedgerError) in try body(store) }
+        } catch {
+            switch error {
+            case .notConfigured: throw LedgerError(.unavailable, "no store is configured")
+            case .unavailable(let cause): throw cause
+            }
+        }
+    }
+
     // MARK: - Health
 
     private func scheduleProbe(after delay: Double) {

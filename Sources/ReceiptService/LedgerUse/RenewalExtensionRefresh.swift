@@ -10,41 +10,19 @@ extension LedgerIntake {
     func refreshSubscriptionStatus(
         _ originalTransactionID: String, bundleID: String, environment: AppStoreEnvironment
     ) {
-        var signedTransactions: [String] = []
-        var signedRenewals: [String] = []
+        guard ledger.isConfigured else { return }
+        let statuses: SubscriptionStatuses
         do {
             let client = try serverAPIClients.client(bundleID: bundleID, environment: environment)
-            for group in try client.subscriptionStatuses(transactionID: originalTransactionID).groups {
-                for last in group.lastTransactions {
-                    signedTransactions.append(last.signedTransactionInfo)
-                    signedRenewals.append(last.signedRenewalInfo)
-                }
-            }
+            statuses = try client.subscriptionStatuses(transactionID: originalTransactionID)
         } catch {
             var fields = [("app", bundleID), ("environment", environment.rawValue), ("code", error.code.rawValue)]
             if let appleCode = error.appleErrorCode { fields.append(("apple_error_code", String(appleCode))) }
             log?.event("server api status after extension failed", fields)
             return
         }
-        let transactions = verifiedTransactionFacts(signedTransactions)
-        var renewals: [RenewalFacts] = []
-        for text in signedRenewals {
-            let result = jwsVerifier.verify(text, requiredKind: .renewalInfo, at: clock())
-            metrics.recordVerdict(kind: result.kind, error: result.error)
-            guard result.isValid, let payload = result.payload, let renewal = LedgerFacts.renewal(payload) else {
-                log?.event("server api renewal info refused", [("code", result.error?.code.rawValue ?? "malformed_jws")])
-                continue
-            }
-            renewals.append(renewal)
-        }
-        guard ledger.isConfigured else { return }
-        do {
-            try ledger.withStore { (store) throws(LedgerError) in
-                try ledger.record(transactions, source: .serverAPI, in: store)
-                for renewal in renewals { try ledger.record(renewal: renewal, source: .serverAPI, in: store) }
-            }
-        } catch {
-            log?.event("server api status after extension not stored", [("code", ReceiptRoutes.storeProblem(error).code.rawValue)])
-        }
+        _ = recordVerified(
+            statuses.signedTransactions, renewals: statuses.signedRenewals,
+            failure: "server api status after extension not stored")
     }
 }

@@ -62,12 +62,9 @@ extension LedgerIntake {
             for page in try client.completeTransactionHistory(transactionID: originalTransactionID, maximumPages: 50) {
                 signedTransactions += page.signedTransactions
             }
-            for group in try client.subscriptionStatuses(transactionID: originalTransactionID).groups {
-                for last in group.lastTransactions {
-                    signedTransactions.append(last.signedTransactionInfo)
-                    signedRenewals.append(last.signedRenewalInfo)
-                }
-            }
+            let statuses = try client.subscriptionStatuses(transactionID: originalTransactionID)
+            signedTransactions += statuses.signedTransactions
+            signedRenewals += statuses.signedRenewals
             // Apple's own list of the customer's refunds: one whose notification was lost (or came before this
             // ledger existed) still reaches the ledger, and its outbox emits REFUND.
             for page in try client.completeRefundHistory(transactionID: originalTransactionID) {
@@ -79,6 +76,21 @@ extension LedgerIntake {
             log?.event("server api backfill failed", fields)
             return
         }
+        guard let recorded = recordVerified(signedTransactions, renewals: signedRenewals, failure: "server api backfill not stored")
+        else { return }
+        log?.event(
+            "server api backfill",
+            [("app", bundleID), ("environment", environment.rawValue), ("transactions", String(recorded.transactions)),
+             ("renewal_infos", String(recorded.renewals)), ("refused", String(signedTransactions.count + signedRenewals.count - recorded.transactions - recorded.renewals))])
+    }
+}
+
+extension LedgerIntake {
+    /// Verifies what Apple signed like anything posted to receiptd, and records what verified with the source
+    /// `server_api`; how many of each were recorded, or nil when the ledger did not take them (logged as `failure`).
+    func recordVerified(
+        _ signedTransactions: [String], renewals signedRenewals: [String], failure: String
+    ) -> (transactions: Int, renewals: Int)? {
         let transactions = verifiedTransactionFacts(signedTransactions)
         var renewals: [RenewalFacts] = []
         for text in signedRenewals {
@@ -96,12 +108,9 @@ extension LedgerIntake {
                 for renewal in renewals { try ledger.record(renewal: renewal, source: .serverAPI, in: store) }
             }
         } catch {
-            log?.event("server api backfill not stored", [("code", ReceiptRoutes.storeProblem(error).code.rawValue)])
-            return
+            log?.event(failure, [("code", ReceiptRoutes.storeProblem(error).code.rawValue)])
+            return nil
         }
-        log?.event(
-            "server api backfill",
-            [("app", bundleID), ("environment", environment.rawValue), ("transactions", String(transactions.count)),
-             ("renewal_infos", String(renewals.count)), ("refused", String(signedTransactions.count + signedRenewals.count - transactions.count - renewals.count))])
+        return (transactions.count, renewals.count)
     }
 }

@@ -190,7 +190,7 @@ public struct ReceiptRoutes: Sendable {
     /// Where every fact these routes verify goes into the ledger.
     public let intake: LedgerIntake
     /// Wakes the Apple call worker when a granted claim queued calls (`finish_on_claim`, `write_app_account_tokens`).
-    public let appleCallNudge = AppleCallNudge()
+    public let appleCallNudge = WorkerNudge()
     /// App Store Server API clients, kept across requests (their tokens are reused).
     public var serverAPIClients: ServerAPIClients { intake.serverAPIClients }
     /// The apps' offer signature creators, their keys read when the routes are made.

@@ -14,19 +14,10 @@ public protocol WebhookOutbox: Sendable {
 }
 
 extension PurchaseLedger: WebhookOutbox {
-    /// The dispatcher goes through the same door as requests: it gets nothing while the ledger is known to be down
-    /// (the health task alone tries it again), and each call ends within `store_timeout`.
-    public func withOutbox<Result>(
-        _ body: (any LedgerOutbox) throws(LedgerError) -> Result
-    ) throws(LedgerError) -> Result {
-        do {
-            return try withStore { (store) throws(LedgerError) in try body(store) }
-        } catch {
-            switch error {
-            case .notConfigured: throw LedgerError(.unavailable, "no store is configured")
-            case .unavailable(let cause): throw cause
-            }
-        }
+    /// Through the same door as requests: nothing while the ledger is known to be down, each call ending within
+    /// `store_timeout`.
+    public func withOutbox<Result>(_ body: (any LedgerOutbox) throws(LedgerError) -> Result) throws(LedgerError) -> Result {
+        try withReachableStore { (store) throws(LedgerError) in try body(store) }
     }
 }
 
