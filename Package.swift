@@ -78,8 +78,8 @@ let package = Package(
             swiftSettings: strictSettings,
             // A release build's DWARF is 4 MB of the static binary (SwiftPM compiles release with -g); the symbol table
             // stays, so backtraces and profilers still name functions. Identical functions whose address is never taken
-            // (specializations that compiled to the same code) are kept once: 0.2 MB. Both keep the binary under 25 MB
-            // (README).
+            // (specializations that compiled to the same code) are kept once: 0.2 MB. Tests/e2e/test-docker-files.sh
+            // bounds the size.
             linkerSettings: [
                 .unsafeFlags(["-Xlinker", "--strip-debug", "-Xlinker", "--icf=safe"], .when(platforms: [.linux], configuration: .release))
             ]
