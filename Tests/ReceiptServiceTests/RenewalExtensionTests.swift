@@ -192,12 +192,14 @@ struct RenewalExtensionTests {
         #expect(try scene.fake.requests().isEmpty)
     }
 
-    @Test func unknownSubscription_isNotFound_andAppleIsNotAsked() throws {
+    /// A backend may extend a subscription before any of its purchases reached receiptd: Apple is asked.
+    @Test func unknownSubscription_isAskedOfApple_andRecorded() throws {
         let scene = try Self.scene()
         let response = Self.extend(scene.routes, "9999")
-        #expect(response.status == 404)
-        #expect(response.errorCode == "not_found")
-        #expect(try scene.fake.requests().isEmpty)
+        #expect(response.status == 200)
+        #expect(try scene.fake.requests().map { $0["path"] } == [.string("/inApps/v1/subscriptions/extend/9999")])
+        let records = try openLedger(.sqlite(path: scene.ledgerPath)).renewalExtensions(originalTransactionID: "9999")
+        #expect(records.map(\.outcome) == [.extended])
     }
 
     @Test func appleRateLimitingPastTheDeadline_isServerAPIBusy_andRecordedAsFailed() throws {

@@ -77,8 +77,8 @@ st() {
         --max-examples 20 --seed 20260101 --request-timeout 10 --workers 1 --suppress-health-check all \
         --warnings off --output-truncate false "$@")
 }
-# server-api: without Apple every answer is 503 by design; Tests/ReceiptServiceTests/OrderLookupRouteTests.swift
-# drives it against a fake Apple.
+# server-api: without Apple every answer is 503 by design; Tests/ReceiptServiceTests/OrderLookupRouteTests.swift and
+# RenewalExtensionTests.swift drive it against a fake Apple.
 st "$MAIN_URL" --exclude-tag apple-compatible --exclude-tag ledger --exclude-tag notifications --exclude-tag server-api \
     --exclude-tag support --exclude-tag accounts --exclude-checks positive_data_acceptance,ignored_auth
 st "$STORE_URL" --include-tag ledger --exclude-checks ignored_auth

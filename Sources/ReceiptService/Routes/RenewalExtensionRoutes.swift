@@ -58,8 +58,9 @@ extension ReceiptRoutes {
     public static let renewalExtensionDays = 1...90
 
     /// `POST /v1/subscriptions/{original_transaction_id}/extend` `{"days": 1–90, "reason": "…"}`: asks Apple (Extend a
-    /// Subscription Renewal Date) for the subscription the ledger knows, in its app and environment, and records
-    /// Apple's answer.
+    /// Subscription Renewal Date) in the subscription's app and environment when the ledger knows it, else in each app
+    /// with a key until Apple knows it (a backend may extend before any of its purchases reached receiptd), and
+    /// records Apple's answer.
     func extendRenewal(_ request: HTTPRequest, originalTransactionID: String, apple: AppleAdmission) -> HTTPResponse {
         guard let body = try? JSONValue(parsing: request.body), case .object = body else {
             return problem(.invalidField("days", "expected a JSON object {\"days\": 1–90, \"reason\": \(RenewalExtensionReason.spellings)}"))
@@ -81,7 +82,7 @@ extension ReceiptRoutes {
             }
         let reply = extendRenewal(
             originalTransactionID: originalTransactionID, days: Int(days), reason: reason, requestedBy: requestedBy,
-            apple: apple)
+            apple: apple, searchApps: true)
         if let problem = reply.problem { return self.problem(problem) }
         return json(status: .ok, reply.json ?? .null)
     }
