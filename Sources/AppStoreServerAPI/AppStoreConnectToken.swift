@@ -30,8 +30,9 @@ public struct AppStoreConnectKey: Sendable, CustomStringConvertible {
 /// Signs the bearer tokens the App Store Server API wants and reuses one until shortly before it expires: signing
 /// costs little, but one token per request would also mean one per retry and per page.
 public final class AppStoreConnectTokenSigner: Sendable {
-    /// How long a token is valid: Apple allows up to 60 minutes; its own libraries use 5.
-    public static let lifetimeSeconds: Int64 = 600
+    /// How long a token is valid: Apple allows up to 60 minutes; its own libraries (Swift, Python) sign `exp` 5
+    /// minutes ahead, and a held-out check compares with them.
+    public static let lifetimeSeconds: Int64 = 300
     /// A token with less than this left is replaced, so one never expires in flight or on a slow retry.
     public static let renewalMarginSeconds: Int64 = 120
 

@@ -171,8 +171,10 @@ extension AppStoreServerAPIClient {
         _ = try call(
             "Set App Account Token", method: "PUT",
             path: "/inApps/v1/transactions/\(Self.pathSegment(originalTransactionID))/appAccountToken",
-            // Apple's library sends a Foundation UUID, which JSONEncoder writes in upper case.
-            body: .object([("appAccountToken", .string(token.uppercased()))]))
+            // Apple's libraries disagree on case (Swift's JSONEncoder writes a Foundation UUID upper case, Python's
+            // converter writes it lower case); lower case is how Apple documents appAccountToken and signs it back in
+            // every transaction, and Python's 3.1.2 is what parity is checked against.
+            body: .object([("appAccountToken", .string(token.lowercased()))]))
     }
 
     /// Finish Transaction (App Store Server API 1.20): the server delivered the content.

@@ -14,7 +14,8 @@ public struct OfferSignatureCreator: Sendable {
     /// `Product.PurchaseOption.promotionalOffer(_:compactJWS:)`.
     /// - Parameters:
     ///   - transactionID: any transaction of the customer (an `appTransactionId` too); left out of the claims when nil.
-    ///   - nonce: a fresh UUID; Apple's library sends `UUID().uuidString`, uppercase.
+    ///   - nonce: a fresh UUID, lowercase as Apple's Python library makes it (`str(uuid.uuid4())`; its Swift library's
+    ///     `uuidString` is uppercase: StoreKit takes either).
     ///   - issuedAt: `iat`, seconds since 1970.
     public func promotionalOffer(
         productID: String, offerIdentifier: String, transactionID: String?, nonce: String, issuedAt: Int64

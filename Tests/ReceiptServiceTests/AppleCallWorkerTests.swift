@@ -97,8 +97,8 @@ struct AppleCallWorkerTests {
             try store.account("alice")?.record.appAccountTokens
         }
         #expect(registered?.count == 1)
-        // Apple's library sends a Foundation UUID, which is upper case; the ledger keeps tokens lower case.
-        #expect(body["appAccountToken"]?.text == registered?.first?.uppercased())
+        // Lower case, as Apple's Python library sends it and as the ledger keeps tokens.
+        #expect(body["appAccountToken"]?.text == registered?.first?.lowercased())
     }
 
     @Test func refusedForGood_isFailedWithApplesCode_andAPurchaseCarryingATokenGetsNone() throws {

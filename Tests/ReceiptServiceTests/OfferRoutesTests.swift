@@ -72,7 +72,7 @@ extension ReceiptRoutes {
         #expect(answer.keys == ["version", "signature", "key_identifier", "nonce"])
         #expect(answer["version"] == .integer(2) && answer["key_identifier"] == .string(OfferKey.keyID))
         let nonce = try #require(answer["nonce"]?.stringValue)
-        #expect(UUID(uuidString: nonce) != nil && nonce == nonce.uppercased())
+        #expect(UUID(uuidString: nonce) != nil && nonce == nonce.lowercased())
         let claims = try key.verifiedClaims(answer["signature"])
         #expect(Set(claims.keys) == ["nonce", "iss", "bid", "aud", "iat", "productId", "offerIdentifier", "transactionId"])
         #expect(claims["nonce"] == .string(nonce) && claims["iss"] == .string(OfferKey.issuerID))

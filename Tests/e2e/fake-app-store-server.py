@@ -27,9 +27,11 @@ request gets, never used up: a hung Apple, or one that keeps rate limiting.
 At start it writes DIR/ca.pem (trust it), DIR/key.p8 (the API key to sign tokens with, unless one is there already)
 and, once listening on 127.0.0.1 at a free port, DIR/port. DIR/connections holds how many connections were accepted.
 Every request's bearer token is checked (ES256 signature
-against the key's public half, alg/kid/typ, iss, aud, bid, iat, exp at most 60 minutes after iat and not past):
+against the key's public half, alg/kid/typ, iss, aud, bid, iat if present, exp at most 60 minutes after iat and not
+past):
 a bad one gets 401 with no body, as Apple does. Each request is appended to DIR/requests.jsonl (method, path,
-query, body, token claims) for the tests to compare.
+query, body, token claims; with "capture": true in the fixture also every header, the raw query and body, the
+token's header and the time it came) for the tests to compare.
 """
 import base64
 import http.server
@@ -113,7 +115,8 @@ def check_token(fixture, authorization):
             or claims.get("bid") != fixture["bundleId"]:
         return None, "claims %r" % claims
     now = time.time()
-    iat, exp = claims.get("iat"), claims.get("exp")
+    # iat is optional: Apple's Python library (app-store-server-library 3.x) sends none, and Apple accepts it.
+    iat, exp = claims.get("iat", int(now)), claims.get("exp")
     if not isinstance(iat, int) or not isinstance(exp, int) or iat > now + 60 or exp <= now or exp - iat > 3600:
         return None, "times iat=%r exp=%r now=%d" % (iat, exp, now)
     if not verify_es256((parts[0] + "." + parts[1]).encode(), signature):
@@ -138,6 +141,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
             with open(path_in("connections.tmp"), "w") as f:
                 f.write(str(CONNECTIONS[0]))
             os.rename(path_in("connections.tmp"), path_in("connections"))
+
+    def capture(self, url, raw_body):
+        """What a parity test compares with Apple's own library: every header as sent (names in the case sent), the
+        raw query (order and encoding), the token's header, and when the request came (seconds)."""
+        token_header = None
+        authorization = self.headers.get("Authorization") or ""
+        if authorization.startswith("Bearer "):
+            try:
+                token_header = json.loads(b64url_decode(authorization[len("Bearer "):].split(".")[0]))
+            except Exception:
+                pass
+        return {"headers": [[name, value] for name, value in self.headers.items()], "rawQuery": url.query,
+                "rawBody": base64.b64encode(raw_body).decode(), "tokenHeader": token_header,
+                "receivedAt": time.time()}
 
     def send_json(self, status, value, headers=()):
         body = json.dumps(value).encode()
@@ -187,7 +204,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 log.write(json.dumps({"method": method, "path": url.path, "query": query,
                                       "body": raw_body.decode(errors="replace"),
                                       "contentType": self.headers.get("Content-Type"),
-                                      "claims": claims, "refusal": refusal}) + "\n")
+                                      "claims": claims, "refusal": refusal,
+                                      **(self.capture(url, raw_body) if fixture.get("capture") else {})}) + "\n")
             faults = fixture.get("faults", {}).get(url.path, [])
             fault = fixture.get("always")
             if fault and not url.path.startswith(fault.get("pathPrefix", "/")):

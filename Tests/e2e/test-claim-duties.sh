@@ -25,8 +25,8 @@ grep -qx '{"first_claim":true,"finished_at":null,"calls":\[{"kind":"finish_trans
     || fail "the claim did not answer at once with both calls pending"
 grep -qx '{"method":"POST","path":"/inApps/v1/transactions/3001/finish","body":""}' "$WORK/out" \
     || fail "the fake did not get Finish Transaction"
-grep -qE '^\{"method":"PUT","path":"/inApps/v1/transactions/3001/appAccountToken","body":"\{\\"appAccountToken\\": ?\\"[0-9A-F]{8}-[0-9A-F]{4}-4[0-9A-F]{3}-[89AB][0-9A-F]{3}-[0-9A-F]{12}\\"\}"\}$' "$WORK/out" \
-    || fail "the fake did not get Set App Account Token with a UUID"
+grep -qE '^\{"method":"PUT","path":"/inApps/v1/transactions/3001/appAccountToken","body":"\{\\"appAccountToken\\": ?\\"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}\\"\}"\}$' "$WORK/out" \
+    || fail "the fake did not get Set App Account Token with a lowercase UUID"
 [ "$(grep -c '"path":"/inApps/v1/transactions/3001/' "$WORK/out")" -eq 2 ] || fail "Apple got more than one call of each"
 grep -qE '^\{"finished_at":"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}(\.[0-9]{3})?Z","calls":\[\{"kind":"finish_transaction","state":"done"\},\{"kind":"set_app_account_token","state":"done"\}\]\}$' "$WORK/out" \
     || fail "the transaction does not show finished_at with both calls done"

@@ -65,8 +65,8 @@ def base_claims(claims, answer, audience, name):
     check(isinstance(claims.get("iat"), int), f"{name}: iat is not whole seconds")
     check("exp" not in claims, f"{name}: exp, which Apple's creators do not set")
     nonce = claims.get("nonce", "")
-    check(nonce == answer.get("nonce") and nonce == str(uuid.UUID(nonce)).upper(),
-          f"{name}: nonce is not the answer's uppercase UUID")
+    check(nonce == answer.get("nonce") and nonce == str(uuid.UUID(nonce)),
+          f"{name}: nonce is not the answer's lowercase UUID")
 
 def load(name):
     return json.load(open(f"{t}/{name}"))

@@ -103,7 +103,7 @@ extension ReceiptRoutes {
                     ("timestamp", .integer(timestamp)), ("signature", .string(signature)),
                 ])
             }
-            let nonce = UUID().uuidString
+            let nonce = UUID().uuidString.lowercased()
             let signature = try creator.promotionalOffer(
                 productID: productID, offerIdentifier: offerIdentifier, transactionID: transactionID, nonce: nonce,
                 issuedAt: Self.seconds(clock()))
@@ -134,7 +134,7 @@ extension ReceiptRoutes {
                 "allow_introductory_offer", "allow_introductory_offer must be true or false, or left out for receiptd "
                     + "to decide from the customer's history")
         }
-        let nonce = UUID().uuidString
+        let nonce = UUID().uuidString.lowercased()
         let signature: String
         do throws(AppStoreServerAPIError) {
             signature = try creator.introductoryOfferEligibility(
