@@ -33,7 +33,7 @@ sub() { # sub ID OUT [flags…]: a monthly subscription transaction signed by th
 }
 sub 3001 bought.jws --purchased 2026-01-01T00:00:00Z --expires 2099-01-01T00:00:00Z
 sub 3001 extended.jws --purchased 2026-01-01T00:00:00Z --expires 2099-01-08T00:00:00Z
-for id in 3002 3003 3004; do sub "$id" "bought-$id.jws" --purchased 2026-01-01T00:00:00Z --expires 2099-01-01T00:00:00Z; done
+for id in 3002 3003 3004 3005 3006 3007; do sub "$id" "bought-$id.jws" --purchased 2026-01-01T00:00:00Z --expires 2099-01-01T00:00:00Z; done
 "$R" testing renewal-info --ca "$T/ca" --original-transaction-id 3001 --out "$T/renewal.jws"
 "$R" testing transaction --ca "$T/ca" --bundle-id com.example.app --environment Production --transaction-id 4001 \
     --product-id coins.100 --product-type Consumable --out "$T/coins.jws"
@@ -56,6 +56,10 @@ json.dump({"keyId": "ABC123DEFG", "issuerId": "57246542-96fe-1a63-e053-0824d0110
            # Apple's refusals of an extension: not eligible, the yearly limit, Family Sharing.
            "extensions": {"3001": {"effectiveDate": 4071513600000}, "3002": {"errorCode": 4030004},
                           "3003": {"errorCode": 4030005}, "3004": {"errorCode": 4030007}},
+           # Apple's other answers: a wrong day count, an original transaction it does not know, and down for good.
+           "faults": {"/inApps/v1/subscriptions/extend/3005": [{"status": 400, "errorCode": 4000009}],
+                      "/inApps/v1/subscriptions/extend/3006": [{"status": 404, "errorCode": 4040005}],
+                      "/inApps/v1/subscriptions/extend/3007": [{"status": 500, "errorCode": 5000000}] * 8},
            "massStatusPolls": 2},
           open(t + "/apple/fixture.json", "w"))
 PY
@@ -77,7 +81,8 @@ URL="$BASE_URL"
 post() { curl -sS --max-time 30 -H 'Content-Type: application/json' "$@"; }
 
 # 1. receiptd makes every call it makes, through its routes and commands.
-for jws in bought.jws bought-3002.jws bought-3003.jws bought-3004.jws coins.jws; do  # backfill: history, statuses
+for jws in bought.jws bought-3002.jws bought-3003.jws bought-3004.jws bought-3005.jws bought-3006.jws bought-3007.jws \
+    coins.jws; do  # backfill: history, statuses
     post -d "{\"jws\": \"$(cat "$T/$jws")\"}" "$URL/v1/validate" | jq -e .valid >/dev/null || fail "$jws did not validate"
 done
 post -d '{"account": "user-42"}' "$URL/v1/transactions/4001/claim" >/dev/null  # Finish Transaction, Set App Account Token
@@ -88,15 +93,23 @@ curl -sS --max-time 30 -X PUT -H 'Content-Type: application/json' "$URL/v1/trans
     -d '{"customer_consented": true, "delivery_status": "DELIVERED", "consumption_percentage": 25000, "refund_preference": "GRANT_PRORATED", "sample_content_provided": false}' >/dev/null
 post -d '{"days": 3, "reason": "customer_satisfaction"}' "$URL/v1/subscriptions/3001/extend" | jq -e .effective_date >/dev/null \
     || fail "the extension of 3001 failed"
-for refused in 3002:4030004 3003:4030005 3004:4030007; do
-    id="${refused%:*}" code="${refused#*:}"
+# Apple's error bodies as receiptd answers them: ID APPLE-CODE STATUS CODE (a refusal's message names Apple's code).
+while read -r id code want_status want_code; do
     status="$(post -o "$WORK/refusal.json" -w '%{http_code}' -d '{"days": 3, "reason": "other"}' "$URL/v1/subscriptions/$id/extend")"
-    answer="$(jq -c '.error | {code, apple_error_code}' "$WORK/refusal.json")"
-    [ "$status" = 422 ] && [ "$answer" = "{\"code\":\"extension_refused\",\"apple_error_code\":$code}" ] \
-        || fail "Apple's $code for $id: receiptd answered $status $(cat "$WORK/refusal.json")"
-    jq -r .error.message "$WORK/refusal.json" | grep -q "$code" || fail "the answer to Apple's $code does not name it"
-    echo "same  Apple's $code refusing an extension: 422 extension_refused, apple_error_code $code"
-done
+    answer="$(jq -c '.error | [.code, .apple_error_code]' "$WORK/refusal.json")"
+    [ "$status $answer" = "$want_status [\"$want_code\",$code]" ] \
+        || fail "Apple's $code for $id: receiptd answered $status $(cat "$WORK/refusal.json"), not $want_status $want_code"
+    [ "$want_code" != extension_refused ] || jq -r .error.message "$WORK/refusal.json" | grep -q "Apple: $code" \
+        || fail "the answer to Apple's $code does not explain it"
+    echo "same  Apple's $code to Extend a Subscription Renewal Date: receiptd answers $status $want_code"
+done <<'CASES'
+3002 4030004 422 extension_refused
+3003 4030005 422 extension_refused
+3004 4030007 422 extension_refused
+3005 4000009 422 extension_refused
+3006 4040005 422 extension_refused
+3007 5000000 503 server_api_unavailable
+CASES
 "$R" lookup transaction 3001 --config "$T/receiptd.json" >/dev/null
 "$R" lookup order MQR7Z2JTKS --config "$T/receiptd.json" >/dev/null
 "$R" lookup app-transaction 3001 --config "$T/receiptd.json" >/dev/null
