@@ -18,7 +18,7 @@
 #   CPU=1 Benchmarks/scripts/ingest.sh                   also print the CPU time each process spent per notification
 #                                                         (receiptd by thread name, wrk, PostgreSQL's processes, the
 #                                                         receiver), and receiptd's and PostgreSQL's fsyncs and context
-#                                                         switches (perf stat on syscall tracepoints)
+#                                                         switches (perf stat on syscall tracepoints; needs perf)
 # Prints, per store, notifications/s from the first request to the last answer, and what the store then holds.
 set -euo pipefail
 
@@ -66,12 +66,20 @@ cpu_ms() {
 }
 # receiptd's CPU ms by thread name ("name ms" lines).
 thread_cpu_ms() {
-    local task
+    local task stat
     for task in /proc/$1/task/*; do
         # Dispatch's idle threads end at any moment; their time stays in the process's total.
         stat=$(cat "$task/stat" 2>/dev/null) || continue
         printf '%s %s\n' "$(tr ' ' _ <"$task/comm" 2>/dev/null)" "$(echo "${stat##*) }" | awk '{print $12 + $13}')"
     done | awk -v hz="$(getconf CLK_TCK)" '{t[$1] += $2} END {for (n in t) printf "%s %d\n", n, t[n] * 1000 / hz}'
+}
+# receiptd's CPU ticks by thread id ("tid ticks" lines), to find its busiest thread: SQLite's one writer.
+tid_ticks() {
+    local task stat
+    for task in /proc/$1/task/*; do
+        stat=$(cat "$task/stat" 2>/dev/null) || continue
+        echo "${task##*/} $(echo "${stat##*) }" | awk '{print $12 + $13}')"
+    done | LC_ALL=C sort
 }
 # This cluster's postmaster and its children (other clusters on the machine are not ours to count).
 postgres_pids() {
@@ -154,6 +162,7 @@ for store in $stores; do
     if [ -n "${CPU:-}" ]; then
         server_before=$(thread_cpu_ms "$server" | LC_ALL=C sort)
         server_total_before=$(cpu_ms "$server")
+        tids_before=$(tid_ticks "$server")
         pg_pids=""
         [ "$store" = postgres ] && pg_pids=$(postgres_pids)
         pg_before=$(cpu_ms ${pg_pids//,/ })
@@ -182,6 +191,9 @@ PY
 )
         echo "$store: CPU ms per 1,000 notifications over ${seconds:0:5} s (1,000 ms per 1,000 = one core busy at 1,000/s):"
         echo "    receiptd (every thread, ended ones too) $(python3 -c "print(round(($(cpu_ms "$server") - $server_total_before) * 1000 / $count))")"
+        LC_ALL=C join -a2 -e0 -o 0,1.2,2.2 <(echo "$tids_before") <(tid_ticks "$server") |
+            awk -v n="$count" -v hz="$(getconf CLK_TCK)" '$3 - $2 > max {max = $3 - $2}
+                END {printf "      its busiest thread                  %6.0f\n", max * 1000 / hz * 1000 / n}'
         LC_ALL=C join -a2 -e0 -o 0,1.2,2.2 <(echo "$server_before") <(thread_cpu_ms "$server" | LC_ALL=C sort) |
             awk -v n="$count" '$3 - $2 > 0 {printf "      threads named %-20s %6.0f\n", $1, ($3 - $2) * 1000 / n}' | sort -k4 -rn
         echo "    wrk (16 senders, one thread)            $(python3 -c "print(round($wrk_ms * 1000 / $count))")"
