@@ -15,6 +15,10 @@
 #   STATEMENTS=1 STORES=postgres Benchmarks/scripts/ingest.sh
 #                                                         also print PostgreSQL's statements per notification and
 #                                                         where its time went (pg_stat_statements, loaded for the run)
+#   CPU=1 Benchmarks/scripts/ingest.sh                   also print the CPU time each process spent per notification
+#                                                         (receiptd by thread name, wrk, PostgreSQL's processes, the
+#                                                         receiver), and receiptd's and PostgreSQL's fsyncs and context
+#                                                         switches (perf stat on syscall tracepoints; needs perf)
 # Prints, per store, notifications/s from the first request to the last answer, and what the store then holds.
 set -euo pipefail
 
@@ -49,6 +53,40 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+
+# CPU time in ms (user + system) of each pid given, summed; a pid gone meanwhile counts 0. Field 2 (comm) may hold
+# spaces, so the fields are counted after its closing parenthesis.
+cpu_ms() {
+    local ticks=0 pid
+    for pid in "$@"; do
+        [ -r "/proc/$pid/stat" ] || continue
+        ticks=$((ticks + $(sed 's/.*) //' "/proc/$pid/stat" | awk '{print $12 + $13}')))
+    done
+    echo $((ticks * 1000 / $(getconf CLK_TCK)))
+}
+# receiptd's CPU ms by thread name ("name ms" lines).
+thread_cpu_ms() {
+    local task stat
+    for task in /proc/$1/task/*; do
+        # Dispatch's idle threads end at any moment; their time stays in the process's total.
+        stat=$(cat "$task/stat" 2>/dev/null) || continue
+        printf '%s %s\n' "$(tr ' ' _ <"$task/comm" 2>/dev/null)" "$(echo "${stat##*) }" | awk '{print $12 + $13}')"
+    done | awk -v hz="$(getconf CLK_TCK)" '{t[$1] += $2} END {for (n in t) printf "%s %d\n", n, t[n] * 1000 / hz}'
+}
+# receiptd's CPU ticks by thread id ("tid ticks" lines), to find its busiest thread: SQLite's one writer.
+tid_ticks() {
+    local task stat
+    for task in /proc/$1/task/*; do
+        stat=$(cat "$task/stat" 2>/dev/null) || continue
+        echo "${task##*/} $(echo "${stat##*) }" | awk '{print $12 + $13}')"
+    done | LC_ALL=C sort
+}
+# This cluster's postmaster and its children (other clusters on the machine are not ours to count).
+postgres_pids() {
+    local postmaster
+    postmaster=$(head -1 "$cluster/data/postmaster.pid")
+    echo "$postmaster,$(pgrep -d, -P "$postmaster")"
+}
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
@@ -121,10 +159,48 @@ for store in $stores; do
         start_server "$store_json" "" || { cat "$work/server.log" >&2; exit 1; }
     fi
     if [ -n "${STATEMENTS:-}" ] && [ "$store" = postgres ]; then count_rows "SELECT pg_stat_statements_reset()" >/dev/null; fi
+    if [ -n "${CPU:-}" ]; then
+        server_before=$(thread_cpu_ms "$server" | LC_ALL=C sort)
+        server_total_before=$(cpu_ms "$server")
+        tids_before=$(tid_ticks "$server")
+        pg_pids=""
+        [ "$store" = postgres ] && pg_pids=$(postgres_pids)
+        pg_before=$(cpu_ms ${pg_pids//,/ })
+        receiver_before=$(cpu_ms "$receiver")
+        perf stat -x, -e syscalls:sys_enter_fsync,syscalls:sys_enter_fdatasync,syscalls:sys_enter_pread64,syscalls:sys_enter_pwrite64,context-switches \
+            -p "$server${pg_pids:+,$pg_pids}" -o "$work/perf.txt" &
+        perf_pid=$!
+        times >"$work/times-before"
+    fi
     started=$(date +%s.%N)
     BODY_DIR=$work/forged/notifications wrk -t1 -c"$senders" -d600s -s "$benchmarks/scripts/wrk_post_dir_count.lua" \
         "http://127.0.0.1:$port/v1/notifications" >/dev/null
     finished=$(date +%s.%N)
+    if [ -n "${CPU:-}" ]; then
+        times >"$work/times-after"
+        kill -INT "$perf_pid"; wait "$perf_pid" 2>/dev/null || true
+        seconds=$(python3 -c "print($finished - $started)")
+        # `times` (in this shell: a subshell's would be its own) gives the children's user and system time; wrk is the
+        # one child reaped during the run.
+        wrk_ms=$(python3 - "$(tail -1 "$work/times-before")" "$(tail -1 "$work/times-after")" <<'PY'
+import re, sys
+def ms(line):
+    return sum(float(m) * 60000 + float(s) * 1000 for m, s in re.findall(r"(\d+)m([\d.]+)s", line))
+print(round(ms(sys.argv[2]) - ms(sys.argv[1])))
+PY
+)
+        echo "$store: CPU ms per 1,000 notifications over ${seconds:0:5} s (1,000 ms per 1,000 = one core busy at 1,000/s):"
+        echo "    receiptd (every thread, ended ones too) $(python3 -c "print(round(($(cpu_ms "$server") - $server_total_before) * 1000 / $count))")"
+        LC_ALL=C join -a2 -e0 -o 0,1.2,2.2 <(echo "$tids_before") <(tid_ticks "$server") |
+            awk -v n="$count" -v hz="$(getconf CLK_TCK)" '$3 - $2 > max {max = $3 - $2}
+                END {printf "      its busiest thread                  %6.0f\n", max * 1000 / hz * 1000 / n}'
+        LC_ALL=C join -a2 -e0 -o 0,1.2,2.2 <(echo "$server_before") <(thread_cpu_ms "$server" | LC_ALL=C sort) |
+            awk -v n="$count" '$3 - $2 > 0 {printf "      threads named %-20s %6.0f\n", $1, ($3 - $2) * 1000 / n}' | sort -k4 -rn
+        echo "    wrk (16 senders, one thread)            $(python3 -c "print(round($wrk_ms * 1000 / $count))")"
+        [ -n "$pg_pids" ] && echo "    postgres (every process)                $(python3 -c "print(round(($(cpu_ms ${pg_pids//,/ }) - $pg_before) * 1000 / $count))")"
+        echo "    webhook receiver (python)               $(python3 -c "print(round(($(cpu_ms "$receiver") - $receiver_before) * 1000 / $count))")"
+        awk -F, -v n="$count" -v s="$seconds" 'NF > 2 && $1 ~ /^[0-9]+$/ {printf "    %-39s %6.2f per notification, %.0f/s\n", $3, $1 / n, $1 / s}' "$work/perf.txt"
+    fi
     delivery=""
     if [ -n "${DELIVERY_WAIT:-}" ] && [ "${events:0:4}" = with ]; then
         for _ in $(seq $((DELIVERY_WAIT * 10))); do [ -s "$work/delivery.txt" ] && break; sleep 0.1; done

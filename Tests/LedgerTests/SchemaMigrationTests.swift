@@ -48,6 +48,25 @@ struct SchemaMigrationTests {
         #expect(error?.message.contains("\(LedgerSchema.latestVersion)") == true)
     }
 
+    /// Base64 does not compress: PostgreSQL's default TOAST compression tried on every signed payload, and failed.
+    @Test(.enabled(if: !Backend.skipPostgres))
+    func postgres_storesSignedPayloadsOutOfLineUncompressed() throws {
+        let location = try DatabaseLocation.fresh(.postgres)
+        let ledger = try location.open()
+        let storage = try location.rawConnection().query(
+            "SELECT attstorage FROM pg_attribute WHERE attrelid = 'notifications'::regclass AND attname = $1",
+            [.text("signed_payload")]
+        ).first?.string(0)
+        #expect(storage == "e")
+        // Large enough to be stored out of line; read back whole, or the retry would count as a conflict.
+        var notification = E.notification("DID_RENEW", signed: E.t0, uuid: "n-out-of-line")
+        notification.signedPayload = String(repeating: "eyJhbGciOiJFUzI1NiJ9", count: 700)
+        #expect(try ledger.record(notification) == .stored)
+        #expect(try ledger.record(notification) == .duplicate)
+        notification.signedPayload += "x"
+        #expect(try ledger.record(notification) == .conflict)
+    }
+
     @Test func migrations_areNumberedInOrderFromOne() {
         #expect(LedgerSchema.migrations.map(\.version) == Array(1...LedgerSchema.migrations.count))
     }
