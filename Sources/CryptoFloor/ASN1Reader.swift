@@ -164,6 +164,66 @@ package struct ASN1Reader {
     package func nextTypedValue(
         _ cursor: inout ChildCursor
     ) throws(ASN1ReadError) -> (type: Int64, value: ASN1Element)? {
+        guard cursor.offset < cursor.end else { return nil }
+        if let (end, type, value) = definiteTypedValue(at: cursor.offset, limit: cursor.end) {
+            cursor.offset = end
+            return (type, value)
+        }
+        return try checkedTypedValue(&cursor)
+    }
+
+    /// `nextTypedValue` for the shape every attribute Apple writes has: DER, a small type, a primitive version. The
+    /// four headers are read in one pass over the buffer (per header, the bounds checks and the buffer's lending cost
+    /// more than `ASN1_get_object` itself). Nil for anything else, which `checkedTypedValue` then reads header by
+    /// header, accepting and refusing exactly what it did before this pass existed.
+    @inline(__always)
+    private func definiteTypedValue(at offset: Int, limit: Int) -> (end: Int, type: Int64, value: ASN1Element)? {
+        guard offset >= 0, offset < limit, limit <= bytes.count else { return nil }
+        return bytes.withUnsafeBufferPointer { buffer -> (end: Int, type: Int64, value: ASN1Element)? in
+            let base = buffer.baseAddress.unsafelyUnwrapped
+            var cursor: UnsafePointer<UInt8>? = base + offset
+            var length = 0
+            var tag: Int32 = 0
+            var tagClass: Int32 = 0
+            // Without 0x80 in its answer, ASN1_get_object has checked that `length` bytes follow the header.
+            func header(until end: Int) -> Int32? {
+                let position = cursor.unsafelyUnwrapped - base
+                guard position < end else { return nil }
+                let flags = ASN1_get_object(&cursor, &length, &tag, &tagClass, end - position)
+                guard flags & 0x80 == 0 else {
+                    ERR_clear_error()
+                    return nil
+                }
+                return length >= 0 && tagClass == V_ASN1_UNIVERSAL ? flags : nil
+            }
+            guard header(until: limit) == V_ASN1_CONSTRUCTED, tag == V_ASN1_SEQUENCE else { return nil }
+            let end = cursor.unsafelyUnwrapped - base + length
+            guard header(until: end) == 0, tag == V_ASN1_INTEGER, (1...8).contains(length) else { return nil }
+            let typeBytes = cursor.unsafelyUnwrapped
+            var type: Int64 = typeBytes[0] & 0x80 != 0 ? -1 : 0
+            for index in 0..<length { type = type << 8 | Int64(typeBytes[index]) }
+            cursor = typeBytes + length
+            guard header(until: end) == 0, tag == V_ASN1_INTEGER else { return nil }
+            cursor = cursor.unsafelyUnwrapped + length
+            let valueStart = cursor.unsafelyUnwrapped - base
+            guard let flags = header(until: end), flags & ~V_ASN1_CONSTRUCTED == 0, tag == V_ASN1_OCTET_STRING else {
+                return nil
+            }
+            let contentStart = cursor.unsafelyUnwrapped - base
+            guard contentStart + length == end else { return nil }
+            return (
+                end, type,
+                ASN1Element(
+                    tag: tag, tagClass: tagClass, isConstructed: flags != 0, isIndefinite: false, headerStart: valueStart,
+                    contentStart: contentStart, contentEnd: end)
+            )
+        }
+    }
+
+    @inline(never)
+    private func checkedTypedValue(
+        _ cursor: inout ChildCursor
+    ) throws(ASN1ReadError) -> (type: Int64, value: ASN1Element)? {
         guard let attribute = try next(&cursor) else { return nil }
         guard attribute.isUniversal(V_ASN1_SEQUENCE), attribute.isConstructed else {
             throw ASN1ReadError(reason: "an attribute is not a SEQUENCE")
