@@ -181,43 +181,57 @@ package struct ASN1Reader {
         guard offset >= 0, offset < limit, limit <= bytes.count else { return nil }
         return bytes.withUnsafeBufferPointer { buffer -> (end: Int, type: Int64, value: ASN1Element)? in
             let base = buffer.baseAddress.unsafelyUnwrapped
-            var cursor: UnsafePointer<UInt8>? = base + offset
-            var length = 0
-            var tag: Int32 = 0
-            var tagClass: Int32 = 0
-            // Without 0x80 in its answer, ASN1_get_object has checked that `length` bytes follow the header.
-            func header(until end: Int) -> Int32? {
-                let position = cursor.unsafelyUnwrapped - base
-                guard position < end else { return nil }
-                let flags = ASN1_get_object(&cursor, &length, &tag, &tagClass, end - position)
-                guard flags & 0x80 == 0 else {
-                    ERR_clear_error()
-                    return nil
-                }
-                return length >= 0 && tagClass == V_ASN1_UNIVERSAL ? flags : nil
-            }
-            guard header(until: limit) == V_ASN1_CONSTRUCTED, tag == V_ASN1_SEQUENCE else { return nil }
-            let end = cursor.unsafelyUnwrapped - base + length
-            guard header(until: end) == 0, tag == V_ASN1_INTEGER, (1...8).contains(length) else { return nil }
-            let typeBytes = cursor.unsafelyUnwrapped
-            var type: Int64 = typeBytes[0] & 0x80 != 0 ? -1 : 0
-            for index in 0..<length { type = type << 8 | Int64(typeBytes[index]) }
-            cursor = typeBytes + length
-            guard header(until: end) == 0, tag == V_ASN1_INTEGER else { return nil }
-            cursor = cursor.unsafelyUnwrapped + length
-            let valueStart = cursor.unsafelyUnwrapped - base
-            guard let flags = header(until: end), flags & ~V_ASN1_CONSTRUCTED == 0, tag == V_ASN1_OCTET_STRING else {
-                return nil
-            }
-            let contentStart = cursor.unsafelyUnwrapped - base
-            guard contentStart + length == end else { return nil }
+            var cursor = base + offset
+            guard let attribute = Self.universalHeader(&cursor, base: base, end: limit),
+                attribute.flags == V_ASN1_CONSTRUCTED, attribute.tag == V_ASN1_SEQUENCE
+            else { return nil }
+            let end = cursor - base + attribute.length
+            guard let type = Self.universalHeader(&cursor, base: base, end: end), type.flags == 0,
+                type.tag == V_ASN1_INTEGER, (1...8).contains(type.length)
+            else { return nil }
+            var typeNumber: Int64 = cursor[0] & 0x80 != 0 ? -1 : 0
+            for index in 0..<type.length { typeNumber = typeNumber << 8 | Int64(cursor[index]) }
+            cursor += type.length
+            guard let version = Self.universalHeader(&cursor, base: base, end: end), version.flags == 0,
+                version.tag == V_ASN1_INTEGER
+            else { return nil }
+            cursor += version.length
+            let valueStart = cursor - base
+            guard let value = Self.universalHeader(&cursor, base: base, end: end),
+                value.flags & ~V_ASN1_CONSTRUCTED == 0, value.tag == V_ASN1_OCTET_STRING,
+                cursor - base + value.length == end
+            else { return nil }
             return (
-                end, type,
+                end, typeNumber,
                 ASN1Element(
-                    tag: tag, tagClass: tagClass, isConstructed: flags != 0, isIndefinite: false, headerStart: valueStart,
-                    contentStart: contentStart, contentEnd: end)
+                    tag: value.tag, tagClass: V_ASN1_UNIVERSAL, isConstructed: value.flags != 0, isIndefinite: false,
+                    headerStart: valueStart, contentStart: cursor - base, contentEnd: end)
             )
         }
+    }
+
+    /// One definite-length header of the universal class that starts at `cursor`, before `end`; `cursor` then points
+    /// at its content. Without 0x80 in its answer, ASN1_get_object has checked that `length` bytes follow the header.
+    /// Passed in and out explicitly: locals a nested function captured were checked for exclusive access at run time
+    /// on every header.
+    @inline(__always)
+    private static func universalHeader(
+        _ cursor: inout UnsafePointer<UInt8>, base: UnsafePointer<UInt8>, end: Int
+    ) -> (flags: Int32, tag: Int32, length: Int)? {
+        let position = cursor - base
+        guard position < end else { return nil }
+        var next: UnsafePointer<UInt8>? = cursor
+        var length = 0
+        var tag: Int32 = 0
+        var tagClass: Int32 = 0
+        let flags = ASN1_get_object(&next, &length, &tag, &tagClass, end - position)
+        guard flags & 0x80 == 0 else {
+            ERR_clear_error()
+            return nil
+        }
+        guard length >= 0, tagClass == V_ASN1_UNIVERSAL else { return nil }
+        cursor = next.unsafelyUnwrapped
+        return (flags, tag, length)
     }
 
     @inline(never)
