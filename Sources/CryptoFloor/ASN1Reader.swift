@@ -164,6 +164,80 @@ package struct ASN1Reader {
     package func nextTypedValue(
         _ cursor: inout ChildCursor
     ) throws(ASN1ReadError) -> (type: Int64, value: ASN1Element)? {
+        guard cursor.offset < cursor.end else { return nil }
+        if let (end, type, value) = definiteTypedValue(at: cursor.offset, limit: cursor.end) {
+            cursor.offset = end
+            return (type, value)
+        }
+        return try checkedTypedValue(&cursor)
+    }
+
+    /// `nextTypedValue` for the shape every attribute Apple writes has: DER, a small type, a primitive version. The
+    /// four headers are read in one pass over the buffer (per header, the bounds checks and the buffer's lending cost
+    /// more than `ASN1_get_object` itself). Nil for anything else, which `checkedTypedValue` then reads header by
+    /// header, accepting and refusing exactly what it did before this pass existed.
+    @inline(__always)
+    private func definiteTypedValue(at offset: Int, limit: Int) -> (end: Int, type: Int64, value: ASN1Element)? {
+        guard offset >= 0, offset < limit, limit <= bytes.count else { return nil }
+        return bytes.withUnsafeBufferPointer { buffer -> (end: Int, type: Int64, value: ASN1Element)? in
+            let base = buffer.baseAddress.unsafelyUnwrapped
+            var cursor = base + offset
+            guard let attribute = Self.universalHeader(&cursor, base: base, end: limit),
+                attribute.flags == V_ASN1_CONSTRUCTED, attribute.tag == V_ASN1_SEQUENCE
+            else { return nil }
+            let end = cursor - base + attribute.length
+            guard let type = Self.universalHeader(&cursor, base: base, end: end), type.flags == 0,
+                type.tag == V_ASN1_INTEGER, (1...8).contains(type.length)
+            else { return nil }
+            var typeNumber: Int64 = cursor[0] & 0x80 != 0 ? -1 : 0
+            for index in 0..<type.length { typeNumber = typeNumber << 8 | Int64(cursor[index]) }
+            cursor += type.length
+            guard let version = Self.universalHeader(&cursor, base: base, end: end), version.flags == 0,
+                version.tag == V_ASN1_INTEGER
+            else { return nil }
+            cursor += version.length
+            let valueStart = cursor - base
+            guard let value = Self.universalHeader(&cursor, base: base, end: end),
+                value.flags & ~V_ASN1_CONSTRUCTED == 0, value.tag == V_ASN1_OCTET_STRING,
+                cursor - base + value.length == end
+            else { return nil }
+            return (
+                end, typeNumber,
+                ASN1Element(
+                    tag: value.tag, tagClass: V_ASN1_UNIVERSAL, isConstructed: value.flags != 0, isIndefinite: false,
+                    headerStart: valueStart, contentStart: cursor - base, contentEnd: end)
+            )
+        }
+    }
+
+    /// One definite-length header of the universal class that starts at `cursor`, before `end`; `cursor` then points
+    /// at its content. Without 0x80 in its answer, ASN1_get_object has checked that `length` bytes follow the header.
+    /// Passed in and out explicitly: locals a nested function captured were checked for exclusive access at run time
+    /// on every header.
+    @inline(__always)
+    private static func universalHeader(
+        _ cursor: inout UnsafePointer<UInt8>, base: UnsafePointer<UInt8>, end: Int
+    ) -> (flags: Int32, tag: Int32, length: Int)? {
+        let position = cursor - base
+        guard position < end else { return nil }
+        var next: UnsafePointer<UInt8>? = cursor
+        var length = 0
+        var tag: Int32 = 0
+        var tagClass: Int32 = 0
+        let flags = ASN1_get_object(&next, &length, &tag, &tagClass, end - position)
+        guard flags & 0x80 == 0 else {
+            ERR_clear_error()
+            return nil
+        }
+        guard length >= 0, tagClass == V_ASN1_UNIVERSAL else { return nil }
+        cursor = next.unsafelyUnwrapped
+        return (flags, tag, length)
+    }
+
+    @inline(never)
+    private func checkedTypedValue(
+        _ cursor: inout ChildCursor
+    ) throws(ASN1ReadError) -> (type: Int64, value: ASN1Element)? {
         guard let attribute = try next(&cursor) else { return nil }
         guard attribute.isUniversal(V_ASN1_SEQUENCE), attribute.isConstructed else {
             throw ASN1ReadError(reason: "an attribute is not a SEQUENCE")

@@ -146,6 +146,38 @@ struct AbsurdValueTests {
         #expect(result.error?.code == .malformedReceipt)
     }
 
+    /// Attribute 2 (the bundle id) in shapes Apple does not write but BER allows, each read as it always was: the
+    /// payload walk reads Apple's DER shape in one pass and hands every other shape to the header-by-header reader.
+    @Test(arguments: [
+        ("constructed version", [0x22, 0x03] + DERWriter.integer(1)),
+        ("long-form version length", [0x02, 0x81, 0x01, 0x01]),
+        ("two-byte version", DERWriter.integer(300)),
+    ] as [(String, [UInt8])])
+    func bundleIDAttributeInAnotherAcceptedShape_readsTheSameBundleID(_ shape: String, _ version: [UInt8]) throws {
+        let blueprint = TestPKI.blueprint()
+        let attribute = DERWriter.sequence(
+            DERWriter.integer(2) + version + DERWriter.octetString(DERWriter.utf8String(blueprint.bundleID)))
+        let payload = DERWriter.set(of: blueprint.attributes.filter { $0.type != 2 }.map(\.encoded) + [attribute])
+        let result = TestPKI.validator().validate(try TestPKI.standard.sign(payload: payload))
+        #expect(result.error == nil, "\(shape)")
+        #expect(result.receipt?.bundleID == blueprint.bundleID, "\(shape)")
+    }
+
+    /// Attributes that are not (type, version, value) exactly, each refused whichever reader reads it.
+    @Test(arguments: [
+        ("a byte after the value", DERWriter.sequence(DERWriter.integer(2) + DERWriter.integer(1) + DERWriter.octetString([]) + [0x05, 0x00])),
+        ("no value", DERWriter.sequence(DERWriter.integer(2) + DERWriter.integer(1))),
+        ("an empty type", DERWriter.sequence([0x02, 0x00] + DERWriter.integer(1) + DERWriter.octetString([]))),
+        ("a value that is not an OCTET STRING", DERWriter.sequence(DERWriter.integer(2) + DERWriter.integer(1) + DERWriter.integer(5))),
+        ("a SET, not a SEQUENCE", DERWriter.element(tag: 0x31, DERWriter.integer(2) + DERWriter.integer(1) + DERWriter.octetString([]))),
+        ("a value longer than the attribute", [0x30, 0x08] + DERWriter.integer(2) + DERWriter.integer(1) + [0x04, 0x05, 0x00]),
+    ] as [(String, [UInt8])])
+    func attributeOfAnotherShape_isMalformed(_ shape: String, _ attribute: [UInt8]) throws {
+        let payload = DERWriter.set(of: TestPKI.blueprint().attributes.map(\.encoded) + [attribute])
+        let result = TestPKI.validator().validate(try TestPKI.standard.sign(payload: payload))
+        #expect(result.error?.code == .malformedReceipt, "\(shape)")
+    }
+
     @Test func megabyteBundleID_isReadWhole() throws {
         var blueprint = TestPKI.blueprint()
         blueprint.bundleID = String(repeating: "a", count: 1 << 20)

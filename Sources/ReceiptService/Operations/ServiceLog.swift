@@ -60,16 +60,16 @@ public struct ServiceLog: Sendable {
             var line: [UInt8] = []
             line.reserveCapacity(96 + path.utf8.count)
             time.appendRFC3339(to: &line)
-            for field in [Self.clipped(record.method), path] {
-                line.append(UInt8(ascii: " "))
-                Self.appendPrintable(field, to: &line)
-            }
             line.append(UInt8(ascii: " "))
-            line.append(contentsOf: String(record.status.code).utf8)
+            Self.appendPrintable(Self.clipped(record.method), to: &line)
             line.append(UInt8(ascii: " "))
-            line.append(contentsOf: String(record.responseBytes).utf8)
+            Self.appendPrintable(path, to: &line)
+            line.append(UInt8(ascii: " "))
+            JSONValue.writeInteger(Int64(record.status.code), into: &line)
+            line.append(UInt8(ascii: " "))
+            JSONValue.writeInteger(Int64(record.responseBytes), into: &line)
             line.append(contentsOf: "B ".utf8)
-            line.append(contentsOf: String(record.microseconds).utf8)
+            JSONValue.writeInteger(Int64(record.microseconds), into: &line)
             line.append(contentsOf: "us id=".utf8)
             Self.appendPrintable(Self.clipped(record.requestID), to: &line)
             if let user = record.user {

@@ -66,6 +66,8 @@ public final class ServiceMetrics: Sendable {
     private let requests: [RequestKey: SeriesCounter]
     private let validations: [String: SeriesCounter]
     private let verdicts: [VerdictKey: SeriesCounter]
+    /// What a valid receipt counts, found once: each one would otherwise hash its labels into both tables.
+    private let validReceipt: (validation: SeriesCounter, verdict: SeriesCounter)
     private let durations: DurationTally
     private let notificationConflicts: Counter
     private let logLinesDropped: Counter
@@ -104,6 +106,10 @@ public final class ServiceMetrics: Sendable {
         }
         self.validations = validations
         self.verdicts = verdicts
+        guard let validation = validations["valid"],
+            let verdict = verdicts[VerdictKey(kind: SignedDataKind.receipt.rawValue, result: "valid")]
+        else { preconditionFailure("every kind's valid series is made above") }
+        validReceipt = (validation, verdict)
 
         durations = DurationTally(
             into: registry.makeValueHistogram(descriptor: Self.durationFamily.descriptor, buckets: Self.durationBuckets),
@@ -130,7 +136,12 @@ public final class ServiceMetrics: Sendable {
 
     /// One verdict: `"valid"` or the engine's error code.
     public func recordValidation(_ result: ValidationResult) {
-        let label = result.error?.code.rawValue ?? "valid"
+        guard let error = result.error else {
+            validReceipt.validation.increment()
+            validReceipt.verdict.increment()
+            return
+        }
+        let label = error.code.rawValue
         if let counter = validations[label] {
             counter.increment()
         } else {

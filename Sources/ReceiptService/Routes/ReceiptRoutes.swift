@@ -131,7 +131,11 @@ public struct ReceiptRoutes: Sendable {
 
         var allowedMethod: HTTPMethod { declaration.method }
         /// The path template, without the method that tells apart routes sharing one path.
-        var pathTemplate: Substring { rawValue.split(separator: " ").last ?? Substring(rawValue) }
+        var pathTemplate: Substring {
+            let name = rawValue
+            guard let space = name.utf8.firstIndex(of: UInt8(ascii: " ")) else { return name[...] }
+            return name[name.utf8.index(after: space)...]
+        }
         /// Every method some route serves at this route's path, for `Allow`.
         var methodsAtPath: [HTTPMethod] {
             Route.allCases.filter { $0.pathTemplate == pathTemplate }.map(\.allowedMethod)
@@ -141,11 +145,16 @@ public struct ReceiptRoutes: Sendable {
         /// Whether answering may wait on the database; such requests never run on an event loop.
         var usesLedger: Bool { declaration.usesLedger }
 
+        /// Every route by its name but `unmatched`: the server matches each request up to three times (inline or not,
+        /// Apple's lane or not, the answer), and `init(rawValue:)` compares the path with each name in turn.
+        private static let byName = Dictionary(
+            uniqueKeysWithValues: allCases.filter { $0 != .unmatched }.map { ($0.rawValue, $0) })
+
         /// The route a path names, and the id in it for the ledger's routes (the account, still percent-encoded, for
         /// the account routes). Ids are one non-empty segment; whether an id is acceptable is `PathID`'s (or
         /// `AccountPath`'s) to say, after the caller is known. The method only tells apart the routes of one path.
         static func match(_ path: String, method: HTTPMethod) -> (route: Route, id: Substring?) {
-            if let route = Route(rawValue: path), route != .unmatched { return (route, nil) }
+            if let route = byName[path] { return (route, nil) }
             var segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
             guard segments.first == "v1", segments.count >= 3, segments.allSatisfy({ !$0.isEmpty }) else {
                 return (.unmatched, nil)
