@@ -192,21 +192,33 @@ enum Socket {
     }
 }
 
-/// What an epoll set reported for one descriptor.
+/// What an epoll set reported for one registration.
 struct PollEvent {
-    var descriptor: Int32
+    /// The number the descriptor was registered with.
+    var token: UInt64
     var isReadable: Bool
     var isWritable: Bool
     /// Hang-up or error: the peer is gone or reset, and nothing more can be sent.
     var isFailed: Bool
 }
 
-/// An epoll set (level-triggered) and an eventfd through which other threads wake the thread that waits on it.
-/// Owns both descriptors; only the waiting thread calls anything but `wake()`.
-final class Poller: @unchecked Sendable {
+/// One thread's room for the events a wait returns.
+struct PollEvents {
+    fileprivate var buffer: [epoll_event]
+    fileprivate(set) var ready: [PollEvent] = []
+
+    init(capacity: Int) {
+        buffer = [epoll_event](repeating: epoll_event(), count: capacity)
+        ready.reserveCapacity(capacity)
+    }
+}
+
+/// An epoll set (level-triggered, every registration one-shot) and an eventfd through which other threads wake the
+/// threads that wait on it. Owns both descriptors; every method may be called from any thread.
+final class Poller: Sendable {
     private let epoll: Int32
     private let wakeDescriptor: Int32
-    private var ready = [epoll_event](repeating: epoll_event(), count: 64)
+    private static let wakeToken: UInt64 = 0
 
     init() throws(SystemCallError) {
         epoll = try syscall("epoll_create1") { epoll_create1(Int32(EPOLL_CLOEXEC)) }
@@ -216,8 +228,11 @@ final class Poller: @unchecked Sendable {
             closeDescriptor(epoll)
             throw error
         }
+        var event = epoll_event()
+        event.events = EPOLLIN.rawValue
+        event.data.u64 = Self.wakeToken
         do {
-            try control(EPOLL_CTL_ADD, wakeDescriptor, readable: true, writable: false)
+            try syscall("epoll_ctl") { epoll_ctl(epoll, EPOLL_CTL_ADD, wakeDescriptor, &event) }
         } catch {
             closeDescriptor(wakeDescriptor)
             closeDescriptor(epoll)
@@ -230,12 +245,14 @@ final class Poller: @unchecked Sendable {
         closeDescriptor(epoll)
     }
 
-    func add(_ descriptor: Int32, readable: Bool, writable: Bool) throws(SystemCallError) {
-        try control(EPOLL_CTL_ADD, descriptor, readable: readable, writable: writable)
+    /// `token` comes back with the descriptor's events; never 0.
+    func add(_ descriptor: Int32, token: UInt64, readable: Bool, writable: Bool) throws(SystemCallError) {
+        try control(EPOLL_CTL_ADD, descriptor, token: token, readable: readable, writable: writable)
     }
 
-    func modify(_ descriptor: Int32, readable: Bool, writable: Bool) throws(SystemCallError) {
-        try control(EPOLL_CTL_MOD, descriptor, readable: readable, writable: writable)
+    /// Re-arms the registration (one-shot: after an event it reports nothing until this).
+    func modify(_ descriptor: Int32, token: UInt64, readable: Bool, writable: Bool) throws(SystemCallError) {
+        try control(EPOLL_CTL_MOD, descriptor, token: token, readable: readable, writable: writable)
     }
 
     /// Before closing the descriptor, so that a number the kernel reuses never inherits its registration.
@@ -244,38 +261,44 @@ final class Poller: @unchecked Sendable {
         _ = epoll_ctl(epoll, EPOLL_CTL_DEL, descriptor, &unused)
     }
 
-    private func control(_ operation: Int32, _ descriptor: Int32, readable: Bool, writable: Bool) throws(SystemCallError) {
+    private func control(
+        _ operation: Int32, _ descriptor: Int32, token: UInt64, readable: Bool, writable: Bool
+    ) throws(SystemCallError) {
         var event = epoll_event()
-        event.events = (readable ? EPOLLIN.rawValue : 0) | (writable ? EPOLLOUT.rawValue : 0)
-        event.data.fd = descriptor
+        // Hang-up and error are reported without asking, even with neither direction watched.
+        event.events =
+            (readable ? EPOLLIN.rawValue : 0) | (writable ? EPOLLOUT.rawValue : 0) | EPOLLONESHOT.rawValue
+        event.data.u64 = token
         try syscall("epoll_ctl") { epoll_ctl(epoll, operation, descriptor, &event) }
     }
 
-    /// Waits up to `milliseconds` (-1: no limit) and reports each ready descriptor; wake-ups are consumed here.
-    func wait(milliseconds: Int32, _ body: (PollEvent) -> Void) {
-        let count = ready.withUnsafeMutableBufferPointer { buffer in
+    /// Waits up to `milliseconds` (-1: no limit) and leaves each ready registration in `events.ready`; wake-ups are
+    /// consumed here.
+    func wait(milliseconds: Int32, into events: inout PollEvents) {
+        let count = events.buffer.withUnsafeMutableBufferPointer { buffer in
             epoll_wait(epoll, buffer.baseAddress, Int32(buffer.count), milliseconds)
         }
+        events.ready.removeAll(keepingCapacity: true)
         guard count > 0 else { return }  // timeout or EINTR: the caller's loop comes straight back
         for index in 0..<Int(count) {
-            let event = ready[index]
-            let descriptor = event.data.fd
-            if descriptor == wakeDescriptor {
+            let event = events.buffer[index]
+            let token = event.data.u64
+            if token == Self.wakeToken {
                 var counter: UInt64 = 0
                 _ = read(wakeDescriptor, &counter, MemoryLayout<UInt64>.size)
                 continue
             }
             let flags = event.events
-            body(
+            events.ready.append(
                 PollEvent(
-                    descriptor: descriptor,
+                    token: token,
                     isReadable: flags & EPOLLIN.rawValue != 0,
                     isWritable: flags & EPOLLOUT.rawValue != 0,
                     isFailed: flags & (EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0))
         }
     }
 
-    /// Any thread: makes a current or the next `wait` return.
+    /// Any thread: makes a current or the next `wait` of some thread return.
     func wake() {
         var one: UInt64 = 1
         _ = write(wakeDescriptor, &one, MemoryLayout<UInt64>.size)
