@@ -197,10 +197,7 @@ public final class HTTPServer: Sendable {
             }
         }
         guard let connections else { return }
-        // Not on the caller's thread: a handler running inline holds its connection's lock, and may be the caller.
-        DispatchQueue.global().async {
-            for connection in connections { connection.beginShutdown() }
-        }
+        for connection in connections { connection.beginShutdown() }
         DispatchQueue.global().asyncAfter(deadline: .now() + configuration.shutdownGracePeriod) { [self] in
             let remaining = state.withLock { Array($0.connections.values) }
             for connection in remaining { connection.forceClose() }
