@@ -4,10 +4,9 @@ internal import Glibc
 
 /// One client connection: moves bytes between the socket, the decoder and the handler, nothing else.
 ///
-/// Every mutable stored property is touched only under `exclusive`, which is what makes the `@unchecked Sendable`
-/// sound. Whichever thread has something for the connection takes the lock and does it there: a loop thread with an
-/// event, the handler queue with a response, the sweep with the time, shutdown. Loop threads rarely wait for it: the
-/// one-shot registration reports the connection to one loop thread at a time, and the others hold it briefly.
+/// Every stored property is confined to `loop`'s thread (an event loop shared by several connections), which is
+/// what makes the `@unchecked Sendable` sound: closures that leave the loop (the handler) only capture values and
+/// come back with `loop.execute`.
 final class HTTPConnection: @unchecked Sendable {
     let descriptor: Int32
     let peer: HTTPPeer
@@ -16,13 +15,9 @@ final class HTTPConnection: @unchecked Sendable {
     let isRejected: Bool
 
     private let server: HTTPServer
-    private let exclusive = LockedState(())
     private var decoder: HTTPRequestDecoder
-    private var token: UInt64 = 0
+    /// What the loop watches the socket for right now.
     private var isRegistered = false
-    /// The registration will report one more event: false from the moment one is delivered until `update()`.
-    private var isArmed = false
-    /// What the armed registration watches the socket for.
     private var watchesReadable = false
     private var watchesWritable = false
 
@@ -76,39 +71,36 @@ final class HTTPConnection: @unchecked Sendable {
 
     /// Starts reading; call once, on any thread.
     func start() {
-        exclusive.withLock { _ in
-            do {
-                token = try loop.register(self, readable: true, writable: false)
-            } catch {
-                isClosed = true
-                closeDescriptor(descriptor)
-                server.connectionClosed(self)
-                return
-            }
-            isRegistered = true
-            isArmed = true
-            watchesReadable = true
-            if isRejected {
-                refuse(
-                    HTTPFailure(status: .serviceUnavailable, message: "too many connections"), method: nil, target: nil)
-            }
-            update()
+        loop.execute { self.startOnLoop() }
+    }
+
+    private func startOnLoop() {
+        do {
+            try loop.register(self)
+        } catch {
+            isClosed = true
+            closeDescriptor(descriptor)
+            server.connectionClosed(self)
+            return
         }
+        isRegistered = true
+        watchesReadable = true
+        if isRejected {
+            refuse(HTTPFailure(status: .serviceUnavailable, message: "too many connections"), method: nil, target: nil)
+        }
+        update()
     }
 
     /// What the loop saw on the socket.
     func handle(_ event: PollEvent) {
-        exclusive.withLock { _ in
-            isArmed = false
-            defer { update() }
-            // Hang-up or error: the peer reset or both directions are shut, so nothing more can be delivered.
-            if event.isFailed {
-                close()
-                return
-            }
-            if event.isReadable { readable() }
-            if event.isWritable, !isClosed { write() }
+        // Hang-up or error: the peer reset or both directions are shut, so nothing more can be delivered; and a
+        // level-triggered hang-up would be reported again on every wait.
+        if event.isFailed {
+            close()
+            return
         }
+        if event.isReadable { readable() }
+        if event.isWritable, !isClosed { write() }
     }
 
     // MARK: - Reading
@@ -206,7 +198,7 @@ final class HTTPConnection: @unchecked Sendable {
         }
         let finish: @Sendable (_ handler: @Sendable (HTTPRequest) -> HTTPResponse) -> Void = { handler in
             let (bytes, closes) = respond(handler)
-            self.responseReady(sequence: sequence, bytes: bytes, closeAfter: closes)
+            self.loop.execute { self.responseReady(sequence: sequence, bytes: bytes, closeAfter: closes) }
         }
         if let lane = server.configuration.waitingLane, lane.accepts(request) {
             let handler = server.handler
@@ -240,15 +232,12 @@ final class HTTPConnection: @unchecked Sendable {
         flush()
     }
 
-    /// A handler that ran off the loop answered; any thread.
     private func responseReady(sequence: Int, bytes: [UInt8], closeAfter: Bool) {
-        exclusive.withLock { _ in
-            let index = sequence - firstSlotSequence
-            guard !isClosed, slots.indices.contains(index) else { return }
-            slots[index] = .ready(bytes, closeAfter: closeAfter)
-            flush()
-            process()
-        }
+        let index = sequence - firstSlotSequence
+        guard !isClosed, slots.indices.contains(index) else { return }
+        slots[index] = .ready(bytes, closeAfter: closeAfter)
+        flush()
+        process()
     }
 
     // MARK: - Writing
@@ -314,8 +303,7 @@ final class HTTPConnection: @unchecked Sendable {
 
     // MARK: - Timeouts and read interest
 
-    /// Brings what the loop watches for in line with the current state and re-arms the registration after an event
-    /// (deadlines are checked by the loop's sweep).
+    /// Brings what the loop watches for in line with the current state (deadlines are checked by the loop's sweep).
     private func update() {
         guard !isClosed, isRegistered else { return }
         let pendingOutput = output.count - outputOffset
@@ -326,10 +314,9 @@ final class HTTPConnection: @unchecked Sendable {
                 || (isAcceptingRequests && slots.count < Self.maxPipelinedRequests
                     && pendingOutput < Self.maxPendingOutputBytes))
         let wantsOutput = pendingOutput > 0
-        guard !isArmed || wantsInput != watchesReadable || wantsOutput != watchesWritable else { return }
+        guard wantsInput != watchesReadable || wantsOutput != watchesWritable else { return }
         do {
-            try loop.arm(self, token: token, readable: wantsInput, writable: wantsOutput)
-            isArmed = true
+            try loop.setInterest(self, readable: wantsInput, writable: wantsOutput)
             watchesReadable = wantsInput
             watchesWritable = wantsOutput
         } catch {
@@ -364,13 +351,8 @@ final class HTTPConnection: @unchecked Sendable {
         }
     }
 
-    /// Called by the loop a few times a second. Skips a connection another thread is working on: it is not idle, and
-    /// the sweep must not wait behind a handler.
+    /// Called by the loop a few times a second.
     func checkDeadline() {
-        _ = exclusive.withLockIfAvailable { _ in checkDeadlineExclusively() }
-    }
-
-    private func checkDeadlineExclusively() {
         guard !isClosed, let deadline = currentDeadline(), deadline <= .now() else { return }
         switch phase {
         case .readingHead, .readingBody:
@@ -387,27 +369,27 @@ final class HTTPConnection: @unchecked Sendable {
 
     /// Server shutdown: idle connections close now; in-flight requests finish and their responses go out first.
     func beginShutdown() {
-        exclusive.withLock { _ in
-            guard !isClosed else { return }
-            isShuttingDown = true
-            isAcceptingRequests = false
-            if slots.isEmpty, output.count == outputOffset {
-                close()
+        loop.execute {
+            guard !self.isClosed else { return }
+            self.isShuttingDown = true
+            self.isAcceptingRequests = false
+            if self.slots.isEmpty, self.output.count == self.outputOffset {
+                self.close()
             } else {
-                update()
+                self.update()
             }
         }
     }
 
     /// The grace period is over.
     func forceClose() {
-        exclusive.withLock { _ in close() }
+        loop.execute { self.close() }
     }
 
     private func close() {
         guard !isClosed else { return }
         isClosed = true
-        if isRegistered { loop.deregister(self, token: token) }
+        if isRegistered { loop.deregister(self) }
         closeDescriptor(descriptor)
         slots.removeAll()
         output = []

@@ -18,11 +18,9 @@ public struct HTTPServerConfiguration: Sendable {
     public var idleTimeout: Double = 60
     /// Seconds `shutdown` waits for in-flight requests.
     public var shutdownGracePeriod: Double = 10
-    /// Threads that move bytes (and run inline handlers); nil, the default, is one per online core.
-    public var eventLoopThreads: Int?
     /// Requests whose body is at most this many bytes run the handler on the connection's event loop rather than
     /// the handler queue, which saves two thread hand-offs per request. Only for handlers that are CPU-bound and
-    /// quick on small requests: while one runs, its loop thread serves no other connection. nil, the default, sends
+    /// quick on small requests: while one runs, the other connections sharing its loop wait. nil, the default, sends
     /// every request to the handler queue.
     public var inlineHandlingMaxBodyBytes: Int?
     /// Further says which requests under that size may run inline: a handler that may wait (on a database, say)
@@ -70,7 +68,7 @@ public struct HTTPServerError: Error, Sendable, CustomStringConvertible {
 
 /// An HTTP/1.1 server on POSIX sockets and Dispatch.
 ///
-/// Connections share one event loop (a thread per core, all waiting on one epoll set) that moves bytes; the handler
+/// Connections are spread over a few event loops (one thread and epoll set per core) that move bytes; the handler
 /// runs on a concurrent Dispatch queue, so CPU-bound handlers use every core and never stall socket handling, except
 /// requests small enough for `inlineHandlingMaxBodyBytes`, handled where they were read. Responses on a connection
 /// go out in request order.
@@ -99,13 +97,14 @@ public final class HTTPServer: Sendable {
         var connections: [ObjectIdentifier: HTTPConnection] = [:]
         var servedCount = 0
         var rejectedCount = 0
-        var loop: EventLoop?
+        var loops: [EventLoop] = []
+        var nextLoop = 0
 
         mutating func finishStoppingIfDone() -> Bool {
             guard phase == .stopping, isListenerClosed, connections.isEmpty else { return false }
             phase = .stopped
-            loop?.stop()
-            loop = nil
+            for loop in loops { loop.stop() }
+            loops = []
             return true
         }
     }
@@ -142,17 +141,18 @@ public final class HTTPServer: Sendable {
         return try state.withLock { state in
             guard state.phase == .idle else { throw HTTPServerError("server already started") }
             let cores = max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
-            let loop: EventLoop
+            var loops: [EventLoop] = []
             do {
-                loop = try EventLoop(threads: configuration.eventLoopThreads ?? cores)
+                for _ in 0..<cores { loops.append(try EventLoop()) }
             } catch {
+                for loop in loops { loop.stop() }
                 throw HTTPServerError("event loop: \(error)")
             }
             let listener: (descriptor: Int32, port: Int, listener: HTTPListener)
             do {
                 listener = try Socket.listen(host: configuration.host, port: configuration.port, backlog: 1024)
             } catch {
-                loop.stop()
+                for loop in loops { loop.stop() }
                 throw error
             }
             let source = DispatchSource.makeReadSource(fileDescriptor: listener.descriptor, queue: acceptQueue)
@@ -162,7 +162,7 @@ public final class HTTPServer: Sendable {
                 self.listenerClosed()
             }
             state.phase = .running
-            state.loop = loop
+            state.loops = loops
             state.listener = source
             state.isListenerClosed = false
             stopped.enter()
@@ -232,7 +232,7 @@ public final class HTTPServer: Sendable {
                 }
             }
             let connection: HTTPConnection? = state.withLock { state in
-                guard state.phase == .running, let loop = state.loop else { return nil }
+                guard state.phase == .running else { return nil }
                 let isRejected = state.servedCount >= configuration.maxConnections
                 if isRejected {
                     guard state.rejectedCount < Self.maxRejectedConnections else { return nil }
@@ -240,6 +240,8 @@ public final class HTTPServer: Sendable {
                 } else {
                     state.servedCount += 1
                 }
+                let loop = state.loops[state.nextLoop % state.loops.count]
+                state.nextLoop &+= 1
                 let connection = HTTPConnection(
                     descriptor: accepted.descriptor, peer: accepted.peer, listener: listener, loop: loop, server: self,
                     isRejected: isRejected

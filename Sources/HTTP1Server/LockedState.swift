@@ -27,11 +27,4 @@ package final class LockedState<Value>: @unchecked Sendable {
         defer { pthread_mutex_unlock(mutex) }
         return try body(&value)
     }
-
-    /// Runs `body` only if the lock is free right now; nil when another thread holds it.
-    package func withLockIfAvailable<Result>(_ body: (inout Value) -> Result) -> Result? {
-        guard pthread_mutex_trylock(mutex) == 0 else { return nil }
-        defer { pthread_mutex_unlock(mutex) }
-        return body(&value)
-    }
 }

@@ -192,33 +192,21 @@ enum Socket {
     }
 }
 
-/// What an epoll set reported for one registration.
+/// What an epoll set reported for one descriptor.
 struct PollEvent {
-    /// The number the descriptor was registered with.
-    var token: UInt64
+    var descriptor: Int32
     var isReadable: Bool
     var isWritable: Bool
     /// Hang-up or error: the peer is gone or reset, and nothing more can be sent.
     var isFailed: Bool
 }
 
-/// One thread's room for the events a wait returns.
-struct PollEvents {
-    fileprivate var buffer: [epoll_event]
-    fileprivate(set) var ready: [PollEvent] = []
-
-    init(capacity: Int) {
-        buffer = [epoll_event](repeating: epoll_event(), count: capacity)
-        ready.reserveCapacity(capacity)
-    }
-}
-
-/// An epoll set (level-triggered, every registration one-shot) and an eventfd through which other threads wake the
-/// threads that wait on it. Owns both descriptors; every method may be called from any thread.
-final class Poller: Sendable {
+/// An epoll set (level-triggered) and an eventfd through which other threads wake the thread that waits on it.
+/// Owns both descriptors; only the waiting thread calls anything but `wake()`.
+final class Poller: @unchecked Sendable {
     private let epoll: Int32
     private let wakeDescriptor: Int32
-    private static let wakeToken: UInt64 = 0
+    private var ready = [epoll_event](repeating: epoll_event(), count: 64)
 
     init() throws(SystemCallError) {
         epoll = try syscall("epoll_create1") { epoll_create1(Int32(EPOLL_CLOEXEC)) }
@@ -228,11 +216,8 @@ final class Poller: Sendable {
             closeDescriptor(epoll)
             throw error
         }
-        var event = epoll_event()
-        event.events = EPOLLIN.rawValue
-        event.data.u64 = Self.wakeToken
         do {
-            try syscall("epoll_ctl") { epoll_ctl(epoll, EPOLL_CTL_ADD, wakeDescriptor, &event) }
+            try control(EPOLL_CTL_ADD, wakeDescriptor, readable: true, writable: false)
         } catch {
             closeDescriptor(wakeDescriptor)
             closeDescriptor(epoll)
@@ -245,14 +230,12 @@ final class Poller: Sendable {
         closeDescriptor(epoll)
     }
 
-    /// `token` comes back with the descriptor's events; never 0.
-    func add(_ descriptor: Int32, token: UInt64, readable: Bool, writable: Bool) throws(SystemCallError) {
-        try control(EPOLL_CTL_ADD, descriptor, token: token, readable: readable, writable: writable)
+    func add(_ descriptor: Int32, readable: Bool, writable: Bool) throws(SystemCallError) {
+        try control(EPOLL_CTL_ADD, descriptor, readable: readable, writable: writable)
     }
 
-    /// Re-arms the registration (one-shot: after an event it reports nothing until this).
-    func modify(_ descriptor: Int32, token: UInt64, readable: Bool, writable: Bool) throws(SystemCallError) {
-        try control(EPOLL_CTL_MOD, descriptor, token: token, readable: readable, writable: writable)
+    func modify(_ descriptor: Int32, readable: Bool, writable: Bool) throws(SystemCallError) {
+        try control(EPOLL_CTL_MOD, descriptor, readable: readable, writable: writable)
     }
 
     /// Before closing the descriptor, so that a number the kernel reuses never inherits its registration.
@@ -261,44 +244,38 @@ final class Poller: Sendable {
         _ = epoll_ctl(epoll, EPOLL_CTL_DEL, descriptor, &unused)
     }
 
-    private func control(
-        _ operation: Int32, _ descriptor: Int32, token: UInt64, readable: Bool, writable: Bool
-    ) throws(SystemCallError) {
+    private func control(_ operation: Int32, _ descriptor: Int32, readable: Bool, writable: Bool) throws(SystemCallError) {
         var event = epoll_event()
-        // Hang-up and error are reported without asking, even with neither direction watched.
-        event.events =
-            (readable ? EPOLLIN.rawValue : 0) | (writable ? EPOLLOUT.rawValue : 0) | EPOLLONESHOT.rawValue
-        event.data.u64 = token
+        event.events = (readable ? EPOLLIN.rawValue : 0) | (writable ? EPOLLOUT.rawValue : 0)
+        event.data.fd = descriptor
         try syscall("epoll_ctl") { epoll_ctl(epoll, operation, descriptor, &event) }
     }
 
-    /// Waits up to `milliseconds` (-1: no limit) and leaves each ready registration in `events.ready`; wake-ups are
-    /// consumed here.
-    func wait(milliseconds: Int32, into events: inout PollEvents) {
-        let count = events.buffer.withUnsafeMutableBufferPointer { buffer in
+    /// Waits up to `milliseconds` (-1: no limit) and reports each ready descriptor; wake-ups are consumed here.
+    func wait(milliseconds: Int32, _ body: (PollEvent) -> Void) {
+        let count = ready.withUnsafeMutableBufferPointer { buffer in
             epoll_wait(epoll, buffer.baseAddress, Int32(buffer.count), milliseconds)
         }
-        events.ready.removeAll(keepingCapacity: true)
         guard count > 0 else { return }  // timeout or EINTR: the caller's loop comes straight back
         for index in 0..<Int(count) {
-            let event = events.buffer[index]
-            let token = event.data.u64
-            if token == Self.wakeToken {
+            let event = ready[index]
+            let descriptor = event.data.fd
+            if descriptor == wakeDescriptor {
                 var counter: UInt64 = 0
                 _ = read(wakeDescriptor, &counter, MemoryLayout<UInt64>.size)
                 continue
             }
             let flags = event.events
-            events.ready.append(
+            body(
                 PollEvent(
-                    token: token,
+                    descriptor: descriptor,
                     isReadable: flags & EPOLLIN.rawValue != 0,
                     isWritable: flags & EPOLLOUT.rawValue != 0,
                     isFailed: flags & (EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0))
         }
     }
 
-    /// Any thread: makes a current or the next `wait` of some thread return.
+    /// Any thread: makes a current or the next `wait` return.
     func wake() {
         var one: UInt64 = 1
         _ = write(wakeDescriptor, &one, MemoryLayout<UInt64>.size)

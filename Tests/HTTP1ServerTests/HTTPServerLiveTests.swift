@@ -259,34 +259,6 @@ struct HTTPServerLiveTests {
         }
     }
 
-    @Test func inlineHandlerHoldingOneLoopThread_leavesEveryOtherConnectionServed() throws {
-        let holding = DispatchSemaphore(value: 0)
-        let release = DispatchSemaphore(value: 0)
-        defer { release.signal() }
-        let live = try LiveServer({
-            $0.inlineHandlingMaxBodyBytes = 1024
-            $0.eventLoopThreads = 2
-        }) { request in
-            if request.path == "/hold" {
-                holding.signal()
-                _ = release.wait(timeout: .now() + 10)
-            }
-            return echoHandler(request)
-        }
-        let held = try RawClient(port: live.port)
-        try held.send("GET /hold HTTP/1.1\r\nHost: a\r\n\r\n")
-        try #require(holding.wait(timeout: .now() + 5) == .success)
-        // Connections dealt to the threads in turn would leave every second one waiting behind the held handler.
-        let statuses = try (0..<4).map { _ in
-            let client = try RawClient(port: live.port)
-            try client.send("GET /free HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
-            return try client.readResponse().status
-        }
-        #expect(statuses == [200, 200, 200, 200])
-        release.signal()
-        #expect(try held.readResponse().header("X-Path") == "/hold")
-    }
-
     @Test func cpuBoundHandlers_runInParallel() throws {
         let live = try LiveServer()
         let started = Date()
