@@ -32,15 +32,12 @@ public struct AccountReport: Sendable {
     /// "purchases": [every owned transaction, normalized, newest first], "app_account_tokens", "first_seen",
     /// "updated_at", "at"}`.
     public var json: JSONValue {
+        let owned = ownedFacts
         // Every transaction appears twice, in its subscription and among `purchases`: normalized once.
-        var normalized: [String: JSONValue] = [:]
+        let normalized = owned.map { $0.transactions.map(ReceiptRoutes.transactionJSON) }
         return .building { sink in
             sink.beginObject()
-            writeMembers(to: &sink) { transaction, sink in
-                let tree = normalized[transaction.transactionID] ?? ReceiptRoutes.transactionJSON(transaction)
-                normalized[transaction.transactionID] = tree
-                sink.value(tree)
-            }
+            writeMembers(owned, to: &sink) { original, index, sink in sink.value(normalized[original][index]) }
             sink.endObject()
         }
     }
@@ -52,9 +49,15 @@ public struct AccountReport: Sendable {
     /// `"validation"` last when `validationText` is given: `POST /v1/accounts/{account}/purchases` embeds
     /// `/v1/validate`'s answer exactly as that route writes it, without parsing it back into a tree.
     func jsonText(validation validationText: [UInt8]?, texts: NormalizedTransactionTexts) -> [UInt8] {
-        var writer = JSONWriter(capacity: 64 * 1024)
+        let owned = ownedFacts
+        let written = owned.map { $0.transactions.map(texts.text(of:)) }
+        // Each text twice, each subscription's latest and members, and the rest: the answer is written without
+        // growing (and copying) its buffer.
+        let textBytes = written.reduce(0) { $0 + $1.reduce(0) { $0 + $1.count } }
+        let capacity = 2 * textBytes + 4096 * written.count + 16 * 1024 + (validationText?.count ?? 0)
+        var writer = JSONWriter(capacity: capacity)
         writer.beginObject()
-        writeMembers(to: &writer) { transaction, writer in writer.compactText(texts.text(of: transaction)) }
+        writeMembers(owned, to: &writer) { original, index, writer in writer.compactText(written[original][index]) }
         if let validationText {
             writer.key("validation")
             writer.compactText(validationText)
@@ -63,19 +66,32 @@ public struct AccountReport: Sendable {
         return writer.bytes
     }
 
-    /// The answer's members, each transaction written by `writeTransaction`. Subscriptions are the owned
-    /// auto-renewable ones with a transaction by `instant`, newest latest transaction first; purchases are every owned
-    /// transaction, newest first.
+    /// The facts of the originals the account owned at `instant`, as of `instant`, in ownership order.
+    private var ownedFacts: [SubscriptionFacts] {
+        snapshot.record.ownership(at: instant).owned.compactMap { snapshot.subscriptions[$0] }.map { $0.asOf(instant) }
+    }
+
+    /// The answer's members, each transaction written by `writeTransaction` from its place in `owned` (which original,
+    /// which of its transactions). Subscriptions are the owned auto-renewable ones with a transaction by `instant`,
+    /// newest latest transaction first; purchases are every owned transaction, newest first.
     private func writeMembers<Sink: JSONSink>(
-        to sink: inout Sink, transaction writeTransaction: (TransactionFacts, inout Sink) -> Void
+        _ owned: [SubscriptionFacts], to sink: inout Sink,
+        transaction writeTransaction: (_ original: Int, _ index: Int, inout Sink) -> Void
     ) {
-        let owned = snapshot.record.ownership(at: instant).owned.compactMap { snapshot.subscriptions[$0] }
-            .map { $0.asOf(instant) }
-        var subscriptions = owned.filter { $0.isAutoRenewable && !$0.transactions.isEmpty }
-            .map { (latest: $0.latestTransaction, facts: $0) }
+        var subscriptions = owned.indices.filter { owned[$0].isAutoRenewable && !owned[$0].transactions.isEmpty }
+            .map { (latest: owned[$0].latestTransaction, original: $0) }
         subscriptions.sort { Self.isNewer($0.latest, than: $1.latest) }
-        var purchases = owned.flatMap(\.transactions)
-        purchases.sort { Self.isNewer($0, than: $1) }
+        // Sorted by their keys alone, not as whole facts: moving facts copies every string they hold.
+        var purchases: [(purchased: Int64, transactionID: String, original: Int, index: Int)] = []
+        for (original, facts) in owned.enumerated() {
+            for (index, transaction) in facts.transactions.enumerated() {
+                purchases.append((transaction.purchaseDate ?? .min, transaction.transactionID, original, index))
+            }
+        }
+        purchases.sort { lhs, rhs in
+            if lhs.purchased != rhs.purchased { return lhs.purchased > rhs.purchased }
+            return rhs.transactionID.utf8.lexicographicallyPrecedes(lhs.transactionID.utf8)
+        }
         let record = snapshot.record
         sink.key("account")
         sink.string(record.account)
@@ -85,14 +101,15 @@ public struct AccountReport: Sendable {
         sink.beginArray()
         for subscription in subscriptions {
             sink.beginObject()
-            ReceiptRoutes.writeSubscriptionMembers(
-                subscription.facts, at: instant, to: &sink, transaction: writeTransaction)
+            ReceiptRoutes.writeSubscriptionMembers(owned[subscription.original], at: instant, to: &sink) { index, sink in
+                writeTransaction(subscription.original, index, &sink)
+            }
             sink.endObject()
         }
         sink.endArray()
         sink.key("purchases")
         sink.beginArray()
-        for purchase in purchases { writeTransaction(purchase, &sink) }
+        for purchase in purchases { writeTransaction(purchase.original, purchase.index, &sink) }
         sink.endArray()
         sink.key("app_account_tokens")
         sink.beginArray()

@@ -51,10 +51,11 @@ extension ReceiptRoutes {
         }
         // Written straight as text, each transaction's copied from `transactionTexts`: the object
         // `subscriptionJSON(_:at:)` builds, with `extensions` after its members as `withExtensions` puts it.
-        var writer = JSONWriter(capacity: 1024 * (facts.transactions.count + 3))
+        let texts = facts.transactions.map(transactionTexts.text(of:))
+        var writer = JSONWriter(capacity: texts.reduce(4096) { $0 + $1.count } + (texts.first?.count ?? 0))
         writer.beginObject()
         Self.writeSubscriptionMembers(facts, at: at ?? ReceiptDate(clock()).millisecondsSince1970, to: &writer) {
-            transaction, writer in writer.compactText(transactionTexts.text(of: transaction))
+            index, writer in writer.compactText(texts[index])
         }
         writer.key("extensions")
         writer.beginArray()
@@ -178,18 +179,18 @@ extension ReceiptRoutes {
     static func subscriptionJSON(_ facts: SubscriptionFacts, at milliseconds: Int64) -> JSONValue {
         .building { sink in
             sink.beginObject()
-            writeSubscriptionMembers(facts, at: milliseconds, to: &sink) { transaction, sink in
-                sink.value(transactionJSON(transaction))
+            writeSubscriptionMembers(facts, at: milliseconds, to: &sink) { index, sink in
+                sink.value(transactionJSON(facts.transactions[index]))
             }
             sink.endObject()
         }
     }
 
-    /// The members of ``subscriptionJSON(_:at:)``, each transaction written by `writeTransaction` (its normalized
-    /// object, or that object's text kept from an earlier answer).
+    /// The members of ``subscriptionJSON(_:at:)``, each transaction written by `writeTransaction` from its index in
+    /// `facts.transactions` (its normalized object, or that object's text kept from an earlier answer).
     static func writeSubscriptionMembers<Sink: JSONSink>(
         _ facts: SubscriptionFacts, at milliseconds: Int64, to sink: inout Sink,
-        transaction writeTransaction: (TransactionFacts, inout Sink) -> Void
+        transaction writeTransaction: (_ index: Int, inout Sink) -> Void
     ) {
         let latest = facts.latestTransaction
         let renewal = facts.renewal
@@ -218,10 +219,14 @@ extension ReceiptRoutes {
         sink.key("environment")
         sink.string(latest?.environment ?? renewal?.environment)
         sink.key("latest_transaction")
-        if let latest { writeTransaction(latest, &sink) } else { sink.null() }
+        if let latest = latest.flatMap(facts.transactions.firstIndex(of:)) {
+            writeTransaction(latest, &sink)
+        } else {
+            sink.null()
+        }
         sink.key("transactions")
         sink.beginArray()
-        for transaction in facts.transactions { writeTransaction(transaction, &sink) }
+        for index in facts.transactions.indices { writeTransaction(index, &sink) }
         sink.endArray()
         sink.key("last_notification")
         if let notification = facts.lastNotification {
