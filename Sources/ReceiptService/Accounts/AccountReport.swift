@@ -83,9 +83,11 @@ public struct AccountReport: Sendable {
         subscriptions.sort { Self.isNewer($0.latest, than: $1.latest) }
         // Sorted by their keys alone, not as whole facts: moving facts copies every string they hold.
         var purchases: [(purchased: Int64, transactionID: String, original: Int, index: Int)] = []
-        for (original, facts) in owned.enumerated() {
-            for (index, transaction) in facts.transactions.enumerated() {
-                purchases.append((transaction.purchaseDate ?? .min, transaction.transactionID, original, index))
+        for original in owned.indices {
+            let transactions = owned[original].transactions
+            for index in transactions.indices {
+                purchases.append(
+                    (transactions[index].purchaseDate ?? .min, transactions[index].transactionID, original, index))
             }
         }
         purchases.sort { lhs, rhs in
@@ -101,9 +103,9 @@ public struct AccountReport: Sendable {
         sink.beginArray()
         for subscription in subscriptions {
             sink.beginObject()
-            ReceiptRoutes.writeSubscriptionMembers(owned[subscription.original], at: instant, to: &sink) { index, sink in
-                writeTransaction(subscription.original, index, &sink)
-            }
+            ReceiptRoutes.writeSubscriptionMembers(
+                owned[subscription.original], latest: subscription.latest, at: instant, to: &sink
+            ) { index, sink in writeTransaction(subscription.original, index, &sink) }
             sink.endObject()
         }
         sink.endArray()

@@ -159,8 +159,8 @@ public struct EntitlementRules: Sendable {
         var sources: [Entitlement] = []
         // Renewals repeat a product: each one's names are looked up once.
         var products: [String] = []
-        for transaction in facts.transactions where !products.contains(transaction.productID) {
-            products.append(transaction.productID)
+        for index in facts.transactions.indices where !products.contains(facts.transactions[index].productID) {
+            products.append(facts.transactions[index].productID)
         }
         for name in Set(products.flatMap { app.names[$0] ?? [] }).sorted() {
             if app.names[latest.productID]?.contains(name) == true {
@@ -168,7 +168,7 @@ public struct EntitlementRules: Sendable {
                 source.gracePeriodExpiresDate = renewal?.gracePeriodExpiresDate
                 source.willRenew = renewal?.autoRenewStatus
                 source.isInBillingRetryPeriod = renewal?.isInBillingRetryPeriod == true
-                switch facts.status(at: instant) ?? .expired {
+                switch SubscriptionState(latest: latest, renewal: renewal, now: instant) ?? .expired {
                 case .active: break
                 case .inGracePeriod:
                     source.grantsUntil = renewal?.gracePeriodExpiresDate

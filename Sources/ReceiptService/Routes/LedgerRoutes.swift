@@ -54,7 +54,8 @@ extension ReceiptRoutes {
         let texts = facts.transactions.map(transactionTexts.text(of:))
         var writer = JSONWriter(capacity: texts.reduce(4096) { $0 + $1.count } + (texts.first?.count ?? 0))
         writer.beginObject()
-        Self.writeSubscriptionMembers(facts, at: at ?? ReceiptDate(clock()).millisecondsSince1970, to: &writer) {
+        let instant = at ?? ReceiptDate(clock()).millisecondsSince1970
+        Self.writeSubscriptionMembers(facts, latest: facts.latestTransaction, at: instant, to: &writer) {
             index, writer in writer.compactText(texts[index])
         }
         writer.key("extensions")
@@ -179,7 +180,7 @@ extension ReceiptRoutes {
     static func subscriptionJSON(_ facts: SubscriptionFacts, at milliseconds: Int64) -> JSONValue {
         .building { sink in
             sink.beginObject()
-            writeSubscriptionMembers(facts, at: milliseconds, to: &sink) { index, sink in
+            writeSubscriptionMembers(facts, latest: facts.latestTransaction, at: milliseconds, to: &sink) { index, sink in
                 sink.value(transactionJSON(facts.transactions[index]))
             }
             sink.endObject()
@@ -187,15 +188,15 @@ extension ReceiptRoutes {
     }
 
     /// The members of ``subscriptionJSON(_:at:)``, each transaction written by `writeTransaction` from its index in
-    /// `facts.transactions` (its normalized object, or that object's text kept from an earlier answer).
+    /// `facts.transactions` (its normalized object, or that object's text kept from an earlier answer). `latest` is
+    /// `facts.latestTransaction`, which a caller that needs it too finds once (each finding copies every transaction).
     static func writeSubscriptionMembers<Sink: JSONSink>(
-        _ facts: SubscriptionFacts, at milliseconds: Int64, to sink: inout Sink,
+        _ facts: SubscriptionFacts, latest: TransactionFacts?, at milliseconds: Int64, to sink: inout Sink,
         transaction writeTransaction: (_ index: Int, inout Sink) -> Void
     ) {
-        let latest = facts.latestTransaction
         let renewal = facts.renewal
         // Known only through renewal info: nothing is owned, so nothing is active.
-        let status = facts.status(at: milliseconds) ?? .expired
+        let status = SubscriptionState(latest: latest, renewal: renewal, now: milliseconds) ?? .expired
         sink.key("original_transaction_id")
         sink.string(facts.originalTransactionID)
         sink.key("product_id")
