@@ -69,7 +69,17 @@ extension LedgerRecords {
 
     func account(_ account: String) throws(LedgerError) -> AccountSnapshot? {
         try database.read { connection throws(LedgerError) in
-            try LedgerStatements.account(account, connection)
+            guard let record = try LedgerStatements.accountRecord(account, connection) else { return nil }
+            return AccountSnapshot(
+                record: record,
+                subscriptions: try LedgerStatements.subscriptions(
+                    originalTransactionIDs: record.originalTransactionIDsWithFacts, connection))
+        }
+    }
+
+    func accountRecord(_ account: String) throws(LedgerError) -> AccountRecord? {
+        try database.read { connection throws(LedgerError) in
+            try LedgerStatements.accountRecord(account, connection)
         }
     }
 
@@ -355,8 +365,10 @@ extension LedgerStatements {
         throw LedgerError(.queryFailed, "the account link of \(original) kept appearing and disappearing")
     }
 
-    /// One account with the facts of everything it owns or gave away, with one statement per table.
-    static func account(_ account: String, _ connection: any SQLConnection) throws(LedgerError) -> AccountSnapshot? {
+    /// One account's links, tokens and transfers, with one statement per table.
+    static func accountRecord(_ account: String, _ connection: any SQLConnection) throws(LedgerError)
+        -> AccountRecord?
+    {
         let parameters: [SQLValue] = [.text(account)]
         guard
             let row = try connection.query(
@@ -402,15 +414,9 @@ extension LedgerStatements {
                 < (rhs.transfer.transferredAt, rhs.transfer.originalTransactionID, rhs.number)
         }
         links.sort { ($0.linkedAt, $0.originalTransactionID) < ($1.linkedAt, $1.originalTransactionID) }
-        let originals =
-            links.map(\.originalTransactionID)
-            + transfers.filter { $0.transfer.fromAccount == account }.map(\.transfer.originalTransactionID)
-        return AccountSnapshot(
-            record: AccountRecord(
-                account: account, links: links, appAccountTokens: tokens.sorted(), transfers: transfers.map(\.transfer),
-                firstSeen: try row.requiredInt64(0), updatedAt: try row.requiredInt64(1)
-            ),
-            subscriptions: try subscriptions(originalTransactionIDs: originals, connection)
+        return AccountRecord(
+            account: account, links: links, appAccountTokens: tokens.sorted(), transfers: transfers.map(\.transfer),
+            firstSeen: try row.requiredInt64(0), updatedAt: try row.requiredInt64(1)
         )
     }
 

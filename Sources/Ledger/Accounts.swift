@@ -121,6 +121,12 @@ public struct AccountRecord: Sendable, Hashable {
     /// When anything about its links or tokens last changed.
     public var updatedAt: Int64
 
+    /// The originals an ``AccountSnapshot`` holds the facts of: those it owns, then those it transferred away.
+    public var originalTransactionIDsWithFacts: [String] {
+        links.map(\.originalTransactionID)
+            + transfers.filter { $0.fromAccount == account }.map(\.originalTransactionID)
+    }
+
     /// An account the ledger holds nothing for yet, as of `time`.
     public static func empty(_ account: String, at time: Int64) -> AccountRecord {
         AccountRecord(account: account, links: [], appAccountTokens: [], transfers: [], firstSeen: time, updatedAt: time)

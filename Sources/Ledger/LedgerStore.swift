@@ -94,6 +94,10 @@ public protocol LedgerStore:
     /// transferred away, read in one snapshot; nil when the ledger holds nothing of it.
     func account(_ account: String) throws(LedgerError) -> AccountSnapshot?
 
+    /// ``account(_:)`` without the facts: for a reader that already holds them (``AccountRecord/
+    /// originalTransactionIDsWithFacts`` names which it needs).
+    func accountRecord(_ account: String) throws(LedgerError) -> AccountRecord?
+
     /// The account owning this original transaction, if any.
     func owner(originalTransactionID: String) throws(LedgerError) -> String?
 

@@ -65,6 +65,10 @@ extension LedgerStoreInRecords {
 
     public func account(_ account: String) throws(LedgerError) -> AccountSnapshot? { try records.account(account) }
 
+    public func accountRecord(_ account: String) throws(LedgerError) -> AccountRecord? {
+        try records.accountRecord(account)
+    }
+
     public func owner(originalTransactionID: String) throws(LedgerError) -> String? {
         try records.owner(originalTransactionID: originalTransactionID)
     }

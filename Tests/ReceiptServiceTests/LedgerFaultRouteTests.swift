@@ -101,6 +101,10 @@ final class ObservedStore: LedgerStore {
         count()
         return try base.account(account)
     }
+    func accountRecord(_ account: String) throws(LedgerError) -> AccountRecord? {
+        count()
+        return try base.accountRecord(account)
+    }
     func owner(originalTransactionID: String) throws(LedgerError) -> String? {
         count()
         return try base.owner(originalTransactionID: originalTransactionID)

@@ -1,8 +1,3 @@
-#if canImport(FoundationEssentials)
-internal import FoundationEssentials
-#else
-internal import Foundation
-#endif
 public import JSONText
 public import Ledger
 import ReceiptEngine
@@ -37,117 +32,104 @@ public struct AccountReport: Sendable {
     /// "purchases": [every owned transaction, normalized, newest first], "app_account_tokens", "first_seen",
     /// "updated_at", "at"}`.
     public var json: JSONValue {
-        let (subscriptions, purchases) = renderedSubscriptionsAndPurchases()
-        return .object([
-            ("account", .string(snapshot.record.account)),
-            ("entitlements", entitlementsJSON),
-            ("subscriptions", .array(subscriptions.map(\.json))),
-            ("purchases", .array(purchases.map(\.json))),
-        ] + trailingMembers)
+        let owned = ownedFacts
+        // Every transaction appears twice, in its subscription and among `purchases`: normalized once.
+        let normalized = owned.map { $0.transactions.map(ReceiptRoutes.transactionJSON) }
+        return .building { sink in
+            sink.beginObject()
+            writeMembers(owned, to: &sink) { original, index, sink in sink.value(normalized[original][index]) }
+            sink.endObject()
+        }
     }
 
-    /// ``json``'s compact text, byte for byte. Every transaction appears twice, in its subscription and among
-    /// `purchases`, as the same normalized object: its text is written once and copied, where serializing both copies
-    /// was nearly half of an account's answer (issue 24's benchmark, `receipt-bench accounts`).
-    public var jsonText: [UInt8] { jsonText(validation: nil) }
+    /// ``json``'s compact text, byte for byte.
+    public var jsonText: [UInt8] { jsonText(validation: nil, texts: NormalizedTransactionTexts()) }
 
-    /// ``jsonText``, with `"validation"` last when `validationText` is given: `POST /v1/accounts/{account}/purchases`
-    /// embeds `/v1/validate`'s answer exactly as that route writes it, without parsing it back into a tree.
-    func jsonText(validation validationText: [UInt8]?) -> [UInt8] {
-        let (subscriptions, purchases) = renderedSubscriptionsAndPurchases()
-        var texts: [String: [UInt8]] = [:]
-        var writer = JSONWriter(capacity: 64 * 1024)
+    /// ``jsonText``, each transaction's text copied from `texts` (kept across requests by the routes), with
+    /// `"validation"` last when `validationText` is given: `POST /v1/accounts/{account}/purchases` embeds
+    /// `/v1/validate`'s answer exactly as that route writes it, without parsing it back into a tree.
+    func jsonText(validation validationText: [UInt8]?, texts: NormalizedTransactionTexts) -> [UInt8] {
+        let owned = ownedFacts
+        let written = owned.map { $0.transactions.map(texts.text(of:)) }
+        // Each text twice, each subscription's latest and members, and the rest: the answer is written without
+        // growing (and copying) its buffer.
+        let textBytes = written.reduce(0) { $0 + $1.reduce(0) { $0 + $1.count } }
+        let capacity = 2 * textBytes + 4096 * written.count + 16 * 1024 + (validationText?.count ?? 0)
+        var writer = JSONWriter(capacity: capacity)
         writer.beginObject()
-        writer.key("account")
-        writer.string(snapshot.record.account)
-        writer.key("entitlements")
-        writer.value(entitlementsJSON)
-        writer.key("subscriptions")
-        writer.beginArray()
-        for subscription in subscriptions {
-            guard case .object(let members) = subscription.json else {
-                writer.value(subscription.json)
-                continue
-            }
-            writer.beginObject()
-            for (key, value) in members {
-                writer.key(utf8: Array(key.utf8))
-                guard key == "transactions", case .array(let transactions) = value else {
-                    writer.value(value)
-                    continue
-                }
-                writer.beginArray()
-                for (transactionID, transaction) in zip(subscription.transactionIDs, transactions) {
-                    let text = transaction.serialized()
-                    texts[transactionID] = text
-                    writer.value(transaction, serializedText: text)
-                }
-                writer.endArray()
-            }
-            writer.endObject()
-        }
-        writer.endArray()
-        writer.key("purchases")
-        writer.beginArray()
-        for purchase in purchases {
-            writer.value(purchase.json, serializedText: texts[purchase.transactionID])
-        }
-        writer.endArray()
-        for (key, value) in trailingMembers {
-            writer.key(utf8: Array(key.utf8))
-            writer.value(value)
-        }
+        writeMembers(owned, to: &writer) { original, index, writer in writer.compactText(written[original][index]) }
         if let validationText {
             writer.key("validation")
-            // Already one compact JSON value: its bytes are the member's value.
-            writer.bytes += validationText
+            writer.compactText(validationText)
         }
         writer.endObject()
         return writer.bytes
     }
 
-    private var entitlementsJSON: JSONValue { .object(entitlements.map { ($0.name, $0.json) }) }
-
-    private var trailingMembers: [(key: String, value: JSONValue)] {
-        let record = snapshot.record
-        let updatedAt = snapshot.subscriptions.values.map(\.updatedAt).reduce(record.updatedAt, max)
-        return [
-            ("app_account_tokens", .array(record.appAccountTokens.map(JSONValue.string))),
-            ("first_seen", Entitlement.date(record.firstSeen)),
-            ("updated_at", Entitlement.date(updatedAt)),
-            ("at", Entitlement.date(instant)),
-        ]
+    /// The facts of the originals the account owned at `instant`, as of `instant`, in ownership order.
+    private var ownedFacts: [SubscriptionFacts] {
+        snapshot.record.ownership(at: instant).owned.compactMap { snapshot.subscriptions[$0] }.map { $0.asOf(instant) }
     }
 
-    /// The subscriptions' objects, each with the ids of its `transactions` in their order, and the purchases, each the
-    /// very value its subscription holds when it has one.
-    private func renderedSubscriptionsAndPurchases() -> (
-        subscriptions: [(json: JSONValue, transactionIDs: [String])],
-        purchases: [(transactionID: String, json: JSONValue)]
+    /// The answer's members, each transaction written by `writeTransaction` from its place in `owned` (which original,
+    /// which of its transactions). Subscriptions are the owned auto-renewable ones with a transaction by `instant`,
+    /// newest latest transaction first; purchases are every owned transaction, newest first.
+    private func writeMembers<Sink: JSONSink>(
+        _ owned: [SubscriptionFacts], to sink: inout Sink,
+        transaction writeTransaction: (_ original: Int, _ index: Int, inout Sink) -> Void
     ) {
-        let owned = snapshot.record.ownership(at: instant).owned.compactMap { snapshot.subscriptions[$0] }
-            .map { $0.asOf(instant) }
-        var subscriptions: [(latest: TransactionFacts?, json: JSONValue, transactionIDs: [String])] = []
-        var normalized: [String: JSONValue] = [:]
-        var purchases: [TransactionFacts] = []
-        for facts in owned {
-            purchases += facts.transactions
-            guard facts.isAutoRenewable, !facts.transactions.isEmpty else { continue }
-            let json = ReceiptRoutes.subscriptionJSON(facts, at: instant)
-            // The subscription's object already holds each of its transactions normalized: reused, not redone.
-            if case .array(let transactions)? = json["transactions"] {
-                for (facts, transaction) in zip(facts.transactions, transactions) {
-                    normalized[facts.transactionID] = transaction
-                }
-            }
-            subscriptions.append((facts.latestTransaction, json, facts.transactions.map(\.transactionID)))
-        }
+        var subscriptions = owned.indices.filter { owned[$0].isAutoRenewable && !owned[$0].transactions.isEmpty }
+            .map { (latest: owned[$0].latestTransaction, original: $0) }
         subscriptions.sort { Self.isNewer($0.latest, than: $1.latest) }
-        purchases.sort { Self.isNewer($0, than: $1) }
-        return (
-            subscriptions.map { ($0.json, $0.transactionIDs) },
-            purchases.map { ($0.transactionID, normalized[$0.transactionID] ?? ReceiptRoutes.transactionJSON($0)) }
-        )
+        // Sorted by their keys alone, not as whole facts: moving facts copies every string they hold.
+        var purchases: [(purchased: Int64, transactionID: String, original: Int, index: Int)] = []
+        for original in owned.indices {
+            let transactions = owned[original].transactions
+            for index in transactions.indices {
+                purchases.append(
+                    (transactions[index].purchaseDate ?? .min, transactions[index].transactionID, original, index))
+            }
+        }
+        purchases.sort { lhs, rhs in
+            if lhs.purchased != rhs.purchased { return lhs.purchased > rhs.purchased }
+            return Self.utf8Precedes(rhs.transactionID, lhs.transactionID)
+        }
+        let record = snapshot.record
+        sink.key("account")
+        sink.string(record.account)
+        sink.key("entitlements")
+        sink.value(.object(entitlements.map { ($0.name, $0.json) }))
+        sink.key("subscriptions")
+        sink.beginArray()
+        for subscription in subscriptions {
+            sink.beginObject()
+            ReceiptRoutes.writeSubscriptionMembers(
+                owned[subscription.original], latest: subscription.latest, at: instant, to: &sink
+            ) { index, sink in writeTransaction(subscription.original, index, &sink) }
+            sink.endObject()
+        }
+        sink.endArray()
+        sink.key("purchases")
+        sink.beginArray()
+        for purchase in purchases { writeTransaction(purchase.original, purchase.index, &sink) }
+        sink.endArray()
+        sink.key("app_account_tokens")
+        sink.beginArray()
+        for token in record.appAccountTokens { sink.string(token) }
+        sink.endArray()
+        sink.key("first_seen")
+        sink.value(Entitlement.date(record.firstSeen))
+        sink.key("updated_at")
+        sink.value(Entitlement.date(snapshot.subscriptions.values.map(\.updatedAt).reduce(record.updatedAt, max)))
+        sink.key("at")
+        sink.value(Entitlement.date(instant))
+    }
+
+    /// `lhs.utf8.lexicographicallyPrecedes(rhs.utf8)`, compared in place: renewals of subscriptions bought the same day
+    /// tie on their dates, and the generic comparison of the views cost more than the rest of the sort.
+    private static func utf8Precedes(_ lhs: String, _ rhs: String) -> Bool {
+        var (lhs, rhs) = (lhs, rhs)
+        return lhs.withUTF8 { left in rhs.withUTF8 { right in left.lexicographicallyPrecedes(right) } }
     }
 
     /// Newest purchase first; then the greater transaction id, so that the order never depends on the input's.
@@ -155,15 +137,5 @@ public struct AccountReport: Sendable {
         let (left, right) = (lhs?.purchaseDate ?? .min, rhs?.purchaseDate ?? .min)
         if left != right { return left > right }
         return (rhs?.transactionID ?? "").utf8.lexicographicallyPrecedes((lhs?.transactionID ?? "").utf8)
-    }
-}
-
-extension ReceiptRoutes {
-    /// The `/v1/subscriptions/{id}` object with its status at `milliseconds` exactly (for `?at=` and accounts: pass
-    /// facts ``SubscriptionFacts/asOf(_:)`` the same instant).
-    static func subscriptionJSON(_ facts: SubscriptionFacts, at milliseconds: Int64) -> JSONValue {
-        // `ReceiptDate(_:)` rounds the Date's seconds down, and `milliseconds / 1000` seconds in binary floating point
-        // may fall just below the millisecond (from 2038 on): half a millisecond more always reads back as it.
-        subscriptionJSON(facts, now: Date(timeIntervalSince1970: (Double(milliseconds) + 0.5) / 1000))
     }
 }

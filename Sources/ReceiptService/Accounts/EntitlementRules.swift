@@ -117,7 +117,10 @@ public struct EntitlementRules: Sendable {
     /// does. `periodType` is left `normal`: reading the offer parses the payload, which only the winners need.
     func sources(of storedFacts: SubscriptionFacts, at instant: Int64) -> [Entitlement] {
         var facts = storedFacts.asOf(instant)
-        facts.transactions.removeAll { !isAccepted($0.environment) }
+        // Only when some is refused: removing nothing still copies every transaction the facts share.
+        if facts.transactions.contains(where: { !isAccepted($0.environment) }) {
+            facts.transactions.removeAll { !isAccepted($0.environment) }
+        }
         guard let bundleID = facts.transactions.lazy.compactMap(\.bundleID).first, let app = apps[bundleID],
             let latest = facts.latestTransaction
         else { return [] }
@@ -154,13 +157,18 @@ public struct EntitlementRules: Sendable {
     ) -> [Entitlement] {
         let renewal = facts.renewal
         var sources: [Entitlement] = []
-        for name in Set(facts.transactions.flatMap { app.names[$0.productID] ?? [] }).sorted() {
+        // Renewals repeat a product: each one's names are looked up once.
+        var products: [String] = []
+        for index in facts.transactions.indices where !products.contains(facts.transactions[index].productID) {
+            products.append(facts.transactions[index].productID)
+        }
+        for name in Set(products.flatMap { app.names[$0] ?? [] }).sorted() {
             if app.names[latest.productID]?.contains(name) == true {
                 var source = Self.entitlement(name, latest, expires: latest.expiresDate, end: nil)
                 source.gracePeriodExpiresDate = renewal?.gracePeriodExpiresDate
                 source.willRenew = renewal?.autoRenewStatus
                 source.isInBillingRetryPeriod = renewal?.isInBillingRetryPeriod == true
-                switch facts.status(at: instant) ?? .expired {
+                switch SubscriptionState(latest: latest, renewal: renewal, now: instant) ?? .expired {
                 case .active: break
                 case .inGracePeriod:
                     source.grantsUntil = renewal?.gracePeriodExpiresDate

@@ -397,6 +397,19 @@ public final class PurchaseLedger: Sendable {
         return facts
     }
 
+    /// An account with the facts of its originals; while this process is the only writer, its links, tokens and
+    /// transfers are read and each original's facts come from memory as ``subscription(originalTransactionID:in:)``
+    /// gives them, so that an account costs what its subscriptions cost rather than a read of every transaction.
+    public func account(_ account: String, in store: any LedgerStore) throws(LedgerError) -> AccountSnapshot? {
+        guard isExclusiveWriter else { return try store.account(account) }
+        guard let record = try store.accountRecord(account) else { return nil }
+        var subscriptions: [String: SubscriptionFacts] = [:]
+        for original in record.originalTransactionIDsWithFacts {
+            subscriptions[original] = try subscription(originalTransactionID: original, in: store)
+        }
+        return AccountSnapshot(record: record, subscriptions: subscriptions)
+    }
+
     /// Called after every write (also a failed one, which may have committed before it failed).
     private func forget(_ originalTransactionIDs: [String]) {
         guard isExclusiveWriter else { return }

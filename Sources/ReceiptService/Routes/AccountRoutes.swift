@@ -34,12 +34,13 @@ extension ReceiptRoutes {
         }
         let snapshot: AccountSnapshot?
         do {
-            snapshot = try ledger.withStore { (store) throws(LedgerError) in try store.account(account) }
+            snapshot = try ledger.withStore { (store) throws(LedgerError) in try ledger.account(account, in: store) }
         } catch {
             return problem(Self.storeProblem(error))
         }
         guard let snapshot else { return problem(Self.accountNotFound) }
-        return json(status: .ok, text: AccountReport(snapshot: snapshot, rules: entitlementRules, at: at).jsonText)
+        let report = AccountReport(snapshot: snapshot, rules: entitlementRules, at: at)
+        return json(status: .ok, text: report.jsonText(validation: nil, texts: transactionTexts))
     }
 
     /// `?at=`: the instant the rules are applied at (Unix milliseconds), sent as RFC 3339; nil when not asked.
@@ -158,7 +159,7 @@ extension ReceiptRoutes {
                     + "app's restore_behavior keeps it there: nothing was linked"))
         }
         let report = AccountReport(snapshot: linked, rules: entitlementRules, at: now)
-        return json(status: .ok, text: report.jsonText(validation: validation.body))
+        return json(status: .ok, text: report.jsonText(validation: validation.body, texts: transactionTexts))
     }
 
     private struct KeptElsewhere: Error {

@@ -49,8 +49,21 @@ extension ReceiptRoutes {
                 message: "\(originalTransactionID) is a one-time purchase\(type), not an auto-renewable subscription: "
                     + "see /v1/transactions/\(originalTransactionID)"))
         }
-        let answer = at.map { Self.subscriptionJSON(facts, at: $0) } ?? Self.subscriptionJSON(facts, now: clock())
-        return json(status: .ok, Self.withExtensions(answer, extensions.filter { $0.requestedAt <= at ?? .max }))
+        // Written straight as text, each transaction's copied from `transactionTexts`: the object
+        // `subscriptionJSON(_:at:)` builds, with `extensions` after its members as `withExtensions` puts it.
+        let texts = facts.transactions.map(transactionTexts.text(of:))
+        var writer = JSONWriter(capacity: texts.reduce(4096) { $0 + $1.count } + (texts.first?.count ?? 0))
+        writer.beginObject()
+        let instant = at ?? ReceiptDate(clock()).millisecondsSince1970
+        Self.writeSubscriptionMembers(facts, latest: facts.latestTransaction, at: instant, to: &writer) {
+            index, writer in writer.compactText(texts[index])
+        }
+        writer.key("extensions")
+        writer.beginArray()
+        for record in extensions where record.requestedAt <= at ?? .max { writer.value(Self.extensionEntryJSON(record)) }
+        writer.endArray()
+        writer.endObject()
+        return json(status: .ok, text: writer.bytes)
     }
 
     func transaction(id: String) -> HTTPResponse {
@@ -162,34 +175,72 @@ extension ReceiptRoutes {
 
     // MARK: - JSON
 
-    static func subscriptionJSON(_ facts: SubscriptionFacts, now: Date) -> JSONValue {
-        let latest = facts.latestTransaction
+    /// The `/v1/subscriptions/{id}` object with its status at `milliseconds` exactly (for `?at=` and accounts: pass
+    /// facts ``SubscriptionFacts/asOf(_:)`` the same instant).
+    static func subscriptionJSON(_ facts: SubscriptionFacts, at milliseconds: Int64) -> JSONValue {
+        .building { sink in
+            sink.beginObject()
+            writeSubscriptionMembers(facts, latest: facts.latestTransaction, at: milliseconds, to: &sink) { index, sink in
+                sink.value(transactionJSON(facts.transactions[index]))
+            }
+            sink.endObject()
+        }
+    }
+
+    /// The members of ``subscriptionJSON(_:at:)``, each transaction written by `writeTransaction` from its index in
+    /// `facts.transactions` (its normalized object, or that object's text kept from an earlier answer). `latest` is
+    /// `facts.latestTransaction`, which a caller that needs it too finds once (each finding copies every transaction).
+    static func writeSubscriptionMembers<Sink: JSONSink>(
+        _ facts: SubscriptionFacts, latest: TransactionFacts?, at milliseconds: Int64, to sink: inout Sink,
+        transaction writeTransaction: (_ index: Int, inout Sink) -> Void
+    ) {
         let renewal = facts.renewal
-        let nowMilliseconds = ReceiptDate(now).millisecondsSince1970
         // Known only through renewal info: nothing is owned, so nothing is active.
-        let status = facts.status(at: nowMilliseconds) ?? .expired
-        return .object([
-            ("original_transaction_id", .string(facts.originalTransactionID)),
-            ("product_id", .string(latest?.productID ?? renewal?.productID)),
-            ("status", .string(status.rawValue)),
-            ("expires_date", date(latest?.expiresDate)),
-            ("auto_renew_status", renewal?.autoRenewStatus.map(JSONValue.bool) ?? .null),
-            ("auto_renew_product_id", .string(renewal?.autoRenewProductID)),
-            ("is_in_billing_retry_period", renewal?.isInBillingRetryPeriod.map(JSONValue.bool) ?? .null),
-            ("grace_period_expires_date", date(renewal?.gracePeriodExpiresDate)),
-            ("expiration_intent", .integer(renewal?.expirationIntent.map { Int64($0) })),
-            ("revocation_date", date(latest?.revocationDate)),
-            ("environment", .string(latest?.environment ?? renewal?.environment)),
-            ("latest_transaction", latest.map(transactionJSON) ?? .null),
-            ("transactions", .array(facts.transactions.map(transactionJSON))),
-            ("last_notification", facts.lastNotification.map { notification in
+        let status = SubscriptionState(latest: latest, renewal: renewal, now: milliseconds) ?? .expired
+        sink.key("original_transaction_id")
+        sink.string(facts.originalTransactionID)
+        sink.key("product_id")
+        sink.string(latest?.productID ?? renewal?.productID)
+        sink.key("status")
+        sink.string(status.rawValue)
+        sink.key("expires_date")
+        sink.value(date(latest?.expiresDate))
+        sink.key("auto_renew_status")
+        sink.bool(renewal?.autoRenewStatus)
+        sink.key("auto_renew_product_id")
+        sink.string(renewal?.autoRenewProductID)
+        sink.key("is_in_billing_retry_period")
+        sink.bool(renewal?.isInBillingRetryPeriod)
+        sink.key("grace_period_expires_date")
+        sink.value(date(renewal?.gracePeriodExpiresDate))
+        sink.key("expiration_intent")
+        sink.integer(renewal?.expirationIntent.map { Int64($0) })
+        sink.key("revocation_date")
+        sink.value(date(latest?.revocationDate))
+        sink.key("environment")
+        sink.string(latest?.environment ?? renewal?.environment)
+        sink.key("latest_transaction")
+        if let latest = latest.flatMap(facts.transactions.firstIndex(of:)) {
+            writeTransaction(latest, &sink)
+        } else {
+            sink.null()
+        }
+        sink.key("transactions")
+        sink.beginArray()
+        for index in facts.transactions.indices { writeTransaction(index, &sink) }
+        sink.endArray()
+        sink.key("last_notification")
+        if let notification = facts.lastNotification {
+            sink.value(
                 .object([
                     ("notification_type", .string(notification.type)), ("subtype", .string(notification.subtype)),
                     ("notification_uuid", .string(notification.uuid)), ("signed_date", date(notification.signedDate)),
-                ])
-            } ?? .null),
-            ("updated_at", date(facts.updatedAt)),
-        ])
+                ]))
+        } else {
+            sink.null()
+        }
+        sink.key("updated_at")
+        sink.value(date(facts.updatedAt))
     }
 
     /// The StoreKit 2 issue's normalized keys, read from the payload the ledger stored, and `upgraded`: whether the

@@ -200,6 +200,8 @@ public struct ReceiptRoutes: Sendable {
     public let intake: LedgerIntake
     /// Wakes the Apple call worker when a granted claim queued calls (`finish_on_claim`, `write_app_account_tokens`).
     public let appleCallNudge = WorkerNudge()
+    /// Normalized transactions' texts, kept across the subscription and account answers that copy them.
+    let transactionTexts = NormalizedTransactionTexts()
     /// App Store Server API clients, kept across requests (their tokens are reused).
     public var serverAPIClients: ServerAPIClients { intake.serverAPIClients }
     /// The apps' offer signature creators, their keys read when the routes are made.
