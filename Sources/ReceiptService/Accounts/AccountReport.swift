@@ -125,17 +125,20 @@ public struct AccountReport: Sendable {
         sink.value(Entitlement.date(instant))
     }
 
-    /// `lhs.utf8.lexicographicallyPrecedes(rhs.utf8)`, compared in place: renewals of subscriptions bought the same day
-    /// tie on their dates, and the generic comparison of the views cost more than the rest of the sort.
+    /// `lhs.utf8.lexicographicallyPrecedes(rhs.utf8)`, compared through spans: renewals of subscriptions bought the
+    /// same day tie on their dates, and the generic comparison of the views cost more than the rest of the sort.
     private static func utf8Precedes(_ lhs: String, _ rhs: String) -> Bool {
-        var (lhs, rhs) = (lhs, rhs)
-        return lhs.withUTF8 { left in rhs.withUTF8 { right in left.lexicographicallyPrecedes(right) } }
+        let (left, right) = (lhs.utf8.span, rhs.utf8.span)
+        for index in 0..<min(left.count, right.count) where left[index] != right[index] {
+            return left[index] < right[index]
+        }
+        return left.count < right.count
     }
 
     /// Newest purchase first; then the greater transaction id, so that the order never depends on the input's.
     private static func isNewer(_ lhs: TransactionFacts?, than rhs: TransactionFacts?) -> Bool {
         let (left, right) = (lhs?.purchaseDate ?? .min, rhs?.purchaseDate ?? .min)
         if left != right { return left > right }
-        return (rhs?.transactionID ?? "").utf8.lexicographicallyPrecedes((lhs?.transactionID ?? "").utf8)
+        return utf8Precedes(rhs?.transactionID ?? "", lhs?.transactionID ?? "")
     }
 }
