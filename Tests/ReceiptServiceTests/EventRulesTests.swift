@@ -456,4 +456,27 @@ struct EventRulesTests {
         let subscriptions = try Set(drafts.map { try Self.body($0)["subscription"] })
         #expect(subscriptions.count == 1)
     }
+
+    /// The kept transaction texts change no byte: each event's `transaction` and `subscription` are the texts the
+    /// routes' renderers write from the stored payloads, and a transaction whose payload changed (a refund) is shown
+    /// as it is now, not as an earlier event kept it.
+    @Test func bodies_areTheRenderersTextsByteForByte_evenAfterAPayloadChanged() throws {
+        let rules = EventRules(configuration: C.configuration())
+        func expectRenderersTexts(_ draft: EventDraft, transaction: TransactionFacts, subscription: SubscriptionFacts) {
+            let transactionText = String(decoding: ReceiptRoutes.transactionJSON(transaction).serialized(), as: UTF8.self)
+            let subscriptionText = String(
+                decoding: ReceiptRoutes.subscriptionJSON(subscription, at: C.now).serialized(), as: UTF8.self)
+            #expect(draft.bodyMembers.contains(#""transaction":\#(transactionText),"subscription":"#))
+            #expect(draft.bodyMembers.contains(#""subscription":\#(subscriptionText),"notification":"#))
+        }
+        let renewal = try #require(
+            rules.events(C.change(C.notification("DID_RENEW"), before: C.oneMonth, after: C.twoMonths)).first)
+        expectRenderersTexts(renewal, transaction: C.renewed, subscription: C.twoMonths)
+        let refunded = S.facts([C.first, C.renewedRefunded], renewal: C.renewal(autoRenew: false, signed: C.now))
+        let refund = try #require(
+            rules.events(C.change(C.notification("REFUND", uuid: "0b6f2e1a-n2"), before: C.twoMonths, after: refunded))
+                .first)
+        #expect(refund.type == "REFUND")
+        expectRenderersTexts(refund, transaction: C.renewedRefunded, subscription: refunded)
+    }
 }

@@ -3,7 +3,8 @@ import Ledger
 
 /// The bodies of one change's events (docs/events.md, "What is sent"). What several events of a change share (the
 /// subscription's object, normalized transactions, entitlement names) is rendered once, by the renderers of
-/// `/v1/subscriptions/{id}` and `/v1/transactions/{id}`.
+/// `/v1/subscriptions/{id}` and `/v1/transactions/{id}`, each transaction's text copied from the rules'
+/// ``NormalizedTransactionTexts`` as the subscription route copies it.
 struct EventBody {
     let change: LedgerChange
     let rules: EventRules
@@ -110,7 +111,7 @@ struct EventBody {
 
     private mutating func transactionText(_ transaction: TransactionFacts) -> [UInt8] {
         if let text = transactions[transaction.transactionID] { return text }
-        let text = ReceiptRoutes.transactionJSON(transaction).serialized()
+        let text = rules.transactionTexts.text(of: transaction)
         transactions[transaction.transactionID] = text
         return text
     }
@@ -119,8 +120,17 @@ struct EventBody {
     private mutating func subscriptionText() -> [UInt8]? {
         if let subscription { return subscription }
         guard let after = change.after, after.isAutoRenewable, !after.transactions.isEmpty else { return nil }
-        let text = ReceiptRoutes.subscriptionJSON(after, at: change.time).serialized()
-        subscription = text
-        return text
+        // `subscriptionJSON(after, at: change.time)`'s text, byte for byte, as the subscription route writes it.
+        var texts: [[UInt8]] = []
+        texts.reserveCapacity(after.transactions.count)
+        for transaction in after.transactions { texts.append(transactionText(transaction)) }
+        var writer = JSONWriter(capacity: texts.reduce(1024) { $0 + $1.count } + (texts.first?.count ?? 0))
+        writer.beginObject()
+        ReceiptRoutes.writeSubscriptionMembers(after, latest: after.latestTransaction, at: change.time, to: &writer) {
+            index, writer in writer.compactText(texts[index])
+        }
+        writer.endObject()
+        subscription = writer.bytes
+        return writer.bytes
     }
 }

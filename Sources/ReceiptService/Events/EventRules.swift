@@ -14,6 +14,10 @@ struct EventRules: Sendable {
     let entitlementRules: EntitlementRules
     /// `apps[].app_apple_id` by bundle id.
     let appAppleIDs: [String: Int64]
+    /// Each event shows its subscription with every transaction of it, so without these a subscription's Nth event
+    /// parsed its N transactions again (inside the write, on SQLite's one writer thread): ingest grew with the
+    /// square of a subscription's history.
+    let transactionTexts = NormalizedTransactionTexts()
 
     init(configuration: ServiceConfiguration) {
         entitlementRules = configuration.entitlementRules
