@@ -185,7 +185,8 @@ func serve(
     let dispatcher: WebhookDispatcher?
     do {
         dispatcher = try WebhookDispatcher.start(
-            configuration: configuration, ledger: ledger, metrics: metrics.webhooks, log: log)
+            configuration: configuration, ledger: ledger, nudge: routes.intake.webhookNudge, metrics: metrics.webhooks,
+            log: log)
     } catch {
         errors("receiptd: cannot start the webhooks' threads: \(error)")
         ShutdownSignals.shutDown(

@@ -1,4 +1,5 @@
 import Foundation
+import HTTP1Server
 import Ledger
 import Prometheus
 import TestSupport
@@ -110,5 +111,29 @@ struct WebhookLedgerDeliveryTests {
         receiver.expectEachDeliveredOnce_inOrder(
             streams: (0..<originals).map { "otx:\(1000 + $0 * 100)" }, eventsPerStream: perOriginal)
         #expect(receiver.mostInFlightOfOneStream == 1)
+    }
+
+    /// A lane whose next poll is a minute away still sends a notification's event at once: the intake nudges it after
+    /// the write that stored it.
+    @Test func notificationStored_wakesTheLanes_beforeTheirNextPoll() throws {
+        let (store, _) = try Self.open(.sqlite)
+        let routes = LedgerService.routes(PurchaseLedger(store: store))
+        let receiver = try WebhookReceiver(answer: { _, _ in 200 })
+        defer { receiver.stop() }
+        var settings = WebhookDispatcherTests.fastSettings
+        settings.idlePoll = 60
+        let dispatcher = try WebhookDispatcher(
+            webhooks: [receiver.webhook(name: "backend")], outbox: routes.ledger, settings: settings,
+            metrics: WebhookMetrics(registry: PrometheusCollectorRegistry()), log: nil)
+        defer { dispatcher.stop(within: 2) }
+        routes.intake.webhookNudge.attach(dispatcher)
+
+        #expect(routes.deliver(try SignedEvents.subscribed()).status == .ok)
+        #expect(waitUntil(seconds: 10) { receiver.accepted.count == 1 })
+        // The lane records that try and claims again, finding nothing: it then waits out its minute.
+        Thread.sleep(forTimeInterval: 0.5)
+        let renewed = SignedEvents.transaction("7001", purchased: -1, expires: 50, signed: -1)
+        #expect(routes.deliver(try SignedEvents.notification("DID_RENEW", signed: -1, transaction: renewed)).status == .ok)
+        #expect(waitUntil(seconds: 10) { receiver.accepted.count == 2 })
     }
 }

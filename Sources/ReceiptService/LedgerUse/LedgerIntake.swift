@@ -37,6 +37,9 @@ public struct LedgerIntake: Sendable {
     let serverAPIBackfill: ServerAPIBackfill
     /// Wakes the consumption sender when a refund question or its answer arrives.
     public let consumptionNudge = WorkerNudge()
+    /// Wakes the webhooks' lanes after a write that may have stored events (their next poll is up to
+    /// `idlePoll` away).
+    public let webhookNudge = WebhookNudge()
     /// Where each fact's fate is written (stored, duplicate, refused, not stored); nil logs none.
     let log: ServiceLog?
     let clock: @Sendable () -> Date
@@ -110,6 +113,7 @@ public struct LedgerIntake: Sendable {
         fields.append(("conflict", write == .conflict ? "true" : "false"))
         log?.event("notification", fields)
         if write == .conflict { metrics.recordNotificationConflict() }
+        if write == .stored { webhookNudge.nudge() }
         if write == .stored, facts.type == "CONSUMPTION_REQUEST" { consumptionNudge.nudge() }
         if let transaction = facts.transaction { backfill([transaction]) }
         return .recorded(facts, write)
@@ -182,12 +186,14 @@ public struct LedgerIntake: Sendable {
         var seen = Set<String>()
         let originals = receipt.inAppPurchases.compactMap { $0.originalTransactionID ?? $0.transactionID }
             .filter { seen.insert($0).inserted }
-        return try ledger.withStore { (store) throws(LedgerError) in
+        let state = try ledger.withStore { (store) throws(LedgerError) in
             try ledger.record(facts, source: .receipt, in: store)
             return AppleLedgerState(
                 transactions: try store.transactions(originalTransactionIDs: originals),
                 renewals: try store.renewalInfos(originalTransactionIDs: originals))
         }
+        if !facts.isEmpty { webhookNudge.nudge() }
+        return state
     }
 
     /// Records what a verdict verified, then reads each of its subscriptions back: what the ledger knows that is
@@ -216,6 +222,7 @@ public struct LedgerIntake: Sendable {
         } catch {
             return LedgerView(availability: "unavailable", subscriptions: subscriptions.map(fromInput))
         }
+        if !transactions.isEmpty || renewal != nil { webhookNudge.nudge() }
         backfill(transactions)
         let nowMilliseconds = ReceiptDate(now).millisecondsSince1970
         let entries = known.map { status, facts -> JSONValue in
@@ -264,6 +271,7 @@ public struct LedgerIntake: Sendable {
         if ledger.isConfigured, !facts.isEmpty {
             do {
                 try ledger.withStore { (store) throws(LedgerError) in try ledger.record(facts, source: .serverAPI, in: store) }
+                webhookNudge.nudge()
             } catch {
                 log?.event("server api transactions not stored", [("code", ReceiptRoutes.storeProblem(error).code.rawValue)])
             }

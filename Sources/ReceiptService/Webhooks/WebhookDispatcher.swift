@@ -85,9 +85,10 @@ public final class WebhookDispatcher: Sendable {
     }
 
     /// The dispatcher `serve` runs: nil without webhooks. A webhook without a store never gets here (the start-up
-    /// checks refuse it: events live in the ledger).
+    /// checks refuse it: events live in the ledger). `nudge` (the intake's) wakes it after each write from then on.
     package static func start(
-        configuration: ServiceConfiguration, ledger: PurchaseLedger, metrics: WebhookMetrics, log: ServiceLog
+        configuration: ServiceConfiguration, ledger: PurchaseLedger, nudge: WebhookNudge, metrics: WebhookMetrics,
+        log: ServiceLog
     ) throws(SystemCallError) -> WebhookDispatcher? {
         guard !configuration.webhooks.isEmpty, ledger.isConfigured else { return nil }
         var settings = Settings()
@@ -97,8 +98,10 @@ public final class WebhookDispatcher: Sendable {
                 "webhook", [("name", webhook.name), ("timeout", "\(webhook.timeout)s"),
                             ("events", webhook.events.map { $0.sorted().joined(separator: ",") } ?? "*")])
         }
-        return try WebhookDispatcher(
+        let dispatcher = try WebhookDispatcher(
             webhooks: configuration.webhooks, outbox: ledger, settings: settings, metrics: metrics, log: log)
+        nudge.attach(dispatcher)
+        return dispatcher
     }
 
     /// Asks every lane to look for due deliveries now rather than at its next poll (after a write stored events).
@@ -151,6 +154,19 @@ struct LaneContext: Sendable {
 }
 
 /// One webhook's claim thread and its senders.
+/// Tells the dispatcher `serve` started that a write may have stored events, so that its lanes claim them now rather
+/// than at their next poll. The intake holds one from the start; until a dispatcher is attached (or without
+/// webhooks) a nudge does nothing. Never waits: a lane already nudged is not signalled again.
+public final class WebhookNudge: Sendable {
+    private let dispatcher = Mutex<WebhookDispatcher?>(nil)
+
+    public init() {}
+
+    func attach(_ dispatcher: WebhookDispatcher) { self.dispatcher.withLock { $0 = dispatcher } }
+
+    public func nudge() { dispatcher.withLock { $0 }?.nudge() }
+}
+
 final class WebhookLane: Sendable {
     private struct Finished: Sendable {
         var delivery: ClaimedDelivery
@@ -177,6 +193,8 @@ final class WebhookLane: Sendable {
     private let state = Mutex(State())
     /// Wakes the claim thread: a try ended, a nudge, a stop.
     private let claimWake = DispatchSemaphore(value: 0)
+    /// A nudge not yet followed by a claim: every write nudges, and one claim answers all the nudges before it.
+    private let isNudged = Atomic<Bool>(false)
     /// One signal per queued delivery (and per sender at a stop).
     private let sendWake = DispatchSemaphore(value: 0)
     /// Signalled by each thread as it ends.
@@ -207,7 +225,9 @@ final class WebhookLane: Sendable {
         }
     }
 
-    func wake() { claimWake.signal() }
+    func wake() {
+        if !isNudged.exchange(true, ordering: .acquiringAndReleasing) { claimWake.signal() }
+    }
 
     func beginStopping() {
         let first = state.withLock { state in
@@ -284,6 +304,8 @@ final class WebhookLane: Sendable {
                 continue
             }
             let claimed: [ClaimedDelivery]
+            // Cleared before the claim: a write that commits during it nudges again, and is claimed next.
+            isNudged.store(false, ordering: .releasing)
             do throws(LedgerError) {
                 let now = context.clock()
                 claimed = try context.outbox.withOutbox { (outbox) throws(LedgerError) in
