@@ -153,7 +153,6 @@ struct LaneContext: Sendable {
     }
 }
 
-/// One webhook's claim thread and its senders.
 /// Tells the dispatcher `serve` started that a write may have stored events, so that its lanes claim them now rather
 /// than at their next poll. The intake holds one from the start; until a dispatcher is attached (or without
 /// webhooks) a nudge does nothing. Never waits: a lane already nudged is not signalled again.
@@ -167,6 +166,7 @@ public final class WebhookNudge: Sendable {
     public func nudge() { dispatcher.withLock { $0 }?.nudge() }
 }
 
+/// One webhook's claim thread and its senders.
 final class WebhookLane: Sendable {
     private struct Finished: Sendable {
         var delivery: ClaimedDelivery
