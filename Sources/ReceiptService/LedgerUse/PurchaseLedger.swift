@@ -324,7 +324,7 @@ public final class PurchaseLedger: Sendable {
     /// Whether a transaction from `source` signed at that time is news to what this process wrote; the answer lets
     /// a caller skip building facts that `record` would skip anyway.
     public func needsRecording(source: TransactionSource) -> (_ transactionID: String, _ signedDate: Int64) -> Bool {
-        forgetIfOthersCommitted(to: state.withLock { $0.store })
+        if isExclusiveWriter { forgetIfOthersCommitted(to: state.withLock { $0.store }) }
         return { transactionID, signedDate in
             // The same signing time counts as known: two receipts made in one millisecond show the same entries.
             self.written.withLock { $0[Self.key(source, transactionID)].map { $0.signedDate < signedDate } ?? true }
