@@ -239,7 +239,7 @@ public final class AppStoreServerAPIClient: Sendable {
                 guard canRetry, failure.mayHeal else { throw error }
                 try wait(backoff(attempt: attempt), until: deadline, orThrow: error)
             case .success(let response) where (200..<300).contains(response.status):
-                return try ResponseReader(body: response.body, endpoint: endpoint)
+                return try ResponseReader(body: response.body, status: response.status, endpoint: endpoint)
             case .success(let response):
                 var error = apiError(endpoint, response)
                 error.attempts = attempt

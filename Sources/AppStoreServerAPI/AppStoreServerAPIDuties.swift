@@ -111,13 +111,16 @@ public struct MassRenewalExtensionStatus: Sendable, Equatable {
 }
 
 extension AppStoreServerAPIClient {
-    /// Send Consumption Information (v2): the answer to a `CONSUMPTION_REQUEST`. Apple answers 202 with no body.
+    /// Send Consumption Information (v2): the answer to a `CONSUMPTION_REQUEST`. Apple documents 202 with no body;
+    /// returns the 2xx it actually answered.
+    @discardableResult
     public func sendConsumptionInformation(
         transactionID: String, _ information: ConsumptionInformation
-    ) throws(AppStoreServerAPIError) {
-        _ = try call(
+    ) throws(AppStoreServerAPIError) -> Int {
+        try call(
             "Send Consumption Information", method: "PUT",
-            path: "/inApps/v2/transactions/consumption/\(Self.pathSegment(transactionID))", body: information.json)
+            path: "/inApps/v2/transactions/consumption/\(Self.pathSegment(transactionID))", body: information.json
+        ).status
     }
 
     /// Get Refund History v2, one page: pass the previous page's `revision` to get the next.

@@ -119,9 +119,12 @@ public struct TestNotificationStatus: Sendable, Equatable {
 struct ResponseReader {
     let json: JSONValue
     let endpoint: String
+    /// The 2xx Apple answered with; an element of an answer's array carries its answer's.
+    let status: Int
 
-    init(body: [UInt8], endpoint: String) throws(AppStoreServerAPIError) {
+    init(body: [UInt8], status: Int, endpoint: String) throws(AppStoreServerAPIError) {
         self.endpoint = endpoint
+        self.status = status
         // Apple answers the calls that only do something (Send Consumption Information, Set App Account Token,
         // Finish Transaction) with an empty 200 or 202: an empty answer reads as an object with no members.
         guard !body.isEmpty else {
@@ -135,8 +138,9 @@ struct ResponseReader {
         }
     }
 
-    private init(json: JSONValue, endpoint: String) {
+    private init(json: JSONValue, status: Int, endpoint: String) {
         self.json = json
+        self.status = status
         self.endpoint = endpoint
     }
 
@@ -182,7 +186,7 @@ struct ResponseReader {
         var readers: [ResponseReader] = []
         for element in elements {
             guard case .object = element else { throw invalid(key) }
-            readers.append(ResponseReader(json: element, endpoint: endpoint))
+            readers.append(ResponseReader(json: element, status: status, endpoint: endpoint))
         }
         return readers
     }

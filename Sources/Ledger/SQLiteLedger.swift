@@ -16,6 +16,7 @@ public final class SQLiteLedger: LedgerStore {
     let records: LedgerRecords<SQLiteDatabase>
     private let path: String
     private let heartbeats = Atomic<Int32>(0)
+    private let foreignCommits: SQLiteForeignCommits
     /// Free space below which the volume counts as full: SQLite may still rewrite pages of its write-ahead log there
     /// (so small writes, and a heartbeat, succeed), while a write that needs new pages fails.
     static let minimumFreeBytes: UInt64 = 1 << 20
@@ -73,8 +74,9 @@ public final class SQLiteLedger: LedgerStore {
         try writerConnection.inTransaction(begin: "BEGIN IMMEDIATE") { () throws(LedgerError) in
             try LedgerSchema.migrate(writerConnection, to: schemaVersion)
         }
+        let foreignCommits = try SQLiteForeignCommits(path: path, timeout: timeout, writer: writerConnection)
         let database = SQLiteDatabase(
-            writer: SQLiteWriter(connection: writerConnection, timeout: timeout),
+            writer: SQLiteWriter(connection: writerConnection, timeout: timeout, foreignCommits: foreignCommits),
             readers: ConnectionPool(capacity: Self.readerCount, timeout: timeout) { _ throws(LedgerError) in
                 try SQLiteConnection(path: path, timeout: timeout)
             }
@@ -82,6 +84,7 @@ public final class SQLiteLedger: LedgerStore {
         records = LedgerRecords(
             database: database, clock: clock, linkRules: linkRules, outbox: outbox, appleCallRules: appleCalls)
         self.path = path
+        self.foreignCommits = foreignCommits
     }
 
     /// A real write through the writer (a heartbeat counter in the database header, logged and fsynced like any
@@ -121,6 +124,7 @@ public final class SQLiteLedger: LedgerStore {
     public func close() throws(LedgerError) {
         // Readers first: the last connection to close is the one that deletes `-wal` and `-shm`.
         records.database.readers.close()
+        foreignCommits.close()
         try records.database.writer.close()
     }
 
@@ -145,6 +149,12 @@ public final class SQLiteLedger: LedgerStore {
 }
 
 extension SQLiteLedger {
+    /// A number that grows whenever another connection (the command line, `sqlite3`, a restore: anything but this
+    /// ledger's writer) may have committed to the file since it was last read, and stays while only this ledger
+    /// wrote: what this process remembers of the file is true only while it stays. Costs one read of SQLite's
+    /// `data_version` on a connection of its own, never a wait on the writer.
+    public func commitsByOthers() -> UInt64 { foreignCommits.count() }
+
     /// Runs `sql` on the writer's own connection, outside any transaction: for tests that make the database refuse
     /// writes the way a full disk or a read-only volume would (`PRAGMA max_page_count`, `PRAGMA query_only`).
     func executeOnWriter(_ sql: String) throws(LedgerError) {

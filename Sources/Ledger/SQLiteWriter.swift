@@ -25,6 +25,8 @@ final class SQLiteWriter: Sendable {
     /// holds every one of them): store_timeout and a little, so that a lock held elsewhere (`busy_timeout`, which is
     /// store_timeout) fails as `locked` first. A write that commits after its caller gave up is still kept.
     private let timeout: Double
+    /// Told of each commit, so that readers can tell this writer's commits from other processes'.
+    private let foreignCommits: SQLiteForeignCommits?
 
     private struct State {
         var pending: [any GroupedWrite] = []
@@ -34,9 +36,13 @@ final class SQLiteWriter: Sendable {
         var lastGroupFailure: LedgerError.Reason?
     }
 
-    init(connection: SQLiteConnection, timeout: Double = LedgerConfiguration.defaultTimeout) {
+    init(
+        connection: SQLiteConnection, timeout: Double = LedgerConfiguration.defaultTimeout,
+        foreignCommits: SQLiteForeignCommits? = nil
+    ) {
         self.connection = connection
         self.timeout = timeout + 0.5
+        self.foreignCommits = foreignCommits
     }
 
     /// Runs `body` on the writer's connection between groups.
@@ -146,6 +152,7 @@ final class SQLiteWriter: Sendable {
                 }
             }
             try connection.execute("COMMIT")
+            foreignCommits?.noteCommit(of: connection)
         } catch {
             try? connection.execute("ROLLBACK")
             state.withLock { $0.lastGroupFailure = error.reason }

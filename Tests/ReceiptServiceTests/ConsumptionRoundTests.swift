@@ -94,6 +94,20 @@ struct ConsumptionRoundTests {
         #expect(try Self.consumptionCalls(fake).count == 1)
     }
 
+    /// Apple documents 202 for this call; a 200 (with a body) is taken as sent too, and recorded as it came.
+    @Test func applesOtherSuccess_isRecordedAsApplesStatus() throws {
+        let fake = try FakeAppStoreServer(fixture: [
+            ("faults", .object([("/inApps/v2/transactions/consumption/3001", .array([.object([("status", .integer(200))])]))]))
+        ])
+        let store = try Self.ledger()
+        _ = try store.storeConsumptionAnswer(transactionID: "3001", body: Self.answer, at: Self.t0)
+        _ = try Self.round(store, fake).run(now: Self.t0 + Self.hour)
+        let request = try #require(try store.consumptionRequest(transactionID: "3001"))
+        #expect(request.state == .sent)
+        #expect(request.appleStatus == 200)
+        #expect(try Self.consumptionCalls(fake).count == 1)
+    }
+
     @Test func applesOutage_leavesTheRequestOpenForALaterTry() throws {
         let outage = JSONValue.array(Array(repeating: .object([("status", .integer(503))]), count: 3))
         let fake = try FakeAppStoreServer(fixture: [

@@ -161,8 +161,9 @@ public struct ConsumptionRound: Sendable {
                 status: nil, appleErrorCode: nil,
                 error: "environment \(request.environment ?? "(none)") has no App Store Server API")
         }
+        let status: Int
         do {
-            try client(bundleID, environment).sendConsumptionInformation(
+            status = try client(bundleID, environment).sendConsumptionInformation(
                 transactionID: request.transactionID, information)
         } catch {
             // Apple refused this body or transaction for good; a 429 or 5xx is worth another try.
@@ -175,8 +176,8 @@ public struct ConsumptionRound: Sendable {
                 at: now + max(backoff, retryAfter), status: error.httpStatus, appleErrorCode: error.appleErrorCode,
                 error: error.detail)
         }
-        // The client returns only on a 2xx, and Apple's answer to this call is 202 Accepted.
-        return .sent(status: 202, body: Self.appleBody(information))
+        // Any 2xx is taken (Apple documents 202 Accepted); the ledger keeps the one Apple gave.
+        return .sent(status: status, body: Self.appleBody(information))
     }
 
     /// The body as the client sends it (Apple's `ConsumptionRequest`, members in its order): what the ledger keeps.

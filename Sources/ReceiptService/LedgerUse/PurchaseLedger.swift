@@ -53,9 +53,10 @@ public final class PurchaseLedger: Sendable {
     /// payload it wrote: a receipt validated again (backends re-check stored receipts nightly) then costs the ledger
     /// a read, not a write. Another payload signed at the same time still goes to the ledger, whose tie-breaks decide.
     private let written = Mutex(BoundedMemory<(signedDate: Int64, payload: Int)>())
-    /// Whether this process is the ledger's only writer (SQLite, one replica), so that what it read stays true until
-    /// it writes again: subscriptions are then remembered between writes, and a validation that changes nothing
-    /// costs no database work at all. With PostgreSQL other replicas write too, and every read goes to the database.
+    /// Whether this process is the ledger's only server (SQLite, one replica), so that what it read stays true until
+    /// it writes again or another process (the command line) commits to the file: subscriptions are then remembered
+    /// between writes, and a validation that changes nothing costs no database work at all. With PostgreSQL other
+    /// replicas write too, and every read goes to the database.
     private let isExclusiveWriter: Bool
     private let subscriptions = Mutex(SubscriptionMemory())
 
@@ -323,7 +324,8 @@ public final class PurchaseLedger: Sendable {
     /// Whether a transaction from `source` signed at that time is news to what this process wrote; the answer lets
     /// a caller skip building facts that `record` would skip anyway.
     public func needsRecording(source: TransactionSource) -> (_ transactionID: String, _ signedDate: Int64) -> Bool {
-        { transactionID, signedDate in
+        if isExclusiveWriter { forgetIfOthersCommitted(to: state.withLock { $0.store }) }
+        return { transactionID, signedDate in
             // The same signing time counts as known: two receipts made in one millisecond show the same entries.
             self.written.withLock { $0[Self.key(source, transactionID)].map { $0.signedDate < signedDate } ?? true }
         }
@@ -340,6 +342,7 @@ public final class PurchaseLedger: Sendable {
         _ transactions: [TransactionFacts], source: TransactionSource, in store: any LedgerStore
     ) throws(LedgerError) {
         func key(_ facts: TransactionFacts) -> String { Self.key(source, facts.transactionID) }
+        let othersCommits = forgetIfOthersCommitted(to: store)
         let new = written.withLock { written in
             transactions.filter { facts in
                 guard let known = written[key(facts)] else { return true }
@@ -352,6 +355,8 @@ public final class PurchaseLedger: Sendable {
         try store.record(transactions: new, source: source)
         heartbeatSoon()
         written.withLock { written in
+            // Another process's commit seen since this write began (a deleted account, say) may have undone it.
+            guard subscriptions.withLock({ $0.othersCommits }) == othersCommits else { return }
             for facts in new where (written[key(facts)]?.signedDate ?? .min) <= facts.signedDate {
                 written.remember((facts.signedDate, facts.payloadJSON.hashValue), for: key(facts))
             }
@@ -383,6 +388,14 @@ public final class PurchaseLedger: Sendable {
         originalTransactionID: String, in store: any LedgerStore
     ) throws(LedgerError) -> SubscriptionFacts? {
         guard isExclusiveWriter else { return try store.subscription(originalTransactionID: originalTransactionID) }
+        forgetIfOthersCommitted(to: store)
+        return try rememberedSubscription(originalTransactionID: originalTransactionID, in: store)
+    }
+
+    /// ``subscription(originalTransactionID:in:)`` once the caller saw that no other process committed.
+    private func rememberedSubscription(
+        originalTransactionID: String, in store: any LedgerStore
+    ) throws(LedgerError) -> SubscriptionFacts? {
         let (remembered, generation) = subscriptions.withLock { ($0.facts[originalTransactionID], $0.generation) }
         if let remembered { return remembered }
         let facts = try store.subscription(originalTransactionID: originalTransactionID)
@@ -402,12 +415,33 @@ public final class PurchaseLedger: Sendable {
     /// gives them, so that an account costs what its subscriptions cost rather than a read of every transaction.
     public func account(_ account: String, in store: any LedgerStore) throws(LedgerError) -> AccountSnapshot? {
         guard isExclusiveWriter else { return try store.account(account) }
+        forgetIfOthersCommitted(to: store)
         guard let record = try store.accountRecord(account) else { return nil }
         var subscriptions: [String: SubscriptionFacts] = [:]
         for original in record.originalTransactionIDsWithFacts {
-            subscriptions[original] = try subscription(originalTransactionID: original, in: store)
+            subscriptions[original] = try rememberedSubscription(originalTransactionID: original, in: store)
         }
         return AccountSnapshot(record: record, subscriptions: subscriptions)
+    }
+
+    /// Forgets everything remembered (subscriptions and what was written) once another process committed to the
+    /// file: `store sync`'s refund, `accounts delete`, a restore. Called before memory is used, so that an answer
+    /// never comes from memory older than another process's commit that ended before the call (see
+    /// `SQLiteForeignCommits` for why no such commit goes unseen). Returns the count of such commits seen.
+    @discardableResult
+    private func forgetIfOthersCommitted(to store: (any LedgerStore)?) -> UInt64 {
+        guard isExclusiveWriter, let sqlite = store as? SQLiteLedger else { return 0 }
+        let othersCommits = sqlite.commitsByOthers()
+        // A caller that read the count before a concurrent one read a larger count must not bring memory back to it.
+        let isNews = subscriptions.withLock { memory in
+            guard othersCommits > memory.othersCommits else { return false }
+            memory.othersCommits = othersCommits
+            memory.generation &+= 1
+            memory.facts = BoundedMemory()
+            return true
+        }
+        if isNews { written.withLock { $0 = BoundedMemory() } }
+        return othersCommits
     }
 
     /// Called after every write (also a failed one, which may have committed before it failed).
@@ -461,6 +495,8 @@ public final class PurchaseLedger: Sendable {
 private struct SubscriptionMemory {
     var facts = BoundedMemory<SubscriptionFacts?>()
     var generation = 0
+    /// `SQLiteLedger.commitsByOthers()` as of the last time everything was forgotten for it.
+    var othersCommits: UInt64 = 0
 }
 
 /// A dictionary that forgets everything rather than pass `entryLimit` entries or `byteLimit` bytes (estimated high:
