@@ -77,25 +77,30 @@ public struct AccountReport: Sendable {
     /// Every transaction of `written` by its place (which subscription, which of its transactions), as `purchases`
     /// lists them: each subscription's own order, kept, merged, rather than all of them sorted again.
     private static func merged(_ written: [SubscriptionTexts]) -> [(original: Int, index: Int)] {
+        let (orders, dates) = (written.map(\.purchaseOrder), written.map(\.purchaseDates))
         var next = [Int](repeating: 0, count: written.count)
         var merged: [(original: Int, index: Int)] = []
-        merged.reserveCapacity(written.reduce(0) { $0 + $1.purchaseOrder.count })
+        merged.reserveCapacity(orders.reduce(0) { $0 + $1.count })
         while true {
-            var first: (original: Int, index: Int)?
-            for original in written.indices where next[original] < written[original].purchaseOrder.count {
-                let index = written[original].purchaseOrder[next[original]]
+            var first: Int?
+            for original in orders.indices where next[original] < orders[original].count {
                 // Strictly before: on a tie the earlier subscription goes first, as a stable sort would put it.
-                if let chosen = first,
-                    !SubscriptionTexts.isListed(
-                        written[original].transactions[index], before: written[chosen.original].transactions[chosen.index])
-                {
-                    continue
+                if let chosen = first {
+                    let (date, chosenDate) = (dates[original][next[original]], dates[chosen][next[chosen]])
+                    if date < chosenDate { continue }
+                    if date == chosenDate,
+                        !SubscriptionTexts.isListed(
+                            written[original].transactions[orders[original][next[original]]],
+                            before: written[chosen].transactions[orders[chosen][next[chosen]]])
+                    {
+                        continue
+                    }
                 }
-                first = (original, index)
+                first = original
             }
             guard let first else { return merged }
-            merged.append(first)
-            next[first.original] += 1
+            merged.append((first, orders[first][next[first]]))
+            next[first] += 1
         }
     }
 

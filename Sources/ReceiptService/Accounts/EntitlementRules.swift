@@ -238,8 +238,8 @@ public struct EntitlementRules: Sendable {
     /// hashed for every transaction.
     private func refusesSome(_ transactions: [TransactionFacts]) -> Bool {
         var lastAccepted: String?
-        for transaction in transactions {
-            guard let environment = transaction.environment, environment != lastAccepted else { continue }
+        for index in transactions.indices {
+            guard let environment = transactions[index].environment, environment != lastAccepted else { continue }
             guard environments.contains(environment) else { return true }
             lastAccepted = environment
         }

@@ -92,6 +92,8 @@ struct SubscriptionTexts: Sendable, KeptEntry {
     let latest: Int?
     /// The places of ``transactions`` as `purchases` lists them: ``isListed(_:before:)``.
     let purchaseOrder: [Int]
+    /// Each purchase date in ``purchaseOrder``, `.min` for none: what merging orders compares first.
+    let purchaseDates: [Int64]
 
     init(_ facts: SubscriptionFacts, texts: [[UInt8]]) {
         let transactions = facts.transactions
@@ -107,7 +109,9 @@ struct SubscriptionTexts: Sendable, KeptEntry {
         array.append(UInt8(ascii: "]"))
         self.array = array
         latest = facts.latestTransactionIndex
-        purchaseOrder = transactions.indices.sorted { Self.isListed(transactions[$0], before: transactions[$1]) }
+        let purchaseOrder = transactions.indices.sorted { Self.isListed(transactions[$0], before: transactions[$1]) }
+        self.purchaseOrder = purchaseOrder
+        purchaseDates = purchaseOrder.map { transactions[$0].purchaseDate ?? .min }
     }
 
     /// `purchases`' order: newest purchase first, then the greater transaction id (UTF-8), so that the order never
@@ -131,7 +135,7 @@ struct SubscriptionTexts: Sendable, KeptEntry {
     /// The array twice (its texts are the transactions' own, counted again), the payloads (facts read afresh hold
     /// their own copies) and the places, estimated high.
     var bytes: Int {
-        2 * array.count + transactions.reduce(0) { $0 + $1.payloadJSON.utf8.count + 256 } + 16 * purchaseOrder.count
+        2 * array.count + transactions.reduce(0) { $0 + $1.payloadJSON.utf8.count + 256 } + 24 * purchaseOrder.count
             + 256
     }
 }
