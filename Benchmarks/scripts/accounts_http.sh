@@ -16,7 +16,11 @@ seconds=${4:-3}
 work=$(mktemp -d)
 server=
 trap '[ -n "$server" ] && kill -TERM "$server" 2>/dev/null; rm -rf "$work"' EXIT
-if [ -n "${LEDGER:-}" ]; then cp "$LEDGER/config.json" "$work/config.json"; else "$bench" write-accounts --out "$work" >/dev/null; fi
+if [ -n "${LEDGER:-}" ]; then
+    cp "$LEDGER/config.json" "$work/config.json"
+else
+    "$bench" write-accounts --out "$work" >/dev/null
+fi
 bytes=()
 targets=(/v1/accounts/spread /v1/subscriptions/1000000001 /v1/accounts/long /v1/subscriptions/1000000011)
 for round in $(seq 1 "$rounds"); do
@@ -50,7 +54,8 @@ PY
         spread=rate_${side}_${round}_spread sub=rate_${side}_${round}_1000000001
         long=rate_${side}_${round}_long sub11=rate_${side}_${round}_1000000011
         awk -v a="${!spread}" -v s="${!sub}" -v l="${!long}" -v t="${!sub11}" -v label="round $round $side" \
-            'BEGIN { printf "%s: spread account / its 67-renewal subscription %.2fx; long account / its 190-renewal subscription %.2fx\n", label, s / a, t / l }'
+            'BEGIN { printf "%s: spread account / its 67-renewal subscription %.2fx; " \
+                "long account / its 190-renewal subscription %.2fx\n", label, s / a, t / l }'
     done
 done
 echo "bytes per answer (account, subscription; long account, subscription): ${bytes[*]:0:4}"

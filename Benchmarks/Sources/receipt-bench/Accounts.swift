@@ -221,7 +221,8 @@ private func fillAccounts(_ store: SQLiteLedger, bundleID: String, now: Int64, o
 func writeAccountsLedger(to folder: String) {
     try! FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
     let store = try! SQLiteLedger(path: folder + "/ledger.sqlite", timeout: LedgerConfiguration.defaultTimeout)
-    _ = fillAccounts(store, bundleID: "com.example.bench", now: Int64(Date().timeIntervalSince1970 * 1000), others: 2_000)
+    let now = Int64(Date().timeIntervalSince1970 * 1000)
+    _ = fillAccounts(store, bundleID: "com.example.bench", now: now, others: 2_000)
     try! Data(
         """
         {"apps": [{"bundle_id": "com.example.bench", "entitlements": {"pro": ["pro.monthly", "pro.yearly"]},

@@ -35,8 +35,13 @@ public struct AccountReport: Sendable {
         let owned = ownedFacts
         // Every transaction appears twice, in its subscription and among `purchases`: normalized once.
         let normalized = owned.map { $0.transactions.map(ReceiptRoutes.transactionJSON) }
-        var purchases = owned.indices.flatMap { original in owned[original].transactions.indices.map { (original, $0) } }
-        purchases.sort { SubscriptionTexts.isListed(owned[$0.0].transactions[$0.1], before: owned[$1.0].transactions[$1.1]) }
+        var purchases = owned.indices.flatMap { original in
+            owned[original].transactions.indices.map { (original: original, index: $0) }
+        }
+        purchases.sort { lhs, rhs in
+            SubscriptionTexts.isListed(
+                owned[lhs.original].transactions[lhs.index], before: owned[rhs.original].transactions[rhs.index])
+        }
         return .building { sink in
             sink.beginObject()
             writeMembers(
