@@ -32,6 +32,11 @@ public struct SubscriptionFacts: Sendable, Hashable {
         SubscriptionState.latest(of: transactions)
     }
 
+    /// Where ``latestTransaction`` is in ``transactions``: what an answer that writes it by its place needs.
+    public var latestTransactionIndex: Int? {
+        SubscriptionState.latestIndex(of: transactions)
+    }
+
     /// Whether this is an auto-renewable subscription: renewal info exists only for those, and a transaction says so
     /// by its `type` (a receipt entry, which names no type, by having an expiry date). Consumables, non-consumables
     /// and non-renewing subscriptions are one-time purchases.
@@ -86,10 +91,27 @@ public enum SubscriptionState: String, Sendable, Hashable, CaseIterable {
     /// purchase date, then the newest signed date, then the transaction id so that the choice never depends on
     /// input order.
     static func latest(of transactions: [TransactionFacts]) -> TransactionFacts? {
-        transactions.max { lhs, rhs in
-            let (left, right) = (lhs.isUpgraded == true ? 0 : 1, rhs.isUpgraded == true ? 0 : 1)
-            return (left, lhs.expiresDate ?? .min, lhs.purchaseDate ?? .min, lhs.signedDate, lhs.transactionID)
-                < (right, rhs.expiresDate ?? .min, rhs.purchaseDate ?? .min, rhs.signedDate, rhs.transactionID)
+        latestIndex(of: transactions).map { transactions[$0] }
+    }
+
+    /// ``latest(of:)``'s place: compared in place, key by key, so that no transaction is copied and its id is read
+    /// only when everything else ties (an account's entitlements and answers find it for every subscription).
+    static func latestIndex(of transactions: [TransactionFacts]) -> Int? {
+        guard var best = transactions.indices.first else { return nil }
+        for index in transactions.indices.dropFirst() where isDecidedBefore(transactions[best], transactions[index]) {
+            best = index
         }
+        return best
+    }
+
+    private static func isDecidedBefore(_ lhs: TransactionFacts, _ rhs: TransactionFacts) -> Bool {
+        let (left, right) = (lhs.isUpgraded == true ? 0 : 1, rhs.isUpgraded == true ? 0 : 1)
+        if left != right { return left < right }
+        let (leftExpiry, rightExpiry) = (lhs.expiresDate ?? .min, rhs.expiresDate ?? .min)
+        if leftExpiry != rightExpiry { return leftExpiry < rightExpiry }
+        let (leftPurchase, rightPurchase) = (lhs.purchaseDate ?? .min, rhs.purchaseDate ?? .min)
+        if leftPurchase != rightPurchase { return leftPurchase < rightPurchase }
+        if lhs.signedDate != rhs.signedDate { return lhs.signedDate < rhs.signedDate }
+        return lhs.transactionID < rhs.transactionID
     }
 }

@@ -67,6 +67,25 @@ struct AccountsReportTests {
         #expect(report.jsonText == report.json.serialized())
     }
 
+    /// Subscriptions renewed on the same days, their ids of different lengths: `purchases` lists each day's
+    /// transactions by their ids' UTF-8, greater first, whichever subscription they belong to.
+    @Test func accountText_ofPurchasesTiedOnTheirDates_isTheAccountJSONSerialized() {
+        let originals = ["9", "10", "100"]
+        let owned = originals.map { original in
+            S.facts(
+                (0..<3).map { month in
+                    S.transaction(
+                        month == 0 ? original : "\(original)0\(month)", original: original,
+                        purchase: t0 + Int64(month) * 30 * day, expires: t0 + Int64(month + 1) * 30 * day)
+                },
+                renewal: S.renewal(original))
+        }
+        let report = AccountReport(snapshot: S.snapshot(owned), configuration: S.configuration(), at: t0 + 80 * day)
+        #expect(report.jsonText == report.json.serialized())
+        let ids = report.json["purchases"]?.arrayValue?.compactMap { $0["transaction_id"]?.stringValue }
+        #expect(ids == ["902", "1002", "10002", "901", "1001", "10001", "9", "100", "10"])
+    }
+
     @Test func activeEntitlement_saysWhy() {
         let pro = AccountReport(snapshot: snapshot, configuration: S.configuration(), at: t0 + 40 * day).json["entitlements"]?["pro"]
         #expect(pro?["active"] == .bool(true))

@@ -106,6 +106,33 @@ struct TransactionTextCacheTests {
         try Self.expectAnswersAsTheTreesSay(routes)
     }
 
+    /// Two subscriptions bought the same instant: `purchases` interleaves their kept orders, ids tied on the date
+    /// listed by their UTF-8 ("800" before "7000"), before and after a renewal and a refund of one of them.
+    @Test(arguments: Backend.tested)
+    func keptTextsOfTwoSubscriptions_answerAsTheTrees_acrossARenewalAndARefund(_ backend: Backend) throws {
+        let routes = try AccountRoutesTests.routes(backend)
+        for (id, original) in [("7000", E.original), ("800", "8000")] {
+            let month = E.transaction(id, purchased: -40, expires: -10, signed: -40, original: original).payload
+            let signed = try AccountRoutesTests.signed(month)
+            #expect(AccountRoutesTests.purchase(routes, account: "alice", jws: signed).status == 200)
+        }
+        #expect(Self.purchaseIDs(routes) == ["800", "7000"])
+        try Self.expectAnswersAsTheTreesSay(routes)
+
+        #expect(routes.deliver(try Self.renewed()).status == 200)
+        #expect(Self.purchaseIDs(routes) == ["7001", "800", "7000"])
+        try Self.expectAnswersAsTheTreesSay(routes)
+
+        let refund = try E.notification("REFUND", signed: -5, transaction: Self.refunded())
+        #expect(routes.deliver(refund).status == 200)
+        #expect(Self.purchases(routes).first?["revocation_date"] == .string(ReceiptDate(E.at(-5)).rfc3339))
+        try Self.expectAnswersAsTheTreesSay(routes)
+    }
+
+    static func purchaseIDs(_ routes: ReceiptRoutes) -> [String] {
+        purchases(routes).compactMap { $0["transaction_id"]?.stringValue }
+    }
+
     /// Another replica stores a refund in the shared database: the next answer shows it, though this process wrote
     /// nothing and its texts of that transaction were kept.
     @Test(.enabled(if: !Backend.skipPostgres)) func anotherReplicasRefund_showsAtOnce() throws {
@@ -142,6 +169,33 @@ struct TransactionTextCacheTests {
             #expect(texts.text(of: facts) == ReceiptRoutes.transactionJSON(facts).serialized())
         }
         #expect(texts.count == 1)
+    }
+
+    /// A subscription's transactions written once are kept for the very same transactions only: a refund stored
+    /// since, and the facts as of an earlier instant, are written afresh, each as the trees say.
+    @Test func subscriptionTexts_areKeptForTheSameTransactionsOnly() throws {
+        let texts = NormalizedTransactionTexts()
+        func subscription(_ transactions: [TransactionFacts]) -> SubscriptionFacts {
+            SubscriptionFacts(
+                originalTransactionID: E.original, transactions: transactions, renewal: nil, lastNotification: nil,
+                updatedAt: 0)
+        }
+        func expectWrittenAsTheTrees(_ facts: SubscriptionFacts, sourceLocation: SourceLocation = #_sourceLocation) {
+            let written = texts.texts(of: facts)
+            let tree = JSONValue.array(facts.transactions.map(ReceiptRoutes.transactionJSON)).serialized()
+            #expect(Self.difference(written.array, tree) == nil, sourceLocation: sourceLocation)
+            #expect(written.latest == facts.latestTransactionIndex, sourceLocation: sourceLocation)
+            let order = facts.transactions.indices.sorted {
+                SubscriptionTexts.isListed(facts.transactions[$0], before: facts.transactions[$1])
+            }
+            #expect(written.purchaseOrder == order, sourceLocation: sourceLocation)
+        }
+        let bought = subscription([try Self.facts(7001), try Self.facts(7000)])
+        let refunded = subscription([try Self.facts(7001, revoked: true), try Self.facts(7000)])
+        let instant = ReceiptDate(E.at(-7)).millisecondsSince1970
+        for facts in [bought, bought, refunded, refunded.asOf(instant), bought] { expectWrittenAsTheTrees(facts) }
+        #expect(texts.subscriptionCount == 1)
+        #expect(texts.texts(of: subscription([])).array == Array("[]".utf8))
     }
 
     @Test func keptTexts_stayWithinTheirBound() throws {

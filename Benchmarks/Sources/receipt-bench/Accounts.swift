@@ -43,47 +43,9 @@ func accountsBenchmark(repetitions: Int, profiling target: String? = nil) {
         jwsVerifier: configuration.makeJWSVerifier(), ledger: PurchaseLedger(store: store, storeTimeout: timeout),
         metrics: ServiceMetrics())
 
-    // Monthly renewals ending about now, so that every subscription's latest transaction is active.
-    let month: Int64 = 30 * 86_400_000
     let now = Int64(Date().timeIntervalSince1970 * 1000)
-    func renewals(_ original: String, _ count: Int, product: String = "pro.monthly") -> [TransactionFacts] {
-        (0..<count).map { number in
-            let purchase = now - Int64(count - number) * month + 86_400_000
-            var blueprint = TransactionBlueprint(
-                bundleID: bundleID, signedDate: Date(timeIntervalSince1970: Double(purchase) / 1000))
-            blueprint.transactionID = original + String(1_000 + number)
-            blueprint.originalTransactionID = original
-            blueprint.productID = product
-            blueprint.purchaseDate = Date(timeIntervalSince1970: Double(purchase) / 1000)
-            blueprint.expiresDate = Date(timeIntervalSince1970: Double(purchase + month) / 1000)
-            return TransactionFacts(
-                transactionID: blueprint.transactionID, originalTransactionID: original, productID: product,
-                bundleID: bundleID, type: blueprint.type, purchaseDate: purchase,
-                originalPurchaseDate: now - Int64(count) * month + 86_400_000, expiresDate: purchase + month,
-                inAppOwnershipType: "PURCHASED", webOrderLineItemID: blueprint.webOrderLineItemID,
-                environment: "Production", signedDate: purchase,
-                payloadJSON: String(decoding: blueprint.payload.serialized(), as: UTF8.self))
-        }
-    }
-    func account(_ name: String, _ subscriptions: [(original: String, renewals: Int)]) {
-        var transactions: [TransactionFacts] = []
-        for (index, subscription) in subscriptions.enumerated() {
-            transactions += renewals(subscription.original, subscription.renewals,
-                product: index == 1 ? "pro.yearly" : "pro.monthly")
-        }
-        try! store.record(transactions: transactions, source: .notification)
-        _ = try! store.link(
-            originalTransactionIDs: subscriptions.map(\.original), to: name, source: .purchase, at: now - 1_000)
-    }
-
     let started = nanoseconds()
-    for other in 0..<(target == nil ? 2_000 : 0) {
-        account("other-\(other)", (0..<3).map { ("9\(other)0\($0)", 8) })
-    }
-    let spread = [("1000000001", 67), ("1000000002", 67), ("1000000003", 66)]
-    let long = [("1000000011", 190), ("1000000012", 5), ("1000000013", 5)]
-    account("spread", spread)
-    account("long", long)
+    let (spread, long) = fillAccounts(store, bundleID: bundleID, now: now, others: target == nil ? 2_000 : 0)
     print(String(format: "ledger filled in %.1f s: 2,002 accounts, %d transactions",
         Double(nanoseconds() - started) / 1e9, 2_000 * 24 + 400))
 
@@ -206,6 +168,69 @@ func accountsBenchmark(repetitions: Int, profiling target: String? = nil) {
         print("  " + padded(label, 34) + String(format: " median %8.1f µs  p90 %8.1f µs  mean %8.1f µs",
             median(samples[kind]) / 1000, percentile(samples[kind], 0.9) / 1000, mean(samples[kind]) / 1000) + change)
     }
+}
+
+/// The accounts every figure reads: `others` accounts of 3 monthly subscriptions of 8 renewals each, and `spread`
+/// (67/67/66 renewals) and `long` (190/5/5), each account's second subscription yearly, all ending about `now`.
+private func fillAccounts(_ store: SQLiteLedger, bundleID: String, now: Int64, others: Int)
+    -> (spread: [(String, Int)], long: [(String, Int)])
+{
+    // Monthly renewals ending about now, so that every subscription's latest transaction is active.
+    let month: Int64 = 30 * 86_400_000
+    func renewals(_ original: String, _ count: Int, product: String = "pro.monthly") -> [TransactionFacts] {
+        (0..<count).map { number in
+            let purchase = now - Int64(count - number) * month + 86_400_000
+            var blueprint = TransactionBlueprint(
+                bundleID: bundleID, signedDate: Date(timeIntervalSince1970: Double(purchase) / 1000))
+            blueprint.transactionID = original + String(1_000 + number)
+            blueprint.originalTransactionID = original
+            blueprint.productID = product
+            blueprint.purchaseDate = Date(timeIntervalSince1970: Double(purchase) / 1000)
+            blueprint.expiresDate = Date(timeIntervalSince1970: Double(purchase + month) / 1000)
+            return TransactionFacts(
+                transactionID: blueprint.transactionID, originalTransactionID: original, productID: product,
+                bundleID: bundleID, type: blueprint.type, purchaseDate: purchase,
+                originalPurchaseDate: now - Int64(count) * month + 86_400_000, expiresDate: purchase + month,
+                inAppOwnershipType: "PURCHASED", webOrderLineItemID: blueprint.webOrderLineItemID,
+                environment: "Production", signedDate: purchase,
+                payloadJSON: String(decoding: blueprint.payload.serialized(), as: UTF8.self))
+        }
+    }
+    func account(_ name: String, _ subscriptions: [(original: String, renewals: Int)]) {
+        var transactions: [TransactionFacts] = []
+        for (index, subscription) in subscriptions.enumerated() {
+            transactions += renewals(subscription.original, subscription.renewals,
+                product: index == 1 ? "pro.yearly" : "pro.monthly")
+        }
+        try! store.record(transactions: transactions, source: .notification)
+        _ = try! store.link(
+            originalTransactionIDs: subscriptions.map(\.original), to: name, source: .purchase, at: now - 1_000)
+    }
+    for other in 0..<others {
+        account("other-\(other)", (0..<3).map { ("9\(other)0\($0)", 8) })
+    }
+    let spread = [("1000000001", 67), ("1000000002", 67), ("1000000003", 66)]
+    let long = [("1000000011", 190), ("1000000012", 5), ("1000000013", 5)]
+    account("spread", spread)
+    account("long", long)
+    return (spread, long)
+}
+
+/// The same ledger as `accounts` in `folder/ledger.sqlite`, and `folder/config.json` with its apps and store, to be
+/// served (`Benchmarks/scripts/accounts_http.sh` adds the host and port).
+func writeAccountsLedger(to folder: String) {
+    try! FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    let store = try! SQLiteLedger(path: folder + "/ledger.sqlite", timeout: LedgerConfiguration.defaultTimeout)
+    let now = Int64(Date().timeIntervalSince1970 * 1000)
+    _ = fillAccounts(store, bundleID: "com.example.bench", now: now, others: 2_000)
+    try! Data(
+        """
+        {"apps": [{"bundle_id": "com.example.bench", "entitlements": {"pro": ["pro.monthly", "pro.yearly"]},
+                   "restore_behavior": "transfer"}],
+         "store": {"sqlite": "\(folder)/ledger.sqlite"}}
+        """.utf8
+    ).write(to: URL(fileURLWithPath: folder + "/config.json"))
+    print("\(folder)/ledger.sqlite: 2,002 accounts, \(2_000 * 24 + 400) transactions; \(folder)/config.json")
 }
 
 /// Nanoseconds of every single call, the bodies taking turns call by call.

@@ -28,6 +28,8 @@ import StoreKitJWS
 // receipt-bench accounts [--count N]                     issue 24: an account of 3 subscriptions and 200 transactions
 //                                                        against each subscription, and token linking's cost, on
 //                                                        SQLite; N interleaved repetitions (default 400)
+// receipt-bench write-accounts --out DIR                the same ledger (DIR/ledger.sqlite) and a config for
+//                                                        receiptd serve, for Benchmarks/scripts/accounts_http.sh
 // receipt-bench profile-accounts --target T [--count N]  N of one of them without the 2,000 other accounts, for
 //                                                        callgrind: T a path (/v1/accounts/spread), or tree:ACCOUNT
 //                                                        or text:ACCOUNT for AccountReport's json.serialized() or
@@ -188,6 +190,9 @@ case "profile-real-path", "profile-floor-jws":
     }
     print("\(arguments.count) \(arguments.mode), sink \(sink)")
     exit(sink > 0 ? 0 : 1)
+case "write-accounts":
+    writeAccountsLedger(to: arguments.out)
+    exit(0)
 case "write-real-path":
     writeRealPath(to: arguments.out)
     exit(0)

@@ -35,9 +35,19 @@ public struct AccountReport: Sendable {
         let owned = ownedFacts
         // Every transaction appears twice, in its subscription and among `purchases`: normalized once.
         let normalized = owned.map { $0.transactions.map(ReceiptRoutes.transactionJSON) }
+        var purchases = owned.indices.flatMap { original in
+            owned[original].transactions.indices.map { (original: original, index: $0) }
+        }
+        purchases.sort { lhs, rhs in
+            SubscriptionTexts.isListed(
+                owned[lhs.original].transactions[lhs.index], before: owned[rhs.original].transactions[rhs.index])
+        }
         return .building { sink in
             sink.beginObject()
-            writeMembers(owned, to: &sink) { original, index, sink in sink.value(normalized[original][index]) }
+            writeMembers(
+                owned, latest: owned.map(\.latestTransactionIndex), purchases: purchases, to: &sink,
+                transaction: { original, index, sink in sink.value(normalized[original][index]) },
+                transactions: nil)
             sink.endObject()
         }
     }
@@ -45,19 +55,22 @@ public struct AccountReport: Sendable {
     /// ``json``'s compact text, byte for byte.
     public var jsonText: [UInt8] { jsonText(validation: nil, texts: NormalizedTransactionTexts()) }
 
-    /// ``jsonText``, each transaction's text copied from `texts` (kept across requests by the routes), with
+    /// ``jsonText``, each subscription's transactions copied as `texts` keeps them written across requests, with
     /// `"validation"` last when `validationText` is given: `POST /v1/accounts/{account}/purchases` embeds
     /// `/v1/validate`'s answer exactly as that route writes it, without parsing it back into a tree.
     func jsonText(validation validationText: [UInt8]?, texts: NormalizedTransactionTexts) -> [UInt8] {
         let owned = ownedFacts
-        let written = owned.map { $0.transactions.map(texts.text(of:)) }
-        // Each text twice, each subscription's latest and members, and the rest: the answer is written without
-        // growing (and copying) its buffer.
-        let textBytes = written.reduce(0) { $0 + $1.reduce(0) { $0 + $1.count } }
+        let written = owned.map(texts.texts(of:))
+        // Each array twice (in its subscription, and its texts among `purchases`), each subscription's latest and
+        // members, and the rest: the answer is written without growing (and copying) its buffer.
+        let textBytes = written.reduce(0) { $0 + $1.array.count }
         let capacity = 2 * textBytes + 4096 * written.count + 16 * 1024 + (validationText?.count ?? 0)
         var writer = JSONWriter(capacity: capacity)
         writer.beginObject()
-        writeMembers(owned, to: &writer) { original, index, writer in writer.compactText(written[original][index]) }
+        writeMembers(
+            owned, latest: written.map(\.latest), purchases: Self.merged(written), to: &writer,
+            transaction: { original, index, writer in writer.compactText(written[original].texts[index]) },
+            transactions: { original, writer in writer.compactText(written[original].array) })
         if let validationText {
             writer.key("validation")
             writer.compactText(validationText)
@@ -66,33 +79,59 @@ public struct AccountReport: Sendable {
         return writer.bytes
     }
 
+    /// Every transaction of `written` by its place (which subscription, which of its transactions), as `purchases`
+    /// lists them: each subscription's own order, kept, merged, rather than all of them sorted again.
+    private static func merged(_ written: [SubscriptionTexts]) -> [(original: Int, index: Int)] {
+        let (orders, dates) = (written.map(\.purchaseOrder), written.map(\.purchaseDates))
+        var next = [Int](repeating: 0, count: written.count)
+        var merged: [(original: Int, index: Int)] = []
+        merged.reserveCapacity(orders.reduce(0) { $0 + $1.count })
+        while true {
+            var first: Int?
+            for original in orders.indices where next[original] < orders[original].count {
+                // Strictly before: on a tie the earlier subscription goes first, as a stable sort would put it.
+                if let chosen = first {
+                    let (date, chosenDate) = (dates[original][next[original]], dates[chosen][next[chosen]])
+                    if date < chosenDate { continue }
+                    if date == chosenDate,
+                        !SubscriptionTexts.isListed(
+                            written[original].transactions[orders[original][next[original]]],
+                            before: written[chosen].transactions[orders[chosen][next[chosen]]])
+                    {
+                        continue
+                    }
+                }
+                first = original
+            }
+            guard let first else { return merged }
+            merged.append((first, orders[first][next[first]]))
+            next[first] += 1
+        }
+    }
+
     /// The facts of the originals the account owned at `instant`, as of `instant`, in ownership order.
     private var ownedFacts: [SubscriptionFacts] {
         snapshot.record.ownership(at: instant).owned.compactMap { snapshot.subscriptions[$0] }.map { $0.asOf(instant) }
     }
 
     /// The answer's members, each transaction written by `writeTransaction` from its place in `owned` (which original,
-    /// which of its transactions). Subscriptions are the owned auto-renewable ones with a transaction by `instant`,
-    /// newest latest transaction first; purchases are every owned transaction, newest first.
+    /// which of its transactions), and each subscription's `transactions` array by `writeTransactions` when given.
+    /// `latest` is each original's latest transaction's place; `purchases` every owned transaction's place, newest
+    /// first. Subscriptions are the owned auto-renewable ones with a transaction by `instant`, newest latest
+    /// transaction first.
     private func writeMembers<Sink: JSONSink>(
-        _ owned: [SubscriptionFacts], to sink: inout Sink,
-        transaction writeTransaction: (_ original: Int, _ index: Int, inout Sink) -> Void
+        _ owned: [SubscriptionFacts], latest: [Int?], purchases: [(original: Int, index: Int)], to sink: inout Sink,
+        transaction writeTransaction: (_ original: Int, _ index: Int, inout Sink) -> Void,
+        transactions writeTransactions: ((_ original: Int, inout Sink) -> Void)?
     ) {
-        var subscriptions = owned.indices.filter { owned[$0].isAutoRenewable && !owned[$0].transactions.isEmpty }
-            .map { (latest: owned[$0].latestTransaction, original: $0) }
-        subscriptions.sort { Self.isNewer($0.latest, than: $1.latest) }
-        // Sorted by their keys alone, not as whole facts: moving facts copies every string they hold.
-        var purchases: [(purchased: Int64, transactionID: String, original: Int, index: Int)] = []
-        for original in owned.indices {
-            let transactions = owned[original].transactions
-            for index in transactions.indices {
-                purchases.append(
-                    (transactions[index].purchaseDate ?? .min, transactions[index].transactionID, original, index))
-            }
+        // A latest transaction exists for every original that has a transaction by `instant`.
+        var subscriptions = owned.indices.compactMap { original in
+            owned[original].isAutoRenewable ? latest[original].map { (original: original, latest: $0) } : nil
         }
-        purchases.sort { lhs, rhs in
-            if lhs.purchased != rhs.purchased { return lhs.purchased > rhs.purchased }
-            return Self.utf8Precedes(rhs.transactionID, lhs.transactionID)
+        // Newest latest transaction first, in `purchases`' order.
+        subscriptions.sort { lhs, rhs in
+            SubscriptionTexts.isListed(
+                owned[lhs.original].transactions[lhs.latest], before: owned[rhs.original].transactions[rhs.latest])
         }
         let record = snapshot.record
         sink.key("account")
@@ -101,11 +140,12 @@ public struct AccountReport: Sendable {
         sink.value(.object(entitlements.map { ($0.name, $0.json) }))
         sink.key("subscriptions")
         sink.beginArray()
-        for subscription in subscriptions {
+        for (original, latest) in subscriptions {
             sink.beginObject()
             ReceiptRoutes.writeSubscriptionMembers(
-                owned[subscription.original], latest: subscription.latest, at: instant, to: &sink
-            ) { index, sink in writeTransaction(subscription.original, index, &sink) }
+                owned[original], latest: latest, at: instant, to: &sink,
+                transaction: { index, sink in writeTransaction(original, index, &sink) },
+                transactions: writeTransactions.map { write in { sink in write(original, &sink) } })
             sink.endObject()
         }
         sink.endArray()
@@ -123,22 +163,5 @@ public struct AccountReport: Sendable {
         sink.value(Entitlement.date(snapshot.subscriptions.values.map(\.updatedAt).reduce(record.updatedAt, max)))
         sink.key("at")
         sink.value(Entitlement.date(instant))
-    }
-
-    /// `lhs.utf8.lexicographicallyPrecedes(rhs.utf8)`, compared through spans: renewals of subscriptions bought the
-    /// same day tie on their dates, and the generic comparison of the views cost more than the rest of the sort.
-    private static func utf8Precedes(_ lhs: String, _ rhs: String) -> Bool {
-        let (left, right) = (lhs.utf8.span, rhs.utf8.span)
-        for index in 0..<min(left.count, right.count) where left[index] != right[index] {
-            return left[index] < right[index]
-        }
-        return left.count < right.count
-    }
-
-    /// Newest purchase first; then the greater transaction id, so that the order never depends on the input's.
-    private static func isNewer(_ lhs: TransactionFacts?, than rhs: TransactionFacts?) -> Bool {
-        let (left, right) = (lhs?.purchaseDate ?? .min, rhs?.purchaseDate ?? .min)
-        if left != right { return left > right }
-        return utf8Precedes(rhs?.transactionID ?? "", lhs?.transactionID ?? "")
     }
 }

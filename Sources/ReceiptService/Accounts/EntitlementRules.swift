@@ -118,7 +118,7 @@ public struct EntitlementRules: Sendable {
     func sources(of storedFacts: SubscriptionFacts, at instant: Int64) -> [Entitlement] {
         var facts = storedFacts.asOf(instant)
         // Only when some is refused: removing nothing still copies every transaction the facts share.
-        if facts.transactions.contains(where: { !isAccepted($0.environment) }) {
+        if refusesSome(facts.transactions) {
             facts.transactions.removeAll { !isAccepted($0.environment) }
         }
         guard let bundleID = facts.transactions.lazy.compactMap(\.bundleID).first, let app = apps[bundleID],
@@ -232,6 +232,18 @@ public struct EntitlementRules: Sendable {
     /// A transaction without an environment (an old receipt) is taken as the receipt was: accepted.
     private func isAccepted(_ environment: String?) -> Bool {
         environment.map(environments.contains) ?? true
+    }
+
+    /// Whether some transaction's environment is refused: renewals repeat one environment, looked up once rather than
+    /// hashed for every transaction.
+    private func refusesSome(_ transactions: [TransactionFacts]) -> Bool {
+        var lastAccepted: String?
+        for index in transactions.indices {
+            guard let environment = transactions[index].environment, environment != lastAccepted else { continue }
+            guard environments.contains(environment) else { return true }
+            lastAccepted = environment
+        }
+        return false
     }
 
     // MARK: - Offers

@@ -15,10 +15,12 @@ extension SubscriptionFacts {
     /// A transaction whose facts change has its stored payload changed the same way, so that every view of it (the
     /// normalized transaction, the subscription's status) agrees.
     public func asOf(_ instant: Int64) -> SubscriptionFacts {
-        // Mostly nothing changes (an account is read as of now): then nothing is copied.
+        // Mostly nothing changes (an account is read as of now): then nothing is copied, not even each transaction
+        // to look at it (hence by index).
         guard
-            transactions.contains(where: {
-                ($0.purchaseDate ?? .min) > instant || ($0.revocationDate ?? .min) > instant || $0.isUpgraded == true
+            transactions.indices.contains(where: {
+                (transactions[$0].purchaseDate ?? .min) > instant || (transactions[$0].revocationDate ?? .min) > instant
+                    || transactions[$0].isUpgraded == true
             })
         else { return self }
         var changed = false

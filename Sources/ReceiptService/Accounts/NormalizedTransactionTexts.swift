@@ -15,8 +15,13 @@ import Synchronization
 /// Bounded by ``byteLimit`` (16 MiB by default, about 9,000 transactions of Apple's usual size): entries live in two
 /// generations, and when the current one holds half the limit the older one is dropped whole. What is read again
 /// moves to the current generation, so what requests keep asking for stays.
+///
+/// Each subscription's transactions are kept written too (``SubscriptionTexts``: their texts, the `transactions`
+/// array, the latest transaction's place and `purchases`' order), beside the very transactions they were written
+/// from: an account of three subscriptions then copies three arrays rather than looking up every transaction. The
+/// same bound applies to them apart.
 final class NormalizedTransactionTexts: Sendable {
-    private struct Entry {
+    private struct Entry: KeptEntry {
         var payloadJSON: String
         var isUpgraded: Bool
         var text: [UInt8]
@@ -25,40 +30,9 @@ final class NormalizedTransactionTexts: Sendable {
         var bytes: Int { payloadJSON.utf8.count + text.count + 192 }
     }
 
-    private struct Generations {
-        var current: [String: Entry] = [:]
-        var previous: [String: Entry] = [:]
-        var currentBytes = 0
-
-        mutating func text(of facts: TransactionFacts, byteLimit: Int) -> [UInt8]? {
-            let isUpgraded = facts.isUpgraded == true
-            if let entry = current[facts.transactionID] {
-                return entry.isUpgraded == isUpgraded && entry.payloadJSON == facts.payloadJSON ? entry.text : nil
-            }
-            guard let entry = previous[facts.transactionID], entry.isUpgraded == isUpgraded,
-                entry.payloadJSON == facts.payloadJSON
-            else { return nil }
-            previous[facts.transactionID] = nil
-            insert(entry, for: facts.transactionID, byteLimit: byteLimit)
-            return entry.text
-        }
-
-        mutating func insert(_ entry: Entry, for transactionID: String, byteLimit: Int) {
-            let bytes = entry.bytes + transactionID.utf8.count
-            guard bytes <= byteLimit / 2 else { return }
-            if currentBytes + bytes > byteLimit / 2 {
-                previous = current
-                current = [:]
-                currentBytes = 0
-            }
-            // A replaced entry's bytes stay counted until its generation goes: estimated high, never low.
-            current[transactionID] = entry
-            currentBytes += bytes
-        }
-    }
-
-    private let generations = Mutex(Generations())
-    /// The most the texts and payloads kept may take, estimated high.
+    private let generations = Mutex(Generations<Entry>())
+    private let subscriptions = Mutex(Generations<SubscriptionTexts>())
+    /// The most the texts and payloads kept may take, estimated high; as much again for the subscriptions' texts.
     let byteLimit: Int
 
     static let defaultByteLimit = 16 << 20
@@ -69,16 +43,134 @@ final class NormalizedTransactionTexts: Sendable {
 
     /// The compact text `ReceiptRoutes.transactionJSON(facts).serialized()` writes, byte for byte.
     func text(of facts: TransactionFacts) -> [UInt8] {
-        if let kept = generations.withLock({ $0.text(of: facts, byteLimit: byteLimit) }) { return kept }
+        let isUpgraded = facts.isUpgraded == true
+        let kept = generations.withLock {
+            $0.entry(for: facts.transactionID, byteLimit: byteLimit) {
+                $0.isUpgraded == isUpgraded && $0.payloadJSON == facts.payloadJSON
+            }
+        }
+        if let kept { return kept.text }
         // Written outside the lock: other requests' lookups do not wait for it.
         let text = ReceiptRoutes.transactionJSON(facts).serialized()
-        let entry = Entry(payloadJSON: facts.payloadJSON, isUpgraded: facts.isUpgraded == true, text: text)
+        let entry = Entry(payloadJSON: facts.payloadJSON, isUpgraded: isUpgraded, text: text)
         generations.withLock { $0.insert(entry, for: facts.transactionID, byteLimit: byteLimit) }
         return text
     }
 
+    /// `facts`' transactions written, kept for the very same transactions: a renewal, a refund or an upgrade
+    /// stored since, whichever process stored it, and facts `asOf` edited for `?at=`, differ and are written afresh.
+    func texts(of facts: SubscriptionFacts) -> SubscriptionTexts {
+        let transactions = facts.transactions
+        // Compared outside the lock: facts from the ledger's memory share their storage with the kept ones, which
+        // compares at once, but facts read afresh (PostgreSQL) compare every payload.
+        let kept = subscriptions.withLock {
+            $0.entry(for: facts.originalTransactionID, byteLimit: byteLimit) { _ in true }
+        }
+        if let kept, kept.transactions == transactions { return kept }
+        let written = SubscriptionTexts(facts, texts: transactions.map(text(of:)))
+        subscriptions.withLock { $0.insert(written, for: facts.originalTransactionID, byteLimit: byteLimit) }
+        return written
+    }
+
     /// Texts kept now, for tests.
     var count: Int { generations.withLock { $0.current.count + $0.previous.count } }
+
+    /// Subscriptions kept written now, for tests.
+    var subscriptionCount: Int { subscriptions.withLock { $0.current.count + $0.previous.count } }
+}
+
+/// One subscription's transactions as every answer that holds them writes them: ``NormalizedTransactionTexts``
+/// keeps it beside ``transactions``, all it depends on.
+struct SubscriptionTexts: Sendable, KeptEntry {
+    /// What everything below was made from, in the ledger's order.
+    let transactions: [TransactionFacts]
+    /// Each transaction's compact text, by its place in ``transactions``.
+    let texts: [[UInt8]]
+    /// The `transactions` member: every text in order, as one compact JSON array.
+    let array: [UInt8]
+    /// ``Ledger/SubscriptionFacts/latestTransactionIndex``.
+    let latest: Int?
+    /// The places of ``transactions`` as `purchases` lists them: ``isListed(_:before:)``.
+    let purchaseOrder: [Int]
+    /// Each purchase date in ``purchaseOrder``, `.min` for none: what merging orders compares first.
+    let purchaseDates: [Int64]
+
+    init(_ facts: SubscriptionFacts, texts: [[UInt8]]) {
+        let transactions = facts.transactions
+        self.transactions = transactions
+        self.texts = texts
+        var array: [UInt8] = []
+        array.reserveCapacity(texts.reduce(2 + texts.count) { $0 + $1.count })
+        array.append(UInt8(ascii: "["))
+        for (index, text) in texts.enumerated() {
+            if index > 0 { array.append(UInt8(ascii: ",")) }
+            array.append(contentsOf: text)
+        }
+        array.append(UInt8(ascii: "]"))
+        self.array = array
+        latest = facts.latestTransactionIndex
+        let purchaseOrder = transactions.indices.sorted { Self.isListed(transactions[$0], before: transactions[$1]) }
+        self.purchaseOrder = purchaseOrder
+        purchaseDates = purchaseOrder.map { transactions[$0].purchaseDate ?? .min }
+    }
+
+    /// `purchases`' order: newest purchase first, then the greater transaction id (UTF-8), so that the order never
+    /// depends on the input's.
+    static func isListed(_ lhs: TransactionFacts, before rhs: TransactionFacts) -> Bool {
+        let (left, right) = (lhs.purchaseDate ?? .min, rhs.purchaseDate ?? .min)
+        if left != right { return left > right }
+        return utf8Precedes(rhs.transactionID, lhs.transactionID)
+    }
+
+    /// `lhs.utf8.lexicographicallyPrecedes(rhs.utf8)`, compared through spans: renewals of subscriptions bought the
+    /// same day tie on their dates, and the generic comparison of the views cost more than the rest of the sort.
+    static func utf8Precedes(_ lhs: String, _ rhs: String) -> Bool {
+        let (left, right) = (lhs.utf8.span, rhs.utf8.span)
+        for index in 0..<min(left.count, right.count) where left[index] != right[index] {
+            return left[index] < right[index]
+        }
+        return left.count < right.count
+    }
+
+    /// The array twice (its texts are the transactions' own, counted again), the payloads (facts read afresh hold
+    /// their own copies) and the places, estimated high.
+    var bytes: Int {
+        2 * array.count + transactions.reduce(0) { $0 + $1.payloadJSON.utf8.count + 256 } + 24 * purchaseOrder.count
+            + 256
+    }
+}
+
+private protocol KeptEntry {
+    var bytes: Int { get }
+}
+
+/// Entries in two generations: when the current one holds half the limit the older one is dropped whole; what is
+/// read again moves to the current one, so that what requests keep asking for stays.
+private struct Generations<Entry: KeptEntry> {
+    var current: [String: Entry] = [:]
+    var previous: [String: Entry] = [:]
+    var currentBytes = 0
+
+    mutating func entry(for key: String, byteLimit: Int, where matches: (Entry) -> Bool) -> Entry? {
+        if let entry = current[key] { return matches(entry) ? entry : nil }
+        guard let entry = previous[key], matches(entry) else { return nil }
+        previous[key] = nil
+        insert(entry, for: key, byteLimit: byteLimit)
+        return entry
+    }
+
+    mutating func insert(_ entry: Entry, for key: String, byteLimit: Int) {
+        let bytes = entry.bytes + key.utf8.count
+        guard bytes <= byteLimit / 2 else { return }
+        if currentBytes + bytes > byteLimit / 2 {
+            previous = current
+            current = [:]
+            currentBytes = 0
+        }
+        // A replaced entry's bytes stay counted until its generation goes: estimated high, never low.
+        current[key] = entry
+        currentBytes += bytes
+    }
 }
 
 extension JSONWriter {

@@ -126,9 +126,9 @@ struct EventBody {
         for transaction in after.transactions { texts.append(transactionText(transaction)) }
         var writer = JSONWriter(capacity: texts.reduce(1024) { $0 + $1.count } + (texts.first?.count ?? 0))
         writer.beginObject()
-        ReceiptRoutes.writeSubscriptionMembers(after, latest: after.latestTransaction, at: change.time, to: &writer) {
-            index, writer in writer.compactText(texts[index])
-        }
+        ReceiptRoutes.writeSubscriptionMembers(
+            after, latest: after.latestTransactionIndex, at: change.time, to: &writer,
+            transaction: { index, writer in writer.compactText(texts[index]) }, transactions: nil)
         writer.endObject()
         subscription = writer.bytes
         return writer.bytes

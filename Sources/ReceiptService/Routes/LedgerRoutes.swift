@@ -49,15 +49,17 @@ extension ReceiptRoutes {
                 message: "\(originalTransactionID) is a one-time purchase\(type), not an auto-renewable subscription: "
                     + "see /v1/transactions/\(originalTransactionID)"))
         }
-        // Written straight as text, each transaction's copied from `transactionTexts`: the object
+        // Written straight as text, its transactions copied as `transactionTexts` keeps them written: the object
         // `subscriptionJSON(_:at:)` builds, with `extensions` after its members as `withExtensions` puts it.
-        let texts = facts.transactions.map(transactionTexts.text(of:))
-        var writer = JSONWriter(capacity: texts.reduce(4096) { $0 + $1.count } + (texts.first?.count ?? 0))
+        let written = transactionTexts.texts(of: facts)
+        let latestBytes = written.latest.map { written.texts[$0].count } ?? 0
+        var writer = JSONWriter(capacity: 4096 + written.array.count + latestBytes)
         writer.beginObject()
         let instant = at ?? ReceiptDate(clock()).millisecondsSince1970
-        Self.writeSubscriptionMembers(facts, latest: facts.latestTransaction, at: instant, to: &writer) {
-            index, writer in writer.compactText(texts[index])
-        }
+        Self.writeSubscriptionMembers(
+            facts, latest: written.latest, at: instant, to: &writer,
+            transaction: { index, writer in writer.compactText(written.texts[index]) },
+            transactions: { writer in writer.compactText(written.array) })
         writer.key("extensions")
         writer.beginArray()
         for record in extensions where record.requestedAt <= at ?? .max { writer.value(Self.extensionEntryJSON(record)) }
@@ -180,20 +182,24 @@ extension ReceiptRoutes {
     static func subscriptionJSON(_ facts: SubscriptionFacts, at milliseconds: Int64) -> JSONValue {
         .building { sink in
             sink.beginObject()
-            writeSubscriptionMembers(facts, latest: facts.latestTransaction, at: milliseconds, to: &sink) { index, sink in
-                sink.value(transactionJSON(facts.transactions[index]))
-            }
+            writeSubscriptionMembers(
+                facts, latest: facts.latestTransactionIndex, at: milliseconds, to: &sink,
+                transaction: { index, sink in sink.value(transactionJSON(facts.transactions[index])) },
+                transactions: nil)
             sink.endObject()
         }
     }
 
     /// The members of ``subscriptionJSON(_:at:)``, each transaction written by `writeTransaction` from its index in
-    /// `facts.transactions` (its normalized object, or that object's text kept from an earlier answer). `latest` is
-    /// `facts.latestTransaction`, which a caller that needs it too finds once (each finding copies every transaction).
+    /// `facts.transactions` (its normalized object, or that object's text kept from an earlier answer), and the
+    /// `transactions` array by `writeTransactions` when given (its text kept whole), else one by one. `latest` is
+    /// `facts.latestTransactionIndex`, which a caller that needs it too finds once.
     static func writeSubscriptionMembers<Sink: JSONSink>(
-        _ facts: SubscriptionFacts, latest: TransactionFacts?, at milliseconds: Int64, to sink: inout Sink,
-        transaction writeTransaction: (_ index: Int, inout Sink) -> Void
+        _ facts: SubscriptionFacts, latest latestIndex: Int?, at milliseconds: Int64, to sink: inout Sink,
+        transaction writeTransaction: (_ index: Int, inout Sink) -> Void,
+        transactions writeTransactions: ((inout Sink) -> Void)?
     ) {
+        let latest = latestIndex.map { facts.transactions[$0] }
         let renewal = facts.renewal
         // Known only through renewal info: nothing is owned, so nothing is active.
         let status = SubscriptionState(latest: latest, renewal: renewal, now: milliseconds) ?? .expired
@@ -220,15 +226,19 @@ extension ReceiptRoutes {
         sink.key("environment")
         sink.string(latest?.environment ?? renewal?.environment)
         sink.key("latest_transaction")
-        if let latest = latest.flatMap(facts.transactions.firstIndex(of:)) {
-            writeTransaction(latest, &sink)
+        if let latestIndex {
+            writeTransaction(latestIndex, &sink)
         } else {
             sink.null()
         }
         sink.key("transactions")
-        sink.beginArray()
-        for index in facts.transactions.indices { writeTransaction(index, &sink) }
-        sink.endArray()
+        if let writeTransactions {
+            writeTransactions(&sink)
+        } else {
+            sink.beginArray()
+            for index in facts.transactions.indices { writeTransaction(index, &sink) }
+            sink.endArray()
+        }
         sink.key("last_notification")
         if let notification = facts.lastNotification {
             sink.value(

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Issue 24's speed point as users call it: GET /v1/accounts/{account} against GET /v1/subscriptions/{id} of one of its
+# subscriptions, over HTTP on loopback, one keep-alive connection (wrk -t1 -c1), for two receiptd binaries taking
+# turns. The ledger is receipt-bench's (`write-accounts`: 2,002 accounts, `spread` of 67/67/66 renewals and `long` of
+# 190/5/5), written once and served by each binary in turn; each binary answers every target once before it is timed,
+# so that what it keeps across requests is kept. Each figure is printed with /proc/loadavg.
+#   flock /tmp/receiptd-bench.lock Benchmarks/scripts/accounts_http.sh OLD_BINARY NEW_BINARY [ROUNDS] [SECONDS]
+#   RECEIPT_BENCH=path (default Benchmarks/.build/release/receipt-bench) makes the ledger; LEDGER=DIR serves one it
+#   made before (`receipt-bench write-accounts --out DIR`), so that the lock is not held while it is filled.
+set -euo pipefail
+[ $# -ge 2 ] || { echo "usage: $0 OLD_BINARY NEW_BINARY [ROUNDS] [SECONDS]" >&2; exit 2; }
+here=$(cd "$(dirname "$0")" && pwd)
+bench=${RECEIPT_BENCH:-$here/../.build/release/receipt-bench}
+rounds=${3:-3}
+seconds=${4:-3}
+work=$(mktemp -d)
+server=
+trap '[ -n "$server" ] && kill -TERM "$server" 2>/dev/null; rm -rf "$work"' EXIT
+if [ -n "${LEDGER:-}" ]; then
+    cp "$LEDGER/config.json" "$work/config.json"
+else
+    "$bench" write-accounts --out "$work" >/dev/null
+fi
+bytes=()
+targets=(/v1/accounts/spread /v1/subscriptions/1000000001 /v1/accounts/long /v1/subscriptions/1000000011)
+for round in $(seq 1 "$rounds"); do
+    for side in old new; do
+        if [ "$side" = old ]; then binary=$1; else binary=$2; fi
+        port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+        python3 - "$work/config.json" "$port" >"$work/serve.json" <<'PY'
+import json, sys
+config = json.load(open(sys.argv[1]))
+config.update(host="127.0.0.1", port=int(sys.argv[2]))
+print(json.dumps(config))
+PY
+        "$binary" serve --config "$work/serve.json" >/dev/null 2>"$work/server.log" &
+        server=$!
+        curl -s --retry 20 --retry-connrefused --retry-delay 0 -o /dev/null "http://127.0.0.1:$port/healthz"
+        for target in "${targets[@]}"; do
+            curl -sf -o "$work/body" "http://127.0.0.1:$port$target" || { cat "$work/server.log" >&2; exit 1; }
+            bytes[${#bytes[@]}]=$(wc -c <"$work/body")
+        done
+        line="round $round $side:"
+        for target in "${targets[@]}"; do
+            wrk -t1 -c1 -d"${seconds}s" --latency "http://127.0.0.1:$port$target" >"$work/wrk.txt" 2>&1
+            rate=$(awk '/Requests\/sec/ {print $2}' "$work/wrk.txt")
+            line+=" $target $rate/s (load $(cut -d' ' -f1 /proc/loadavg));"
+            printf -v "rate_${side}_${round}_$(basename "$target")" '%s' "$rate"
+        done
+        kill -TERM "$server"
+        wait "$server" || true
+        server=
+        echo "$line"
+        spread=rate_${side}_${round}_spread sub=rate_${side}_${round}_1000000001
+        long=rate_${side}_${round}_long sub11=rate_${side}_${round}_1000000011
+        awk -v a="${!spread}" -v s="${!sub}" -v l="${!long}" -v t="${!sub11}" -v label="round $round $side" \
+            'BEGIN { printf "%s: spread account / its 67-renewal subscription %.2fx; " \
+                "long account / its 190-renewal subscription %.2fx\n", label, s / a, t / l }'
+    done
+done
+echo "bytes per answer (account, subscription; long account, subscription): ${bytes[*]:0:4}"
