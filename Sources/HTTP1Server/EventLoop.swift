@@ -19,8 +19,6 @@ final class EventLoop: @unchecked Sendable {
     private var indexInGroup = 0
     /// Requests this loop took since its last sweep.
     private var requestsSinceSweep = 0
-    /// The last sweep found another loop that should take a connection.
-    private var foundTakerLastSweep = false
 
     private struct PendingWork {
         var tasks: [@Sendable () -> Void] = []
@@ -118,10 +116,8 @@ final class EventLoop: @unchecked Sendable {
     /// Fewer requests than this in a sweep interval say too little about how long they wait.
     private static let requestsToJudge = 16
 
-    /// Publishes how long this loop's requests waited and, when another loop's waited clearly less in two sweeps in a
-    /// row, hands it one of this loop's busy connections (one a sweep, so loads settle step by step). One sweep is
-    /// not enough: under load, a 50 ms window's wait often differs by more than the margin from noise alone, and
-    /// connections then moved about 12 times a second (`BENCHMARKS.md`, branch `tail`).
+    /// Publishes how long this loop's requests waited and, when another loop's waited clearly less, hands it one of
+    /// this loop's busy connections (one a sweep, so loads settle step by step).
     private func balance(activeConnections: Int, seconds: Double, movable: HTTPConnection?, at now: DispatchTime) {
         let requests = requestsSinceSweep
         requestsSinceSweep = 0
@@ -129,11 +125,9 @@ final class EventLoop: @unchecked Sendable {
         // mean wait is the active connections over the rate at which this loop answers them.
         let wait = requests > 0 && seconds > 0 ? Double(activeConnections) * seconds / Double(requests) : 0
         let load = LoopLoad(wait: wait, activeConnections: activeConnections)
-        let taker = group.publish(load, judged: requests >= Self.requestsToJudge, at: now, from: indexInGroup)
-        let isConfirmed = foundTakerLastSweep
-        foundTakerLastSweep = taker != nil
-        guard isConfirmed, let target = taker, target !== self, let connection = movable else { return }
-        foundTakerLastSweep = false
+        guard let target = group.publish(load, judged: requests >= Self.requestsToJudge, at: now, from: indexInGroup),
+            target !== self, let connection = movable
+        else { return }
         connection.move(to: target)
         group.noteMove()
     }
