@@ -19,9 +19,7 @@ struct EventLoopBalanceTests {
     func loopWhoseRequestsWaitClearlyLonger_givesAConnectionToTheLeastWaitingLoop(
         mine: (Double, Int), others: [(Double, Int)], expected: Int?
     ) {
-        func load(_ figures: (Double, Int)) -> LoopLoad {
-            LoopLoad(wait: figures.0 / 1000, activeConnections: figures.1)
-        }
+        func load(_ figures: (Double, Int)) -> LoopLoad { LoopLoad(wait: figures.0 / 1000, activeConnections: figures.1) }
         #expect(EventLoopGroup.target(for: load(mine), among: others.map(load)) == expected)
     }
 
