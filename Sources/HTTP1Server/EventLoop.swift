@@ -8,17 +8,11 @@ import Dispatch
 /// more CPU per request than parsing and answering it. Here one thread does the `epoll_wait` and the work.
 ///
 /// `connections` and everything a connection owns are confined to the loop's thread; that is what makes the
-/// `@unchecked Sendable` sound. `pending` is the one thing other threads touch, under its lock (and `group`, which
-/// guards itself). A connection changes threads only by `HTTPConnection.move(to:)`, which hands it over through
-/// `execute`.
+/// `@unchecked Sendable` sound. `pending` is the one thing other threads touch, under its lock.
 final class EventLoop: @unchecked Sendable {
     private let poller: Poller
     private let pending = LockedState(PendingWork())
     private var connections: [Int32: HTTPConnection] = [:]
-    private let group: EventLoopGroup
-    private var indexInGroup = 0
-    /// Requests this loop took since its last sweep.
-    private var requestsSinceSweep = 0
 
     private struct PendingWork {
         var tasks: [@Sendable () -> Void] = []
@@ -28,10 +22,8 @@ final class EventLoop: @unchecked Sendable {
     /// How often connections check their deadlines (header, body and idle timeouts, lingering close).
     private static let sweepInterval: DispatchTimeInterval = .milliseconds(50)
 
-    init(group: EventLoopGroup) throws(SystemCallError) {
+    init() throws(SystemCallError) {
         poller = try Poller()
-        self.group = group
-        indexInGroup = group.join(self)
         try startThread { [self] in run() }
     }
 
@@ -63,20 +55,14 @@ final class EventLoop: @unchecked Sendable {
         try poller.modify(connection.descriptor, readable: readable, writable: writable)
     }
 
-    /// Before the descriptor is closed, or the connection moves to another loop.
+    /// Before the descriptor is closed.
     func deregister(_ connection: HTTPConnection) {
         poller.remove(connection.descriptor)
         connections[connection.descriptor] = nil
     }
 
-    /// A request was read on one of this loop's connections.
-    func noteRequest() {
-        requestsSinceSweep += 1
-    }
-
     private func run() {
-        var lastSweep = DispatchTime.now()
-        var nextSweep = lastSweep + Self.sweepInterval
+        var nextSweep = DispatchTime.now() + Self.sweepInterval
         while true {
             let timeout: Int32
             if connections.isEmpty {
@@ -98,37 +84,8 @@ final class EventLoop: @unchecked Sendable {
             let now = DispatchTime.now()
             if now >= nextSweep {
                 nextSweep = now + Self.sweepInterval
-                var activeConnections = 0
-                var movable: HTTPConnection?
-                for connection in Array(connections.values) {
-                    connection.checkDeadline()
-                    guard connection.takeActivity() else { continue }
-                    activeConnections += 1
-                    if movable == nil, connection.isMovable { movable = connection }
-                }
-                let seconds = Double(now.uptimeNanoseconds &- lastSweep.uptimeNanoseconds) / 1e9
-                balance(activeConnections: activeConnections, seconds: seconds, movable: movable, at: now)
-                lastSweep = now
+                for connection in Array(connections.values) { connection.checkDeadline() }
             }
         }
-    }
-
-    /// Fewer requests than this in a sweep interval say too little about how long they wait.
-    private static let requestsToJudge = 16
-
-    /// Publishes how long this loop's requests waited and, when another loop's waited clearly less, hands it one of
-    /// this loop's busy connections (one a sweep, so loads settle step by step).
-    private func balance(activeConnections: Int, seconds: Double, movable: HTTPConnection?, at now: DispatchTime) {
-        let requests = requestsSinceSweep
-        requestsSinceSweep = 0
-        // Little's law: each active connection has one request outstanding at a time (pipelining aside), so the
-        // mean wait is the active connections over the rate at which this loop answers them.
-        let wait = requests > 0 && seconds > 0 ? Double(activeConnections) * seconds / Double(requests) : 0
-        let load = LoopLoad(wait: wait, activeConnections: activeConnections)
-        guard let target = group.publish(load, judged: requests >= Self.requestsToJudge, at: now, from: indexInGroup),
-            target !== self, let connection = movable
-        else { return }
-        connection.move(to: target)
-        group.noteMove()
     }
 }

@@ -4,24 +4,18 @@ internal import Glibc
 
 /// One client connection: moves bytes between the socket, the decoder and the handler, nothing else.
 ///
-/// Every stored property is confined to the thread of the loop that owns the connection (an event loop shared by
-/// several connections), which is what makes the `@unchecked Sendable` sound: closures that leave the loop (the
-/// handler) only capture values and come back with `executeOnOwner`. The owner changes only in `move(to:)`, on the
-/// owner's thread, while nothing is in flight.
+/// Every stored property is confined to `loop`'s thread (an event loop shared by several connections), which is
+/// what makes the `@unchecked Sendable` sound: closures that leave the loop (the handler) only capture values and
+/// come back with `loop.execute`.
 final class HTTPConnection: @unchecked Sendable {
     let descriptor: Int32
     let peer: HTTPPeer
+    let loop: EventLoop
     /// Accepted over `maxConnections`: answers 503 and closes, and does not count as open.
     let isRejected: Bool
 
     private let server: HTTPServer
-    /// The owning loop, for its own thread.
-    private var loop: EventLoop
-    /// The owning loop, for other threads.
-    private let owner: LockedState<EventLoop>
     private var decoder: HTTPRequestDecoder
-    /// A request was read since the loop's last sweep.
-    private var isActiveSinceSweep = false
     /// What the loop watches the socket for right now.
     private var isRegistered = false
     private var watchesReadable = false
@@ -67,7 +61,6 @@ final class HTTPConnection: @unchecked Sendable {
         self.descriptor = descriptor
         self.peer = peer
         self.loop = loop
-        self.owner = LockedState(loop)
         self.server = server
         self.isRejected = isRejected
         self.decoder = HTTPRequestDecoder(
@@ -78,21 +71,10 @@ final class HTTPConnection: @unchecked Sendable {
 
     /// Starts reading; call once, on any thread.
     func start() {
-        executeOnOwner { self.startOnLoop() }
-    }
-
-    /// Any thread: runs `body` on the thread of the loop that owns the connection when `body` runs, following a move.
-    private func executeOnOwner(_ body: @escaping @Sendable () -> Void) {
-        let assumed = owner.withLock { $0 }
-        assumed.execute {
-            guard self.owner.withLock({ $0 }) === assumed else { return self.executeOnOwner(body) }
-            body()
-        }
+        loop.execute { self.startOnLoop() }
     }
 
     private func startOnLoop() {
-        // A close (shutdown's grace period over) may reach a moving connection before it arrives.
-        guard !isClosed else { return }
         do {
             try loop.register(self)
         } catch {
@@ -194,8 +176,6 @@ final class HTTPConnection: @unchecked Sendable {
     private func dispatch(_ request: HTTPRequest) {
         let sequence = firstSlotSequence + slots.count
         slots.append(.waiting)
-        isActiveSinceSweep = true
-        loop.noteRequest()
         if !request.wantsKeepAlive { isAcceptingRequests = false }
         let server = self.server
         let peer = self.peer
@@ -218,7 +198,7 @@ final class HTTPConnection: @unchecked Sendable {
         }
         let finish: @Sendable (_ handler: @Sendable (HTTPRequest) -> HTTPResponse) -> Void = { handler in
             let (bytes, closes) = respond(handler)
-            self.executeOnOwner { self.responseReady(sequence: sequence, bytes: bytes, closeAfter: closes) }
+            self.loop.execute { self.responseReady(sequence: sequence, bytes: bytes, closeAfter: closes) }
         }
         if let lane = server.configuration.waitingLane, lane.accepts(request) {
             let handler = server.handler
@@ -371,33 +351,6 @@ final class HTTPConnection: @unchecked Sendable {
         }
     }
 
-    // MARK: - Moving to another loop
-
-    /// Loop thread: whether a request was read since the last call.
-    func takeActivity() -> Bool {
-        defer { isActiveSinceSweep = false }
-        return isActiveSinceSweep
-    }
-
-    /// Loop thread: nothing in flight, nothing unsent, not closing: all the connection's state is its own, so it
-    /// can change threads.
-    var isMovable: Bool {
-        isRegistered && !isClosed && isAcceptingRequests && !isShuttingDown && !isLingering && slots.isEmpty
-            && output.count == outputOffset
-    }
-
-    /// Loop thread, only when `isMovable`: `target` serves the connection from now on. Level-triggered epoll reports
-    /// on the new set whatever was already readable, so no request is missed between the two.
-    func move(to target: EventLoop) {
-        loop.deregister(self)
-        isRegistered = false
-        watchesReadable = false
-        watchesWritable = false
-        loop = target
-        owner.withLock { $0 = target }
-        target.execute { self.startOnLoop() }
-    }
-
     /// Called by the loop a few times a second.
     func checkDeadline() {
         guard !isClosed, let deadline = currentDeadline(), deadline <= .now() else { return }
@@ -416,7 +369,7 @@ final class HTTPConnection: @unchecked Sendable {
 
     /// Server shutdown: idle connections close now; in-flight requests finish and their responses go out first.
     func beginShutdown() {
-        executeOnOwner {
+        loop.execute {
             guard !self.isClosed else { return }
             self.isShuttingDown = true
             self.isAcceptingRequests = false
@@ -430,7 +383,7 @@ final class HTTPConnection: @unchecked Sendable {
 
     /// The grace period is over.
     func forceClose() {
-        executeOnOwner { self.close() }
+        loop.execute { self.close() }
     }
 
     private func close() {

@@ -18,9 +18,6 @@ public struct HTTPServerConfiguration: Sendable {
     public var idleTimeout: Double = 60
     /// Seconds `shutdown` waits for in-flight requests.
     public var shutdownGracePeriod: Double = 10
-    /// Event loops (a thread and an epoll set each) that connections are spread over; nil, the default, makes one per
-    /// online core.
-    public var eventLoopThreads: Int?
     /// Requests whose body is at most this many bytes run the handler on the connection's event loop rather than
     /// the handler queue, which saves two thread hand-offs per request. Only for handlers that are CPU-bound and
     /// quick on small requests: while one runs, the other connections sharing its loop wait. nil, the default, sends
@@ -84,7 +81,6 @@ public final class HTTPServer: Sendable {
     private let acceptQueue = DispatchQueue(label: "HTTP1Server.accept", qos: .userInitiated)
     private let state = LockedState(State())
     private let stopped = DispatchGroup()
-    private let loopGroup = EventLoopGroup()
 
     /// Connections over the limit still get a 503 (not a silent hang); past this many at once, just a close.
     private static let maxRejectedConnections = 64
@@ -144,10 +140,10 @@ public final class HTTPServer: Sendable {
         signal(SIGPIPE, SIG_IGN)
         return try state.withLock { state in
             guard state.phase == .idle else { throw HTTPServerError("server already started") }
-            let loopCount = max(1, configuration.eventLoopThreads ?? Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+            let cores = max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
             var loops: [EventLoop] = []
             do {
-                for _ in 0..<loopCount { loops.append(try EventLoop(group: loopGroup)) }
+                for _ in 0..<cores { loops.append(try EventLoop()) }
             } catch {
                 for loop in loops { loop.stop() }
                 throw HTTPServerError("event loop: \(error)")
@@ -177,9 +173,6 @@ public final class HTTPServer: Sendable {
 
     /// Connections open right now (for metrics); connections refused with 503 do not count.
     public var openConnections: Int { state.withLock { $0.servedCount } }
-
-    /// Connections handed from one event loop to another, to even out how long their requests wait.
-    public var movedConnections: Int { loopGroup.movedConnections }
 
     /// Stops accepting, lets in-flight requests finish within the grace period, closes every connection.
     /// Idle connections close at once. Idempotent; returns without waiting (see `waitUntilStopped`).
