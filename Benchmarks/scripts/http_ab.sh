@@ -20,7 +20,8 @@ for round in $(seq 1 "${3:-3}"); do
         BODY_FILE=$receipt CONTENT_TYPE=application/octet-stream wrk -t1 -c64 -d5s --latency \
             -s "$here/wrk_post_file.lua" "http://127.0.0.1:$port/v1/validate" >"$work/wrk.txt" 2>&1
         echo "round $round $side: $(awk '/Requests\/sec/ {print $2}' "$work/wrk.txt") req/s," \
-            "p99 $(awk '$1 == "99%" {print $2}' "$work/wrk.txt")"
+            "p50 $(awk '$1 == "50%" {print $2}' "$work/wrk.txt"), p90 $(awk '$1 == "90%" {print $2}' "$work/wrk.txt")," \
+            "p99 $(awk '$1 == "99%" {print $2}' "$work/wrk.txt") (load $(cut -d' ' -f1 /proc/loadavg))"
         kill -TERM "$server"
         wait "$server" || true
     done
