@@ -200,7 +200,7 @@ final class HTTPConnection: @unchecked Sendable {
             let (bytes, closes) = respond(handler)
             self.loop.execute { self.responseReady(sequence: sequence, bytes: bytes, closeAfter: closes) }
         }
-        if let lane = server.configuration.waitingLane, lane.accepts(request) {
+        if let lane = server.configuration.waitingLanes.first(where: { $0.accepts(request) }) {
             let handler = server.handler
             if !lane.threads.tryRun({ finish(handler) }) {
                 server.handlerQueue.async { finish(lane.busyHandler) }

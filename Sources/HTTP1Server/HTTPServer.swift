@@ -26,9 +26,9 @@ public struct HTTPServerConfiguration: Sendable {
     /// Further says which requests under that size may run inline: a handler that may wait (on a database, say)
     /// answers `false` for them. nil allows every one.
     public var mayHandleInline: (@Sendable (HTTPRequest) -> Bool)?
-    /// Requests that may wait long on something outside the process run in this lane, never inline nor on the
-    /// handler queue, so they cannot hold up the rest. nil sends none there.
-    public var waitingLane: HandlerLane?
+    /// Requests that may wait on something outside the process run in the first of these lanes that accepts them,
+    /// never inline nor on the handler queue, so they cannot hold up the rest. Empty sends none there.
+    public var waitingLanes: [HandlerLane] = []
 
     public init() {}
 }

@@ -119,7 +119,7 @@ func serve(
         jwsVerifier: configuration.makeJWSVerifier(), ledger: ledger, metrics: metrics, readiness: readiness, log: log)
     var httpConfiguration = configuration.httpServerConfiguration
     httpConfiguration.mayHandleInline = routes.mayAnswerInline
-    httpConfiguration.waitingLane = routes.appleLane(on: .main)
+    httpConfiguration.waitingLanes = [routes.appleLane(on: .main), routes.ledgerLane(on: .main)]
     let server = HTTPServer(
         configuration: httpConfiguration, handler: { routes.handle($0, on: .main) },
         failureResponse: routes.failureResponse, accessLog: log.access)
@@ -128,7 +128,7 @@ func serve(
     let publicServer = configuration.publicListener.map { listener in
         var publicConfiguration = configuration.publicServerConfiguration(listener)
         publicConfiguration.mayHandleInline = routes.mayAnswerInline
-        publicConfiguration.waitingLane = routes.appleLane(on: .public)
+        publicConfiguration.waitingLanes = [routes.appleLane(on: .public), routes.ledgerLane(on: .public)]
         return HTTPServer(
             configuration: publicConfiguration, handler: { routes.handle($0, on: .public) },
             failureResponse: routes.failureResponse, accessLog: log.access)

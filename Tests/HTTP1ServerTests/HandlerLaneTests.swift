@@ -1,3 +1,4 @@
+import Foundation
 import Dispatch
 import HTTP1Server
 import TestSupport
@@ -12,9 +13,9 @@ struct HandlerLaneTests {
         let threads = BoundedThreads(limit: 2)
         let live = try LiveServer({ configuration in
             configuration.inlineHandlingMaxBodyBytes = 0
-            configuration.waitingLane = HandlerLane(
+            configuration.waitingLanes = [HandlerLane(
                 threads: threads, accepts: { $0.path == "/wait" },
-                busyHandler: { _ in HTTPResponse(status: .serviceUnavailable, headers: HTTPHeaders([("X-Lane", "busy")])) })
+                busyHandler: { _ in HTTPResponse(status: .serviceUnavailable, headers: HTTPHeaders([("X-Lane", "busy")])) })]
         }) { request in
             if request.path == "/wait" { gate.wait() }
             return echoHandler(request)
@@ -37,4 +38,39 @@ struct HandlerLaneTests {
         for client in waiting { #expect(try client.readResponse().header("X-Path") == "/wait") }
         #expect(eventually { threads.count == 0 })
     }
+
+    @Test func threadsAreKeptForTheNextPieceOfWork_andTheLimitStillHolds() throws {
+        let threads = BoundedThreads(limit: 3)
+        let seen = LockedNames()
+        for _ in 0..<20 {
+            let done = DispatchSemaphore(value: 0)
+            #expect(threads.tryRun {
+                seen.insert(currentThreadID())
+                done.signal()
+            })
+            done.wait()
+            #expect(eventually { threads.count == 0 })
+        }
+        #expect(seen.count == 1)
+
+        let gate = DispatchSemaphore(value: 0)
+        for _ in 0..<3 { #expect(threads.tryRun { gate.wait() }) }
+        #expect(threads.count == 3)
+        #expect(!threads.tryRun {})
+        for _ in 0..<3 { gate.signal() }
+        #expect(eventually { threads.count == 0 })
+        let ran = DispatchSemaphore(value: 0)
+        #expect(threads.tryRun { ran.signal() })
+        #expect(ran.wait(timeout: .now() + 10) == .success)
+    }
 }
+
+private final class LockedNames: @unchecked Sendable {
+    private let lock = NSLock()
+    private var ids: Set<UInt> = []
+    func insert(_ id: UInt) { lock.withLock { _ = ids.insert(id) } }
+    var count: Int { lock.withLock { ids.count } }
+}
+
+private func currentThreadID() -> UInt { UInt(pthread_self()) }
+

@@ -118,6 +118,15 @@ struct OrderLookupRouteTests {
         #expect(!lane.accepts(get("/v1/transactions/1")) && !lane.accepts(get("/healthz")))
     }
 
+    @Test func routesThatWaitOnTheLedger_runInTheLedgersLane_onlyWhenThereIsALedger() throws {
+        let notification = post("/v1/notifications", contentType: "application/json", text: "{}")
+        let stored = try LedgerService.routes(.sqlite).ledgerLane(on: .main)
+        #expect(stored.accepts(notification) && stored.accepts(get("/v1/transactions/1")))
+        #expect(!stored.accepts(get("/v1/orders/A1")) && !stored.accepts(get("/healthz")))
+        let stateless = LedgerService.routes().ledgerLane(on: .main)
+        #expect(!stateless.accepts(notification) && !stateless.accepts(get("/v1/transactions/1")))
+    }
+
     @Test func missingOrForeignKeyFile_stopsServeAtStart_namingTheFile() throws {
         let scene = try Self.scene(orders: .object([]))
         #expect(throws: Never.self) { try ServiceConfiguration.load(contentsOfFile: scene.configPath).checkServerAPIKeys() }

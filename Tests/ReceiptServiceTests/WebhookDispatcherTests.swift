@@ -235,9 +235,9 @@ final class WebhookReceiver: Sendable {
         configuration.shutdownGracePeriod = 0.2
         // Each request on a thread of its own: a receiver that hangs must not starve Dispatch's few threads, which
         // would hold up its other answers (and the other receivers') past the dispatcher's timeout.
-        configuration.waitingLane = HandlerLane(
+        configuration.waitingLanes = [HandlerLane(
             threads: BoundedThreads(limit: 256), accepts: { _ in true },
-            busyHandler: { _ in HTTPResponse(status: .serviceUnavailable) })
+            busyHandler: { _ in HTTPResponse(status: .serviceUnavailable) })]
         server = HTTPServer(configuration: configuration) { request in
             let body = (try? JSONValue(parsing: request.body)) ?? .null
             let id = request.headers["Receiptd-Event-Id"] ?? ""

@@ -214,6 +214,12 @@ public struct ReceiptRoutes: Sendable {
     let authorization: Authorization
     /// The threads of the routes that wait on Apple: `server_api.max_concurrent_requests` of them.
     private let appleThreads: BoundedThreads
+    /// The threads of the routes that wait on the ledger's database (a commit, a read).
+    let ledgerThreads = BoundedThreads(limit: ReceiptRoutes.ledgerLaneThreads)
+    /// Enough that every sender of a busy app reaches the writer together and shares its commits (16 senders made
+    /// groups of about 3 on Dispatch's pool, which lets about as many handlers wait as there are cores); few enough
+    /// that a stalled disk holds a bounded number of threads, each until `store_timeout`.
+    static let ledgerLaneThreads = 64
 
     /// - Parameters:
     ///   - jwsVerifier: StoreKit 2 verification; by default made from the validator's policy.
@@ -255,6 +261,19 @@ public struct ReceiptRoutes: Sendable {
             threads: appleThreads,
             accepts: { request in Route.match(request.path, method: request.method).route.waitsOnApple },
             busyHandler: { request in handle(request, on: listener, apple: .busy) })
+    }
+
+    /// How a server runs the routes that wait on the ledger's database, when there is one: on their own threads, at
+    /// most `ledgerLaneThreads` at once; beyond that on the server's handler queue, as every other request.
+    public func ledgerLane(on listener: Listener) -> HandlerLane {
+        let isConfigured = ledger.isConfigured
+        return HandlerLane(
+            threads: ledgerThreads,
+            accepts: { request in
+                let route = Route.match(request.path, method: request.method).route
+                return isConfigured && route.usesLedger && !route.waitsOnApple
+            },
+            busyHandler: { request in handle(request, on: listener) })
     }
 
     /// Answers one request and records it in the metrics.
