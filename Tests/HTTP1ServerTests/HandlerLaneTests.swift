@@ -1,5 +1,5 @@
-import Foundation
 import Dispatch
+import Foundation
 import HTTP1Server
 import TestSupport
 import Testing
@@ -41,7 +41,7 @@ struct HandlerLaneTests {
 
     @Test func threadsAreKeptForTheNextPieceOfWork_andTheLimitStillHolds() throws {
         let threads = BoundedThreads(limit: 3)
-        let seen = LockedNames()
+        let seen = LockedThreadIDs()
         for _ in 0..<20 {
             let done = DispatchSemaphore(value: 0)
             #expect(threads.tryRun {
@@ -65,7 +65,7 @@ struct HandlerLaneTests {
     }
 }
 
-private final class LockedNames: @unchecked Sendable {
+private final class LockedThreadIDs: @unchecked Sendable {
     private let lock = NSLock()
     private var ids: Set<UInt> = []
     func insert(_ id: UInt) { lock.withLock { _ = ids.insert(id) } }
@@ -73,4 +73,3 @@ private final class LockedNames: @unchecked Sendable {
 }
 
 private func currentThreadID() -> UInt { UInt(pthread_self()) }
-
