@@ -50,6 +50,20 @@ struct ConsumptionRoundTests {
             ledger: DirectLedger(store: store), configuration: configuration, client: { _, _ in client })
     }
 
+    /// A fake App Store whose consumption endpoint for 3001 gives `answers` in turn, then its usual 202.
+    static func fake(answeringConsumption answers: [JSONValue]) throws -> FakeAppStoreServer {
+        try FakeAppStoreServer(fixture: [
+            ("faults", .object([("/inApps/v2/transactions/consumption/3001", .array(answers))]))
+        ])
+    }
+
+    /// The ledger with 3001's request and the app's answer to it, at t0.
+    static func answeredLedger() throws -> any LedgerStore {
+        let store = try ledger()
+        _ = try store.storeConsumptionAnswer(transactionID: "3001", body: answer, at: t0)
+        return store
+    }
+
     static func consumptionCalls(_ fake: FakeAppStoreServer) throws -> [JSONValue] {
         try fake.requests().filter { $0["path"] == .string("/inApps/v2/transactions/consumption/3001") }
     }
@@ -79,13 +93,10 @@ struct ConsumptionRoundTests {
     }
 
     @Test func applesRefusal_failsTheRequestWithApplesCode() throws {
-        let fake = try FakeAppStoreServer(fixture: [
-            ("faults", .object([("/inApps/v2/transactions/consumption/3001", .array([
-                .object([("status", .integer(400)), ("errorCode", .integer(4_000_036))])
-            ]))]))
+        let fake = try Self.fake(answeringConsumption: [
+            .object([("status", .integer(400)), ("errorCode", .integer(4_000_036))])
         ])
-        let store = try Self.ledger()
-        _ = try store.storeConsumptionAnswer(transactionID: "3001", body: Self.answer, at: Self.t0)
+        let store = try Self.answeredLedger()
         _ = try Self.round(store, fake).run(now: Self.t0 + Self.hour)
         let request = try #require(try store.consumptionRequest(transactionID: "3001"))
         #expect(request.state == .failed)
@@ -96,11 +107,8 @@ struct ConsumptionRoundTests {
 
     /// Apple documents 202 for this call; a 200 (with a body) is taken as sent too, and recorded as it came.
     @Test func applesOtherSuccess_isRecordedAsApplesStatus() throws {
-        let fake = try FakeAppStoreServer(fixture: [
-            ("faults", .object([("/inApps/v2/transactions/consumption/3001", .array([.object([("status", .integer(200))])]))]))
-        ])
-        let store = try Self.ledger()
-        _ = try store.storeConsumptionAnswer(transactionID: "3001", body: Self.answer, at: Self.t0)
+        let fake = try Self.fake(answeringConsumption: [.object([("status", .integer(200))])])
+        let store = try Self.answeredLedger()
         _ = try Self.round(store, fake).run(now: Self.t0 + Self.hour)
         let request = try #require(try store.consumptionRequest(transactionID: "3001"))
         #expect(request.state == .sent)
@@ -109,12 +117,8 @@ struct ConsumptionRoundTests {
     }
 
     @Test func applesOutage_leavesTheRequestOpenForALaterTry() throws {
-        let outage = JSONValue.array(Array(repeating: .object([("status", .integer(503))]), count: 3))
-        let fake = try FakeAppStoreServer(fixture: [
-            ("faults", .object([("/inApps/v2/transactions/consumption/3001", outage)]))
-        ])
-        let store = try Self.ledger()
-        _ = try store.storeConsumptionAnswer(transactionID: "3001", body: Self.answer, at: Self.t0)
+        let fake = try Self.fake(answeringConsumption: Array(repeating: .object([("status", .integer(503))]), count: 3))
+        let store = try Self.answeredLedger()
         let round = try Self.round(store, fake)
         let now = Self.t0 + Self.hour
         _ = round.run(now: now)
@@ -146,8 +150,7 @@ struct ConsumptionRoundTests {
 
     @Test func anExpiredRequest_isNeverSent() throws {
         let fake = try FakeAppStoreServer(fixture: [])
-        let store = try Self.ledger()
-        _ = try store.storeConsumptionAnswer(transactionID: "3001", body: Self.answer, at: Self.t0)
+        let store = try Self.answeredLedger()
         _ = try Self.round(store, fake).run(now: Self.t0 + 12 * Self.hour)
         #expect(try Self.consumptionCalls(fake).isEmpty)
         #expect(try store.consumptionRequest(transactionID: "3001")?.state == .expired)
