@@ -82,21 +82,20 @@ public struct AccountReport: Sendable {
     /// Every transaction of `written` by its place (which subscription, which of its transactions), as `purchases`
     /// lists them: each subscription's own order, kept, merged, rather than all of them sorted again.
     private static func merged(_ written: [SubscriptionTexts]) -> [(original: Int, index: Int)] {
-        let (orders, dates) = (written.map(\.purchaseOrder), written.map(\.purchaseDates))
+        let (orders, dates, ids) = (written.map(\.purchaseOrder), written.map(\.purchaseDates), written.map(\.purchaseIDs))
         var next = [Int](repeating: 0, count: written.count)
         var merged: [(original: Int, index: Int)] = []
         merged.reserveCapacity(orders.reduce(0) { $0 + $1.count })
         while true {
             var first: Int?
             for original in orders.indices where next[original] < orders[original].count {
-                // Strictly before: on a tie the earlier subscription goes first, as a stable sort would put it.
+                // Strictly before, as `SubscriptionTexts.isListed` orders: on a tie the earlier subscription goes
+                // first, as a stable sort would put it.
                 if let chosen = first {
                     let (date, chosenDate) = (dates[original][next[original]], dates[chosen][next[chosen]])
                     if date < chosenDate { continue }
                     if date == chosenDate,
-                        !SubscriptionTexts.isListed(
-                            written[original].transactions[orders[original][next[original]]],
-                            before: written[chosen].transactions[orders[chosen][next[chosen]]])
+                        !SubscriptionTexts.utf8Precedes(ids[chosen][next[chosen]], ids[original][next[original]])
                     {
                         continue
                     }

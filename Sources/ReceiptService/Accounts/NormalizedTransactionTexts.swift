@@ -94,6 +94,9 @@ struct SubscriptionTexts: Sendable, KeptEntry {
     let purchaseOrder: [Int]
     /// Each purchase date in ``purchaseOrder``, `.min` for none: what merging orders compares first.
     let purchaseDates: [Int64]
+    /// Each transaction id in ``purchaseOrder``: what merging compares on a tie, without copying a transaction's
+    /// facts to reach it (subscriptions bought the same day tie on every renewal).
+    let purchaseIDs: [String]
 
     init(_ facts: SubscriptionFacts, texts: [[UInt8]]) {
         let transactions = facts.transactions
@@ -112,6 +115,7 @@ struct SubscriptionTexts: Sendable, KeptEntry {
         let purchaseOrder = transactions.indices.sorted { Self.isListed(transactions[$0], before: transactions[$1]) }
         self.purchaseOrder = purchaseOrder
         purchaseDates = purchaseOrder.map { transactions[$0].purchaseDate ?? .min }
+        purchaseIDs = purchaseOrder.map { transactions[$0].transactionID }
     }
 
     /// `purchases`' order: newest purchase first, then the greater transaction id (UTF-8), so that the order never
@@ -135,7 +139,7 @@ struct SubscriptionTexts: Sendable, KeptEntry {
     /// The array twice (its texts are the transactions' own, counted again), the payloads (facts read afresh hold
     /// their own copies) and the places, estimated high.
     var bytes: Int {
-        2 * array.count + transactions.reduce(0) { $0 + $1.payloadJSON.utf8.count + 256 } + 24 * purchaseOrder.count
+        2 * array.count + transactions.reduce(0) { $0 + $1.payloadJSON.utf8.count + 256 } + 40 * purchaseOrder.count
             + 256
     }
 }
