@@ -24,8 +24,11 @@ final class HTTPConnection: @unchecked Sendable {
     /// Responses in request order: a pipelined request's response waits for every earlier one.
     private var slots: [Slot] = []
     private var firstSlotSequence = 0
-    private var output: [UInt8] = []
+    /// Unsent pieces of responses (heads and bodies, none empty), sent together but never copied together; the first
+    /// is sent from `outputOffset`.
+    private var output: [[UInt8]] = []
     private var outputOffset = 0
+    private var pendingOutputBytes = 0
 
     /// False once a request asked to close, a request was refused, the client half-closed, or shutdown began.
     private var isAcceptingRequests = true
@@ -42,7 +45,7 @@ final class HTTPConnection: @unchecked Sendable {
 
     private enum Slot {
         case waiting
-        case ready([UInt8], closeAfter: Bool)
+        case ready(head: [UInt8], body: [UInt8], closeAfter: Bool)
     }
 
     /// Requests handled at once for one pipelining client; beyond it the connection stops reading.
@@ -148,7 +151,7 @@ final class HTTPConnection: @unchecked Sendable {
                 if isInputClosed {
                     // Whatever part of a request is buffered can never complete.
                     isAcceptingRequests = false
-                    if slots.isEmpty, output.count == outputOffset, !isLingering {
+                    if slots.isEmpty, pendingOutputBytes == 0, !isLingering {
                         close()
                         return
                     }
@@ -158,7 +161,9 @@ final class HTTPConnection: @unchecked Sendable {
             case .bodyExpected(_, let expectsContinue):
                 headStartedAt = nil
                 bodyStartedAt = .now()
-                if expectsContinue { slots.append(.ready(HTTPResponseEncoder.continueResponse, closeAfter: false)) }
+                if expectsContinue {
+                    slots.append(.ready(head: HTTPResponseEncoder.continueResponse, body: [], closeAfter: false))
+                }
                 flush()
             case .request(let request):
                 headStartedAt = decoder.bufferedByteCount > 0 ? .now() : nil
@@ -180,7 +185,9 @@ final class HTTPConnection: @unchecked Sendable {
         let server = self.server
         let peer = self.peer
         let started = DispatchTime.now()
-        let respond: @Sendable (_ handler: @Sendable (HTTPRequest) -> HTTPResponse) -> (bytes: [UInt8], closes: Bool) = {
+        let respond: @Sendable (_ handler: @Sendable (HTTPRequest) -> HTTPResponse) -> (
+            head: [UInt8], body: [UInt8], closes: Bool
+        ) = {
             handler in
             var response = handler(request)
             let requestID = response.headers[.requestID] ?? makeRequestID()
@@ -189,16 +196,18 @@ final class HTTPConnection: @unchecked Sendable {
                 !request.wantsKeepAlive || server.isStopping || response.headers.contains(name: .connection, token: "close")
             let persistence: HTTPResponseEncoder.Persistence =
                 closes ? .close : request.version == .http1_0 ? .keepAliveEchoed : .keepAlive
-            let bytes = HTTPResponseEncoder.encode(response, headOnly: request.method == .head, persistence: persistence)
+            let (head, body) = HTTPResponseEncoder.encode(
+                response, headOnly: request.method == .head, persistence: persistence)
             server.log(
-                method: request.method.rawValue, path: request.path, status: response.status, bytes: bytes.count,
-                started: started, requestID: requestID, peer: peer.address, user: response.authenticatedUser
+                method: request.method.rawValue, path: request.path, status: response.status,
+                bytes: head.count + body.count, started: started, requestID: requestID, peer: peer.address,
+                user: response.authenticatedUser
             )
-            return (bytes, closes)
+            return (head, body, closes)
         }
         let finish: @Sendable (_ handler: @Sendable (HTTPRequest) -> HTTPResponse) -> Void = { handler in
-            let (bytes, closes) = respond(handler)
-            self.loop.execute { self.responseReady(sequence: sequence, bytes: bytes, closeAfter: closes) }
+            let (head, body, closes) = respond(handler)
+            self.loop.execute { self.responseReady(sequence: sequence, head: head, body: body, closeAfter: closes) }
         }
         if let lane = server.configuration.waitingLanes.first(where: { $0.accepts(request) }) {
             let handler = server.handler
@@ -208,8 +217,8 @@ final class HTTPConnection: @unchecked Sendable {
         } else if let limit = server.configuration.inlineHandlingMaxBodyBytes, request.body.count <= limit,
             server.configuration.mayHandleInline?(request) ?? true
         {
-            let (bytes, closes) = respond(server.handler)
-            slots[sequence - firstSlotSequence] = .ready(bytes, closeAfter: closes)
+            let (head, body, closes) = respond(server.handler)
+            slots[sequence - firstSlotSequence] = .ready(head: head, body: body, closeAfter: closes)
             flush()  // the caller, `process()`, goes on with any request pipelined behind this one
         } else {
             let handler = server.handler
@@ -223,19 +232,20 @@ final class HTTPConnection: @unchecked Sendable {
         var response = server.failureResponse(failure)
         let requestID = makeRequestID()
         response.headers.replaceOrAdd(name: .requestID, value: requestID)
-        let bytes = HTTPResponseEncoder.encode(response, headOnly: method == "HEAD", persistence: .close)
+        let (head, body) = HTTPResponseEncoder.encode(response, headOnly: method == "HEAD", persistence: .close)
         server.log(
-            method: method ?? "-", path: target.map { HTTPRequest.split($0).path } ?? "-", status: response.status, bytes: bytes.count,
+            method: method ?? "-", path: target.map { HTTPRequest.split($0).path } ?? "-", status: response.status,
+            bytes: head.count + body.count,
             started: .now(), requestID: requestID, peer: peer.address
         )
-        slots.append(.ready(bytes, closeAfter: true))
+        slots.append(.ready(head: head, body: body, closeAfter: true))
         flush()
     }
 
-    private func responseReady(sequence: Int, bytes: [UInt8], closeAfter: Bool) {
+    private func responseReady(sequence: Int, head: [UInt8], body: [UInt8], closeAfter: Bool) {
         let index = sequence - firstSlotSequence
         guard !isClosed, slots.indices.contains(index) else { return }
-        slots[index] = .ready(bytes, closeAfter: closeAfter)
+        slots[index] = .ready(head: head, body: body, closeAfter: closeAfter)
         flush()
         process()
     }
@@ -244,11 +254,13 @@ final class HTTPConnection: @unchecked Sendable {
 
     /// Moves every ready response at the head of the line into the output, then writes.
     private func flush() {
-        while case .ready(let bytes, let closeAfter) = slots.first {
+        while case .ready(let head, let body, let closeAfter) = slots.first {
             slots.removeFirst()
             firstSlotSequence += 1
-            // An answer of hundreds of kilobytes (an account's) is taken whole rather than copied when nothing waits.
-            if output.isEmpty { output = bytes } else { output.append(contentsOf: bytes) }
+            for piece in [head, body] where !piece.isEmpty {
+                output.append(piece)
+                pendingOutputBytes += piece.count
+            }
             if closeAfter {
                 isAcceptingRequests = false
                 firstSlotSequence += slots.count
@@ -262,7 +274,7 @@ final class HTTPConnection: @unchecked Sendable {
 
     private func write() {
         guard !isClosed else { return }
-        while outputOffset < output.count {
+        while pendingOutputBytes > 0 {
             let result: IOResult<Int>
             do {
                 result = try Socket.send(descriptor, output, from: outputOffset)
@@ -271,16 +283,24 @@ final class HTTPConnection: @unchecked Sendable {
                 return
             }
             switch result {
-            case .processed(let count):
-                outputOffset += count
+            case .processed(var count):
+                pendingOutputBytes -= count
                 lastWriteProgress = .now()
+                while count > 0 {
+                    let unsent = output[0].count - outputOffset
+                    guard count >= unsent else {
+                        outputOffset += count
+                        break
+                    }
+                    count -= unsent
+                    output.removeFirst()
+                    outputOffset = 0
+                }
             case .wouldBlock:
                 update()
                 return
             }
         }
-        output.removeAll(keepingCapacity: output.count <= Self.readChunkBytes)
-        outputOffset = 0
         if isLingering {
             beginLinger()
         } else if slots.isEmpty, isShuttingDown || (isInputClosed && !isAcceptingRequests) {
@@ -307,7 +327,7 @@ final class HTTPConnection: @unchecked Sendable {
     /// Brings what the loop watches for in line with the current state (deadlines are checked by the loop's sweep).
     private func update() {
         guard !isClosed, isRegistered else { return }
-        let pendingOutput = output.count - outputOffset
+        let pendingOutput = pendingOutputBytes
         // Not after end of input either: a level-triggered end of input would be reported on every wait.
         let wantsInput =
             !isInputClosed
@@ -330,8 +350,8 @@ final class HTTPConnection: @unchecked Sendable {
     }
 
     private var phase: Phase {
-        if isLingering { return output.count > outputOffset ? .writing : .lingering }
-        if output.count > outputOffset { return .writing }
+        if isLingering { return pendingOutputBytes > 0 ? .writing : .lingering }
+        if pendingOutputBytes > 0 { return .writing }
         if !slots.isEmpty { return .handling }
         if !isAcceptingRequests { return .finishing }
         if bodyStartedAt != nil { return .readingBody }
@@ -374,7 +394,7 @@ final class HTTPConnection: @unchecked Sendable {
             guard !self.isClosed else { return }
             self.isShuttingDown = true
             self.isAcceptingRequests = false
-            if self.slots.isEmpty, self.output.count == self.outputOffset {
+            if self.slots.isEmpty, self.pendingOutputBytes == 0 {
                 self.close()
             } else {
                 self.update()
@@ -394,6 +414,7 @@ final class HTTPConnection: @unchecked Sendable {
         closeDescriptor(descriptor)
         slots.removeAll()
         output = []
+        pendingOutputBytes = 0
         server.connectionClosed(self)
     }
 }

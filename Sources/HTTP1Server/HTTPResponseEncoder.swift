@@ -1,4 +1,4 @@
-/// Serializes responses to the bytes of one write: status line, headers, `Content-Length`, body.
+/// Serializes responses: status line, headers, `Content-Length`, then the body.
 public enum HTTPResponseEncoder {
     /// What the response says about the connection afterwards.
     public enum Persistence: Sendable, Hashable {
@@ -13,16 +13,20 @@ public enum HTTPResponseEncoder {
     /// The interim response that lets a client send the body it announced with `Expect: 100-continue`.
     public static let continueResponse: [UInt8] = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
 
-    /// The response's bytes. `Content-Length`, `Transfer-Encoding` and `Connection` set by the handler are replaced;
-    /// header fields that could split the response (bad names, CR/LF/NUL in values) are dropped. `headOnly` (HEAD)
-    /// keeps `Content-Length` of the body it leaves out.
-    public static func encode(_ response: HTTPResponse, headOnly: Bool = false, persistence: Persistence) -> [UInt8] {
+    /// The response's head, and the body to send after it (empty when none is sent): the connection writes both with
+    /// one `sendmsg`, so that an answer of hundreds of kilobytes (an account's) is not copied behind its head.
+    /// `Content-Length`, `Transfer-Encoding` and `Connection` set by the handler are replaced; header fields that could
+    /// split the response (bad names, CR/LF/NUL in values) are dropped. `headOnly` (HEAD) keeps `Content-Length` of
+    /// the body it leaves out.
+    public static func encode(
+        _ response: HTTPResponse, headOnly: Bool = false, persistence: Persistence
+    ) -> (head: [UInt8], body: [UInt8]) {
         let status = (100...999).contains(response.status.code) ? response.status : .internalServerError
         // RFC 9110 §6.4.1: these never carry content, nor (1xx, 204) a Content-Length.
         let forbidsContent = status.code < 200 || status.code == 204 || status.code == 304
         // Built as bytes, not by string interpolation: this runs once per response.
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(128 + response.headers.fields.count * 48 + (headOnly ? 0 : response.body.count))
+        bytes.reserveCapacity(128 + response.headers.fields.count * 48)
         func append(_ text: String) { bytes.append(contentsOf: text.utf8) }
         append("HTTP/1.1 ")
         append(String(status.code))
@@ -54,9 +58,6 @@ public enum HTTPResponseEncoder {
         case .close: append("Connection: close\r\n")
         }
         append("\r\n")
-        if !headOnly, !forbidsContent {
-            bytes.append(contentsOf: response.body)
-        }
-        return bytes
+        return (bytes, headOnly || forbidsContent ? [] : response.body)
     }
 }

@@ -73,16 +73,36 @@ enum Socket {
         }
     }
 
-    /// Sends `bytes[offset...]` without raising SIGPIPE on a closed peer; returns how many went out.
-    static func send(_ descriptor: Int32, _ bytes: [UInt8], from offset: Int) throws(SystemCallError) -> IOResult<Int> {
-        try bytes.withUnsafeBytes { buffer in
-            Result { () throws(SystemCallError) in
-                try syscall("send", nonBlocking: true) {
-                    Glibc.send(descriptor, buffer.baseAddress! + offset, buffer.count - offset, Int32(MSG_NOSIGNAL))
+    /// Sends `pieces` in order, the first from `offset`, with one `sendmsg` (at most ``maxPiecesPerSend`` of them)
+    /// and without raising SIGPIPE on a closed peer; returns how many bytes went out.
+    static func send(_ descriptor: Int32, _ pieces: [[UInt8]], from offset: Int) throws(SystemCallError) -> IOResult<Int> {
+        let count = min(pieces.count, maxPiecesPerSend)
+        var vectors = [iovec](repeating: iovec(), count: count)
+        // Each piece's storage is pinned only inside its `withUnsafeBytes`, so the calls nest, the send innermost.
+        func gather(_ index: Int) -> Result<IOResult<Int>, SystemCallError> {
+            guard index < count else {
+                return vectors.withUnsafeMutableBufferPointer { vectors in
+                    var message = msghdr()
+                    message.msg_iov = vectors.baseAddress
+                    message.msg_iovlen = vectors.count
+                    return Result { () throws(SystemCallError) in
+                        try syscall("sendmsg", nonBlocking: true) { sendmsg(descriptor, &message, Int32(MSG_NOSIGNAL)) }
+                    }
                 }
             }
-        }.get()
+            return pieces[index].withUnsafeBytes { buffer in
+                let skipped = index == 0 ? offset : 0
+                vectors[index] = iovec(
+                    iov_base: buffer.baseAddress.map { UnsafeMutableRawPointer(mutating: $0 + skipped) },
+                    iov_len: buffer.count - skipped)
+                return gather(index + 1)
+            }
+        }
+        return try gather(0).get()
     }
+
+    /// Pieces one `send` takes: a response is two (head and body); a pipelining client's few responses fit too.
+    static let maxPiecesPerSend = 16
 
     /// A listening, non-blocking TCP socket bound to `host:port`, and the address actually bound.
     static func listen(

@@ -5,7 +5,8 @@ import Testing
 @Suite struct HTTPResponseEncoderTests {
     private func text(_ response: HTTPResponse, headOnly: Bool = false,
                       _ persistence: HTTPResponseEncoder.Persistence = .keepAlive) -> String {
-        String(decoding: HTTPResponseEncoder.encode(response, headOnly: headOnly, persistence: persistence), as: UTF8.self)
+        let (head, body) = HTTPResponseEncoder.encode(response, headOnly: headOnly, persistence: persistence)
+        return String(decoding: head + body, as: UTF8.self)
     }
 
     @Test func response_hasStatusLineHeadersLengthAndBody() {

@@ -132,6 +132,23 @@ struct HTTPServerLiveTests {
         #expect(Set(responses.compactMap { $0.header("X-Request-Id") }).count == 4)
     }
 
+    @Test func pipelinedLargeAnswers_queuedPastOneSendsPieces_arriveWholeAndInOrder() throws {
+        // 16 answers of 1 MB wait as 32 pieces (heads and bodies) while the client reads nothing: more than one
+        // `sendmsg` takes and more than the socket holds, so sends stop inside pieces and resume where they stopped.
+        @Sendable func body(_ number: Int) -> [UInt8] { Array(repeating: UInt8(65 + number), count: 1_000_000) }
+        let live = try LiveServer(handler: { request in
+            HTTPResponse(status: 200, body: body(Int(request.path.dropFirst("/big/".count)) ?? -1))
+        })
+        let client = try RawClient(port: live.port)
+        try client.send((0..<16).map { "GET /big/\($0) HTTP/1.1\r\nHost: a\r\n\r\n" }.joined())
+        #expect(eventually { live.log.all.count == 16 }, "every answer is made before the client reads")
+        let responses = try (0..<16).map { _ in try client.readResponse() }
+        #expect(responses.map(\.status) == Array(repeating: 200, count: 16))
+        for (number, response) in responses.enumerated() {
+            #expect(response.body == body(number), "answer \(number) arrived changed or out of order")
+        }
+    }
+
     @Test func http10KeepAlive_isEchoedAndHonoured() throws {
         let live = try LiveServer()
         let client = try RawClient(port: live.port)
