@@ -7,6 +7,8 @@
 #   flock /tmp/receiptd-bench.lock Benchmarks/scripts/accounts_http.sh OLD_BINARY NEW_BINARY [ROUNDS] [SECONDS]
 #   RECEIPT_BENCH=path (default Benchmarks/.build/release/receipt-bench) makes the ledger; LEDGER=DIR serves one it
 #   made before (`receipt-bench write-accounts --out DIR`), so that the lock is not held while it is filled.
+#   ONE_CORE=1 runs the server and wrk on CPU 0 only, as a one-core machine would: the client's reading of each answer
+#   then takes turns with the server's work instead of overlapping it.
 set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 OLD_BINARY NEW_BINARY [ROUNDS] [SECONDS]" >&2; exit 2; }
 here=$(cd "$(dirname "$0")" && pwd)
@@ -21,6 +23,8 @@ if [ -n "${LEDGER:-}" ]; then
 else
     "$bench" write-accounts --out "$work" >/dev/null
 fi
+pin=()
+[ -n "${ONE_CORE:-}" ] && pin=(taskset -c 0)
 bytes=()
 targets=(/v1/accounts/spread /v1/subscriptions/1000000001 /v1/accounts/long /v1/subscriptions/1000000011)
 for round in $(seq 1 "$rounds"); do
@@ -33,7 +37,7 @@ config = json.load(open(sys.argv[1]))
 config.update(host="127.0.0.1", port=int(sys.argv[2]))
 print(json.dumps(config))
 PY
-        "$binary" serve --config "$work/serve.json" >/dev/null 2>"$work/server.log" &
+        "${pin[@]}" "$binary" serve --config "$work/serve.json" >/dev/null 2>"$work/server.log" &
         server=$!
         curl -s --retry 20 --retry-connrefused --retry-delay 0 -o /dev/null "http://127.0.0.1:$port/healthz"
         for target in "${targets[@]}"; do
@@ -42,7 +46,7 @@ PY
         done
         line="round $round $side:"
         for target in "${targets[@]}"; do
-            wrk -t1 -c1 -d"${seconds}s" --latency "http://127.0.0.1:$port$target" >"$work/wrk.txt" 2>&1
+            "${pin[@]}" wrk -t1 -c1 -d"${seconds}s" --latency "http://127.0.0.1:$port$target" >"$work/wrk.txt" 2>&1
             rate=$(awk '/Requests\/sec/ {print $2}' "$work/wrk.txt")
             line+=" $target $rate/s (load $(cut -d' ' -f1 /proc/loadavg));"
             printf -v "rate_${side}_${round}_$(basename "$target")" '%s' "$rate"
