@@ -9,6 +9,8 @@
 #   made before (`receipt-bench write-accounts --out DIR`), so that the lock is not held while it is filled.
 #   ONE_CORE=1 runs the server and wrk on CPU 0 only, as a one-core machine would: the client's reading of each answer
 #   then takes turns with the server's work instead of overlapping it.
+#   CPU_TIME=1 also prints the CPU each request cost the server and wrk (perf stat task-clock), which other work on the
+#   machine moves far less than the rates; their sums' ratio is what one core would see.
 set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 OLD_BINARY NEW_BINARY [ROUNDS] [SECONDS]" >&2; exit 2; }
 here=$(cd "$(dirname "$0")" && pwd)
@@ -25,6 +27,8 @@ else
 fi
 pin=()
 [ -n "${ONE_CORE:-}" ] && pin=(taskset -c 0)
+timed=()
+[ -n "${CPU_TIME:-}" ] && timed=(perf stat -x, -e task-clock -o "$work/wrk-cpu.txt")
 bytes=()
 targets=(/v1/accounts/spread /v1/subscriptions/1000000001 /v1/accounts/long /v1/subscriptions/1000000011)
 for round in $(seq 1 "$rounds"); do
@@ -46,9 +50,22 @@ PY
         done
         line="round $round $side:"
         for target in "${targets[@]}"; do
-            "${pin[@]}" wrk -t1 -c1 -d"${seconds}s" --latency "http://127.0.0.1:$port$target" >"$work/wrk.txt" 2>&1
+            if [ -n "${CPU_TIME:-}" ]; then
+                perf stat -x, -e task-clock -p "$server" -o "$work/server-cpu.txt" -- \
+                    "${timed[@]}" "${pin[@]}" wrk -t1 -c1 -d"${seconds}s" "http://127.0.0.1:$port$target" >"$work/wrk.txt" 2>&1
+            else
+                "${pin[@]}" wrk -t1 -c1 -d"${seconds}s" --latency "http://127.0.0.1:$port$target" >"$work/wrk.txt" 2>&1
+            fi
             rate=$(awk '/Requests\/sec/ {print $2}' "$work/wrk.txt")
-            line+=" $target $rate/s (load $(cut -d' ' -f1 /proc/loadavg));"
+            line+=" $target $rate/s (load $(cut -d' ' -f1 /proc/loadavg))"
+            if [ -n "${CPU_TIME:-}" ]; then
+                requests=$(awk '/requests in/ {print $1}' "$work/wrk.txt")
+                cpu() { awk -F, -v n="$requests" '/task-clock/ {printf "%.0f", $1 * 1000 / n}' "$1"; }
+                server_us=$(cpu "$work/server-cpu.txt") wrk_us=$(cpu "$work/wrk-cpu.txt")
+                line+=" server $server_us us + wrk $wrk_us us CPU a request"
+                printf -v "cpu_${side}_${round}_$(basename "$target")" '%s' $((server_us + wrk_us))
+            fi
+            line+=";"
             printf -v "rate_${side}_${round}_$(basename "$target")" '%s' "$rate"
         done
         kill -TERM "$server"
@@ -60,6 +77,12 @@ PY
         awk -v a="${!spread}" -v s="${!sub}" -v l="${!long}" -v t="${!sub11}" -v label="round $round $side" \
             'BEGIN { printf "%s: spread account / its 67-renewal subscription %.2fx; " \
                 "long account / its 190-renewal subscription %.2fx\n", label, s / a, t / l }'
+        if [ -n "${CPU_TIME:-}" ]; then
+            spread=cpu_${side}_${round}_spread sub=cpu_${side}_${round}_1000000001
+            long=cpu_${side}_${round}_long sub11=cpu_${side}_${round}_1000000011
+            awk -v a="${!spread}" -v s="${!sub}" -v l="${!long}" -v t="${!sub11}" -v label="round $round $side" \
+                'BEGIN { printf "%s, in server and wrk CPU: spread %.2fx; long %.2fx\n", label, a / s, l / t }'
+        fi
     done
 done
 echo "bytes per answer (account, subscription; long account, subscription): ${bytes[*]:0:4}"
