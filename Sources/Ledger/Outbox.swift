@@ -12,6 +12,8 @@
 /// Deliveries are claimed with a lease (`FOR UPDATE SKIP LOCKED` on PostgreSQL, so replicas share the outbox): at
 /// most one delivery per (webhook, stream) is pending-and-claimable at a time, the one with the lowest sequence, so a
 /// later event of an account waits while an earlier one is retrying; a `failed` one no longer holds its stream back.
+/// Only that head is due: the deliveries behind it wait for their turn, not for a time, and the head's finish
+/// (delivered or failed) makes the next one due.
 
 /// What one write did to the facts of one original transaction, and to the accounts involved.
 public struct LedgerChange: Sendable {
@@ -192,6 +194,8 @@ public struct OutboxEvent: Sendable, Hashable {
         public var webhook: String
         public var state: DeliveryState
         public var attempts: Int
+        /// When a pending delivery is due (Unix ms); nil once delivered or failed, and while it waits for an earlier
+        /// delivery of its stream.
         public var nextAttemptAt: Int64?
         public var lastStatus: Int?
         public var lastError: String?
@@ -299,14 +303,16 @@ public protocol LedgerOutbox: Sendable {
     func finishDeliveries(webhook: String, holder: String, _ finishes: [DeliveryFinish], at time: Int64)
         throws(LedgerError) -> [Bool]
 
-    /// Makes every pending delivery of `webhook` due at `time` (a receiver that answered 2xx again has recovered: its
-    /// other streams need not wait out their back-off); how many.
+    /// Makes every pending delivery of `webhook` that heads its stream due at `time` (a receiver that answered 2xx
+    /// again has recovered: its other streams need not wait out their back-off); how many. What waits behind a head
+    /// keeps waiting for its turn.
     func retryNow(webhook: String, at time: Int64) throws(LedgerError) -> Int
 
     /// Events matching `query`, newest first, with their deliveries.
     func events(_ query: OutboxQuery) throws(LedgerError) -> [OutboxEvent]
 
-    /// Sets matching deliveries back to pending, due at `time`; how many.
+    /// Sets matching deliveries back to pending, the first of each stream due at `time` and the others waiting for
+    /// their turn behind it; how many.
     func replay(_ replay: OutboxReplay, at time: Int64) throws(LedgerError) -> Int
 
     /// Pending deliveries per webhook (every webhook that has any).

@@ -9,22 +9,32 @@ extension LedgerRecords {
         return try database.write { connection throws(LedgerError) in
             // SKIP LOCKED: a replica never waits on, nor claims, a row another replica is claiming right now; once
             // that claim commits, its lease excludes the row when the WHERE is checked again on the new version.
-            // The head test is a scalar subquery, not NOT EXISTS: PostgreSQL never turns it into a join, so it stays
-            // one index probe per candidate even while the tables have no statistics (a fresh outbox filling fast),
-            // where the anti-join was planned as a scan of the whole backlog per candidate (~150 ms a claim at 4,000
-            // pending). The due index is in ORDER BY's order, so the LIMIT stops the scan without a sort.
+            // Only heads are due (what waits behind one is stored `waitingForTurn`, see `store`), so the due index's
+            // first rows are the heads and the LIMIT stops the scan early. The head test stays, as a scalar subquery
+            // (one index probe per candidate; PostgreSQL never turns it into a join, whose plan without statistics
+            // scanned the backlog per candidate): rows made due by older versions, or by a replay behind a pending
+            // head, are due without heading their stream. The heads are chosen before the events are joined, in a
+            // materialized CTE: with `events` beside them PostgreSQL, its statistics a few seconds old, chose at random
+            // from one run to the next to scan every event and probe each one's delivery (70 ms a claim at 4,000).
+            let isPostgres = connection is PostgresConnection
             let rows = try connection.query(
                 """
-                SELECT d.event_id, d.stream, d.sequence, d.attempts, e.type, e.body, e.created_at
-                FROM event_deliveries d JOIN events e ON e.event_id = d.event_id
-                WHERE d.webhook = $1 AND d.state = 'pending' AND d.next_attempt_at <= $2
-                    AND (d.lease_until IS NULL OR d.lease_until <= $2)
-                    AND d.sequence = (
-                        SELECT min(earlier.sequence) FROM event_deliveries earlier
-                        WHERE earlier.webhook = d.webhook AND earlier.stream = d.stream AND earlier.state = 'pending')
-                ORDER BY d.next_attempt_at, d.sequence
-                LIMIT $3
-                """ + (connection is PostgresConnection ? " FOR UPDATE OF d SKIP LOCKED" : ""),
+                WITH heads AS\(isPostgres ? " MATERIALIZED" : "") (
+                    SELECT d.event_id, d.stream, d.sequence, d.attempts, d.next_attempt_at
+                    FROM event_deliveries d
+                    WHERE d.webhook = $1 AND d.state = 'pending' AND d.next_attempt_at <= $2
+                        AND (d.lease_until IS NULL OR d.lease_until <= $2)
+                        AND d.sequence = (
+                            SELECT min(earlier.sequence) FROM event_deliveries earlier
+                            WHERE earlier.webhook = d.webhook AND earlier.stream = d.stream
+                                AND earlier.state = 'pending')
+                    ORDER BY d.next_attempt_at, d.sequence
+                    LIMIT $3\(isPostgres ? " FOR UPDATE SKIP LOCKED" : "")
+                )
+                SELECT h.event_id, h.stream, h.sequence, h.attempts, e.type, e.body, e.created_at
+                FROM heads h JOIN events e ON e.event_id = h.event_id
+                ORDER BY h.next_attempt_at, h.sequence
+                """,
                 [.text(webhook), .integer(now), .integer(Int64(limit))]
             )
             var claimed: [ClaimedDelivery] = []
@@ -38,6 +48,9 @@ extension LedgerRecords {
                     )
                 )
             }
+            // Only the lease changes: what waits behind a head is not due already. (Pushing a stream's followers to
+            // the lease end at every claim, and pulling them back at every finish, rewrote a stream's whole backlog
+            // for each of its events: on PostgreSQL 92,741 dead row versions for 4,000 deliveries.)
             for chunk in LedgerStatements.chunks(claimed.map(\.eventID)) {
                 try connection.execute(
                     """
@@ -45,19 +58,6 @@ extension LedgerRecords {
                     WHERE webhook = $3 AND event_id IN (\(LedgerStatements.placeholders(chunk.count, from: 4)))
                     """,
                     [.text(holder), .integer(leaseUntil), .text(webhook)] + chunk.map(SQLValue.text)
-                )
-            }
-            // What waits behind a head in flight is not due before the lease ends (finishing the head makes it due):
-            // a claim then reads the heads, not every event of a long backlog. `+ 0` keeps the due index out of it:
-            // PostgreSQL otherwise walked every due row of the webhook to find these streams' (2.3 ms at 4,000).
-            for chunk in LedgerStatements.chunks(Array(Set(claimed.map(\.stream))).sorted()) {
-                try connection.execute(
-                    """
-                    UPDATE event_deliveries SET next_attempt_at = $2
-                    WHERE webhook = $1 AND state = 'pending' AND next_attempt_at + 0 < $2
-                        AND stream IN (\(LedgerStatements.placeholders(chunk.count, from: 3)))
-                    """,
-                    [.text(webhook), .integer(leaseUntil)] + chunk.map(SQLValue.text)
                 )
             }
             return claimed
@@ -103,11 +103,6 @@ extension LedgerRecords {
             assignments = "state = 'failed', last_status = $4, last_error = $5"
             values += [SQLValue(status), .text(error)]
         }
-        // The rest of the stream waits for the head's next try, or is due now that the head is done.
-        let (followers, followersDue): (String, Int64) =
-            if case .retry(let retryAt, _, _) = finish.result { ("next_attempt_at < $3", retryAt) } else {
-                ("next_attempt_at > $3", time)
-            }
         guard
             let stream = try connection.query(
                 """
@@ -119,14 +114,35 @@ extension LedgerRecords {
                 values
             ).first?.string(0)
         else { return false }
-        try connection.execute(
-            """
-            UPDATE event_deliveries SET next_attempt_at = $3
-            WHERE webhook = $1 AND stream = $2 AND state = 'pending' AND \(followers)
-            """,
-            [.text(webhook), .text(stream), .integer(followersDue)]
-        )
+        // A head that will be tried again keeps its stream: what waits behind it keeps waiting.
+        if case .retry = finish.result { return true }
+        if try makeNextDue(webhook: webhook, stream: stream, at: time, connection) { return true }
+        // Nothing seen waiting: a writer may be storing the stream's next event right now, `waitingForTurn` because it
+        // saw this head pending, and not committed yet. Writers hold the stream's row until they commit (`store`):
+        // once this finish shares it, every such event is committed and seen by the next statement, and a writer
+        // coming later sees this head done, so it stores its event due.
+        if connection is PostgresConnection {
+            try connection.execute("SELECT 1 FROM event_streams WHERE stream = $1 FOR SHARE", [.text(stream)])
+            _ = try makeNextDue(webhook: webhook, stream: stream, at: time, connection)
+        }
         return true
+    }
+
+    /// Makes the first pending delivery of the stream due at `time`, unless it is due already; whether the stream has
+    /// one.
+    private static func makeNextDue(
+        webhook: String, stream: String, at time: Int64, _ connection: any SQLConnection
+    ) throws(LedgerError) -> Bool {
+        try !connection.query(
+            """
+            UPDATE event_deliveries SET next_attempt_at = CASE WHEN next_attempt_at > $3 THEN $3 ELSE next_attempt_at END
+            WHERE webhook = $1 AND stream = $2 AND state = 'pending' AND sequence = (
+                SELECT min(next.sequence) FROM event_deliveries next
+                WHERE next.webhook = $1 AND next.stream = $2 AND next.state = 'pending')
+            RETURNING sequence
+            """,
+            [.text(webhook), .text(stream), .integer(time)]
+        ).isEmpty
     }
 
     func retryNow(webhook: String, at time: Int64) throws(LedgerError) -> Int {
@@ -134,10 +150,10 @@ extension LedgerRecords {
             try connection.query(
                 """
                 UPDATE event_deliveries SET next_attempt_at = $2
-                WHERE webhook = $1 AND state = 'pending' AND next_attempt_at > $2
+                WHERE webhook = $1 AND state = 'pending' AND next_attempt_at > $2 AND next_attempt_at < $3
                 RETURNING event_id
                 """,
-                [.text(webhook), .integer(time)]
+                [.text(webhook), .integer(time), .integer(LedgerStatements.waitingForTurn)]
             ).count
         }
     }
@@ -192,11 +208,13 @@ extension LedgerRecords {
                     guard let state = DeliveryState(rawValue: stateText) else {
                         throw LedgerError(.queryFailed, "an event delivery has the unknown state \(stateText)")
                     }
-                    // A delivered or failed delivery has no next attempt, whatever the column last held.
+                    // A delivered or failed delivery has no next attempt, whatever the column last held; nor has one
+                    // that waits for an earlier event of its stream: its turn has no date.
+                    let next = state == .pending ? row.int64(4) : nil
                     deliveries[try row.requiredString(0), default: []].append(
                         OutboxEvent.Delivery(
                             webhook: try row.requiredString(1), state: state, attempts: row.int(3) ?? 0,
-                            nextAttemptAt: state == .pending ? row.int64(4) : nil, lastStatus: row.int(5),
+                            nextAttemptAt: next == LedgerStatements.waitingForTurn ? nil : next, lastStatus: row.int(5),
                             lastError: row.string(6), deliveredAt: row.int64(7)
                         )
                     )
@@ -215,29 +233,56 @@ extension LedgerRecords {
             UPDATE event_deliveries SET state = 'pending', next_attempt_at = $1, lease_holder = NULL,
                 lease_until = NULL, delivered_at = NULL
             """
+        let returning = " RETURNING event_id, webhook, stream, sequence"
         return try database.write { connection throws(LedgerError) in
+            var rows: [SQLRow] = []
             switch replay {
             case .events(let ids):
-                var count = 0
                 for chunk in LedgerStatements.chunks(Array(Set(ids)).sorted()) {
-                    count += try connection.query(
+                    rows += try connection.query(
                         reset + " WHERE event_id IN (\(LedgerStatements.placeholders(chunk.count, from: 2)))"
-                            + " RETURNING event_id",
+                            + returning,
                         [.integer(time)] + chunk.map(SQLValue.text)
-                    ).count
+                    )
                 }
-                return count
             case .failed:
-                return try connection.query(
-                    reset + " WHERE state = 'failed' RETURNING event_id", [.integer(time)]
-                ).count
+                rows = try connection.query(reset + " WHERE state = 'failed'" + returning, [.integer(time)])
             case .since(let since):
-                return try connection.query(
-                    reset
-                        + " WHERE event_id IN (SELECT event_id FROM events WHERE created_at >= $2) RETURNING event_id",
+                rows = try connection.query(
+                    reset + " WHERE event_id IN (SELECT event_id FROM events WHERE created_at >= $2)" + returning,
                     [.integer(time), .integer(since)]
-                ).count
+                )
             }
+            // Of each stream's replayed deliveries only the first is due; the others wait for their turn, as at
+            // insert, so that claims find the heads rather than walk a replayed backlog. They wait only behind a
+            // delivery this replay made pending: nobody can finish that one before this commits, so its finish will
+            // see them. The first stays due even behind a delivery that was pending already (the claim's head test
+            // holds it back), since a finish of that one running now would not see it.
+            var first: [String: Int64] = [:]
+            var replayed: [(eventID: String, webhook: String, key: String, sequence: Int64)] = []
+            for row in rows {
+                let webhook = try row.requiredString(1)
+                let key = webhook + "\u{0}" + (try row.requiredString(2))
+                let sequence = try row.requiredInt64(3)
+                replayed.append((try row.requiredString(0), webhook, key, sequence))
+                first[key] = min(first[key] ?? sequence, sequence)
+            }
+            var waiting: [String: [String]] = [:]
+            for delivery in replayed where first[delivery.key] != delivery.sequence {
+                waiting[delivery.webhook, default: []].append(delivery.eventID)
+            }
+            for (webhook, ids) in waiting.sorted(by: { $0.key < $1.key }) {
+                for chunk in LedgerStatements.chunks(ids.sorted()) {
+                    try connection.execute(
+                        """
+                        UPDATE event_deliveries SET next_attempt_at = $2
+                        WHERE webhook = $1 AND event_id IN (\(LedgerStatements.placeholders(chunk.count, from: 3)))
+                        """,
+                        [.text(webhook), .integer(LedgerStatements.waitingForTurn)] + chunk.map(SQLValue.text)
+                    )
+                }
+            }
+            return rows.count
         }
     }
 
@@ -479,8 +524,9 @@ extension LedgerStatements {
     }
 
     /// Stores the drafts some webhook wants whose dedupe key is new, each with the next sequence of its stream and a
-    /// pending delivery per subscriber, due at `time`: per stream, its number and its events, then every delivery in
-    /// one statement.
+    /// pending delivery per subscriber: per stream, its number and its events, then every delivery in one statement.
+    /// A delivery is due at `time` if it heads its stream, else it waits for its turn (``waitingForTurn``): the
+    /// finish of the one before it makes it due.
     ///
     /// Streams are locked in one order for every writer (their `event_streams` row, until commit), so concurrent
     /// PostgreSQL writes cannot deadlock on them, and the numbers of one stream are handed out, and committed, in
@@ -499,8 +545,9 @@ extension LedgerStatements {
             byStream[draft.account ?? "otx:" + draft.originalTransactionID, default: []].append((draft, webhooks))
         }
         let createdAt = JSONValue.string(outbox.formatTime(time)).serializedText
-        var deliveries: [SQLValue] = []
+        var deliveries: [(values: [SQLValue], headsIfAlone: Bool)] = []
         for (stream, entries) in byStream.sorted(by: { $0.key < $1.key }) {
+            var queued = Set<String>()
             for text in [stream] + entries.flatMap({ [$0.draft.type, $0.draft.dedupeKey, $0.draft.bodyMembers] }) {
                 try checkStorable(text)
             }
@@ -539,7 +586,11 @@ extension LedgerStatements {
                 guard !inserted.isEmpty else { continue }
                 sequence += 1
                 for webhook in webhooks {
-                    deliveries += [.text(id), .text(webhook), .text(stream), .integer(sequence), .integer(time)]
+                    deliveries.append(
+                        (
+                            [.text(id), .text(webhook), .text(stream), .integer(sequence)],
+                            queued.insert(webhook).inserted
+                        ))
                 }
             }
             if sequence != last {
@@ -551,23 +602,42 @@ extension LedgerStatements {
                 )
             }
         }
-        let columns = 5
-        let rowsPerStatement = idsPerStatement / columns
-        for start in stride(from: 0, to: deliveries.count, by: rowsPerStatement * columns) {
-            let batch = Array(deliveries[start..<min(start + rowsPerStatement * columns, deliveries.count)])
-            let rows = (0..<(batch.count / columns)).map { row in
-                let first = row * columns
-                return "($\(first + 1), $\(first + 2), $\(first + 3), $\(first + 4), 'pending', 0, $\(first + 5))"
+        // The first delivery of a stream in this write heads it unless one stored before is still pending. That one
+        // may be finished by another transaction while this one is open: its finish then waits for this write's lock
+        // on the stream's row (held since the stream was numbered above) and sees this delivery (`finish`).
+        let rowsPerStatement = idsPerStatement / 5
+        for start in stride(from: 0, to: deliveries.count, by: rowsPerStatement) {
+            var values: [SQLValue] = []
+            var rows: [String] = []
+            for delivery in deliveries[start..<min(start + rowsPerStatement, deliveries.count)] {
+                let first = values.count
+                values += delivery.values
+                let (id, webhook, stream, sequence) = ("$\(first + 1)", "$\(first + 2)", "$\(first + 3)", "$\(first + 4)")
+                var nextAttempt = "\(waitingForTurn)"
+                if delivery.headsIfAlone {
+                    values.append(.integer(time))
+                    nextAttempt = """
+                        CASE WHEN EXISTS (SELECT 1 FROM event_deliveries earlier WHERE earlier.webhook = \(webhook)
+                            AND earlier.stream = \(stream) AND earlier.state = 'pending') THEN \(nextAttempt)
+                        ELSE $\(first + 5) END
+                        """
+                }
+                rows.append("(\(id), \(webhook), \(stream), \(sequence), 'pending', 0, \(nextAttempt))")
             }
             try connection.execute(
                 """
                 INSERT INTO event_deliveries (event_id, webhook, stream, sequence, state, attempts, next_attempt_at)
                 VALUES \(rows.joined(separator: ", "))
                 """,
-                batch
+                values
             )
         }
     }
+
+    /// `next_attempt_at` of a pending delivery that waits for an earlier one of its stream (its webhook's) to be
+    /// delivered or to fail: never due by time, only made due by that finish (or a replay). Keeping them out of the due
+    /// index's range is what lets a claim find a long backlog's heads without walking it.
+    static let waitingForTurn = Int64.max
 
     /// Locks the streams' rows, in the order given (sorted by every caller), creating those that are missing.
     static func lockStreams(_ streams: [String], _ connection: any SQLConnection) throws(LedgerError) {

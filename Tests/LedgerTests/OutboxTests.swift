@@ -1,3 +1,4 @@
+import Foundation
 import Synchronization
 import TestSupport
 import Testing
@@ -417,9 +418,8 @@ struct OutboxTests {
                 eventID: head.eventID, webhook: "backend", holder: "r1",
                 result: .retry(at: Self.now + 10_000, status: 500, error: "HTTP 500"), at: Self.now + 1))
         #expect(try claimA(at: Self.now + 5_000, "r1").isEmpty)
-        // What waits behind the head is due no earlier than the head's next try.
-        let waiting = try ledger.events(OutboxQuery(originalTransactionID: "a")).filter { $0.id != head.eventID }
-        #expect(waiting.allSatisfy { ($0.deliveries.first?.nextAttemptAt ?? 0) >= Self.now + 10_000 })
+        // What waits behind the head keeps waiting for its turn.
+        #expect(try Self.turns(ledger, stream: "otx:a") == ["1: due 10000", "2: waits", "3: waits"])
         let again = try claimA(at: Self.now + 10_000, "r1")
         #expect(again.map(\.eventID) == [head.eventID])
         #expect(again.first?.attempts == 1)
@@ -464,7 +464,7 @@ struct OutboxTests {
     }
 
     @Test(arguments: Backend.tested)
-    func retryNow_makesEveryWaitingDeliveryDue(_ backend: Backend) throws {
+    func retryNow_makesEveryHeadDue(_ backend: Backend) throws {
         let ledger = try Self.threeAndOne(backend)
         let heads = try ledger.claimDeliveries(
             webhook: "backend", holder: "r1", now: Self.now, leaseUntil: Self.now + 60_000, limit: 10
@@ -474,12 +474,134 @@ struct OutboxTests {
                 eventID: head.eventID, webhook: "backend", holder: "r1",
                 result: .retry(at: Self.now + 3_600_000, status: 503, error: "HTTP 503"), at: Self.now + 1)
         }
-        // The heads, and what waits behind them.
-        #expect(try ledger.retryNow(webhook: "backend", at: Self.now + 2) == 5)
+        // The heads; what waits behind them waits for its turn.
+        #expect(try ledger.retryNow(webhook: "backend", at: Self.now + 2) == 2)
+        #expect(try Self.turns(ledger, stream: "otx:a") == ["1: due 2", "2: waits", "3: waits"])
         #expect(
             try ledger.claimDeliveries(
                 webhook: "backend", holder: "r1", now: Self.now + 2, leaseUntil: Self.now + 60_000, limit: 10
             ).count == 2)
+    }
+
+    // MARK: - waiting for a turn
+
+    /// The pending deliveries of `stream` to `backend`, by sequence: due when (ms after `now`), or waiting for a turn.
+    static func turns(_ ledger: any LedgerStore, stream: String) throws -> [String] {
+        try all(ledger).filter { $0.stream == stream }.sorted { $0.sequence < $1.sequence }.compactMap { event in
+            guard let delivery = event.deliveries.first(where: { $0.webhook == "backend" }), delivery.state == .pending
+            else { return nil }
+            return "\(event.sequence): " + (delivery.nextAttemptAt.map { "due \($0 - now)" } ?? "waits")
+        }
+    }
+
+    /// Claims, from `start` on, and delivers what it claimed until nothing more is due: every claim, in order.
+    static func deliverAll(_ ledger: any LedgerStore, from start: Int64) throws -> [ClaimedDelivery] {
+        var delivered: [ClaimedDelivery] = []
+        var time = start
+        while true {
+            let claimed = try ledger.claimDeliveries(
+                webhook: "backend", holder: "r1", now: time, leaseUntil: time + 60_000, limit: 10)
+            guard !claimed.isEmpty else { return delivered }
+            let finishes = claimed.map { DeliveryFinish(eventID: $0.eventID, result: .delivered(status: 200)) }
+            #expect(try ledger.finishDeliveries(webhook: "backend", holder: "r1", finishes, at: time).allSatisfy { $0 })
+            delivered += claimed
+            time += 1
+        }
+    }
+
+    /// Each stream's sequences in the order they were claimed.
+    static func orderByStream(_ claims: [ClaimedDelivery]) -> [String: [Int64]] {
+        Dictionary(grouping: claims, by: \.stream).mapValues { $0.map(\.sequence) }
+    }
+
+    @Test(arguments: Backend.tested)
+    func anEventBehindAPendingOne_waitsForItsTurn_untilTheOneBeforeItIsDone(_ backend: Backend) throws {
+        let ledger = try Self.threeAndOne(backend)
+        #expect(try Self.turns(ledger, stream: "otx:a") == ["1: due 0", "2: waits", "3: waits"])
+        let heads = try ledger.claimDeliveries(
+            webhook: "backend", holder: "r1", now: Self.now, leaseUntil: Self.now + 60_000, limit: 10)
+        let a1 = try #require(heads.first { $0.stream == "otx:a" })
+        let b1 = try #require(heads.first { $0.stream == "otx:b" })
+        // Stored while the head is in flight: it waits too, and no claim takes anything of the stream.
+        try ledger.record(transactions: [Self.transaction("a3", original: "a")], source: .jws)
+        #expect(try Self.turns(ledger, stream: "otx:a") == ["1: due 0", "2: waits", "3: waits", "4: waits"])
+        #expect(
+            try ledger.claimDeliveries(
+                webhook: "backend", holder: "r2", now: Self.now + 1, leaseUntil: Self.now + 60_001, limit: 10
+            ).isEmpty)
+        // Delivered: the next one, and only it, is due.
+        #expect(
+            try ledger.finishDelivery(
+                eventID: a1.eventID, webhook: "backend", holder: "r1", result: .delivered(status: 200),
+                at: Self.now + 5))
+        #expect(try Self.turns(ledger, stream: "otx:a") == ["2: due 5", "3: waits", "4: waits"])
+        let a2 = try ledger.claimDeliveries(
+            webhook: "backend", holder: "r2", now: Self.now + 5, leaseUntil: Self.now + 60_005, limit: 10)
+        #expect(a2.map { "\($0.stream)#\($0.sequence)" } == ["otx:a#2"])
+        // Failed for good: it no longer holds the stream back either.
+        #expect(
+            try ledger.finishDelivery(
+                eventID: a2[0].eventID, webhook: "backend", holder: "r2", result: .failed(status: 410, error: "gone"),
+                at: Self.now + 6))
+        #expect(try Self.turns(ledger, stream: "otx:a") == ["3: due 6", "4: waits"])
+        // A stream with nothing pending stores its next event due at once.
+        #expect(
+            try ledger.finishDelivery(
+                eventID: b1.eventID, webhook: "backend", holder: "r1", result: .delivered(status: 200),
+                at: Self.now + 7))
+        #expect(try Self.orderByStream(Self.deliverAll(ledger, from: Self.now + 7)) == ["otx:a": [3, 4], "otx:b": [2]])
+        #expect(try Self.turns(ledger, stream: "otx:b").isEmpty)
+        try ledger.record(transactions: [Self.transaction("b2", original: "b")], source: .jws)
+        #expect(try Self.turns(ledger, stream: "otx:b") == ["3: due 0"])
+    }
+
+    @Test(arguments: Backend.tested)
+    func writersBesideADeliverer_leaveNoEventWaitingBehindADeliveredOne(_ backend: Backend) throws {
+        // Writers of one stream store events while its heads are delivered: an event stored waiting behind a head
+        // whose finish did not see it yet must still be made due (on PostgreSQL, replicas side by side).
+        let location = try DatabaseLocation.fresh(backend)
+        let ledgers = try Self.replicas(backend) { try Self.open(location, Rules()) }
+        let writers = 4
+        let perWriter = 15
+        let written = Atomic<Int>(0)
+        let failures = Atomic<Int>(0)
+        let claims = Mutex<[ClaimedDelivery]>([])
+        onThreads(writers + 1) { thread in
+            guard thread == writers else {
+                for index in 0..<perWriter {
+                    do {
+                        try ledgers[thread % ledgers.count].record(
+                            transactions: [Self.transaction("w\(thread)-\(index)", original: "o")], source: .jws)
+                    } catch {
+                        failures.add(1, ordering: .relaxed)
+                    }
+                }
+                written.add(1, ordering: .releasing)
+                return
+            }
+            var time = Self.now
+            do {
+                while true {
+                    let writersDone = written.load(ordering: .acquiring) == writers
+                    let claimed = try ledgers[0].claimDeliveries(
+                        webhook: "backend", holder: "r1", now: time, leaseUntil: time + 60_000, limit: 10)
+                    if claimed.isEmpty && writersDone { break }
+                    if claimed.isEmpty { usleep(200) }
+                    let finishes = claimed.map { DeliveryFinish(eventID: $0.eventID, result: .delivered(status: 200)) }
+                    _ = try ledgers[0].finishDeliveries(webhook: "backend", holder: "r1", finishes, at: time)
+                    claims.withLock { $0 += claimed }
+                    time += 1
+                }
+            } catch {
+                failures.add(1, ordering: .relaxed)
+            }
+        }
+        #expect(failures.load(ordering: .relaxed) == 0)
+        let events = try Self.all(ledgers[0])
+        #expect(events.count == writers * perWriter + 1)
+        #expect(events.allSatisfy { $0.deliveries.map(\.state) == [.delivered] })
+        let order = claims.withLock { $0 }.map(\.sequence)
+        #expect(order == Array(1...Int64(events.count)))
     }
 
     // MARK: - listing, replay, backlog, prune
@@ -507,6 +629,24 @@ struct OutboxTests {
         #expect(replayed.nextAttemptAt == Self.now + 6 && replayed.deliveredAt == nil && replayed.attempts == 1)
         #expect(try ledger.replay(.since(Self.now), at: Self.now + 7) == 5)
         #expect(try ledger.replay(.since(Self.now + 1), at: Self.now + 7) == 0)
+    }
+
+    @Test(arguments: Backend.tested)
+    func replay_makesOnlyTheFirstOfEachStreamDue_andDeliversInOrder(_ backend: Backend) throws {
+        let ledger = try Self.threeAndOne(backend)
+        #expect(try Self.orderByStream(Self.deliverAll(ledger, from: Self.now)) == ["otx:a": [1, 2, 3], "otx:b": [1, 2]])
+        #expect(try ledger.replay(.since(Self.now), at: Self.now + 100) == 5)
+        #expect(try Self.turns(ledger, stream: "otx:a") == ["1: due 100", "2: waits", "3: waits"])
+        #expect(try Self.turns(ledger, stream: "otx:b") == ["1: due 100", "2: waits"])
+        #expect(
+            try Self.orderByStream(Self.deliverAll(ledger, from: Self.now + 100)) == [
+                "otx:a": [1, 2, 3], "otx:b": [1, 2],
+            ])
+        // Some events of a stream: the first of them is due, the others wait behind it.
+        let a = try Self.all(ledger).filter { $0.stream == "otx:a" }.sorted { $0.sequence < $1.sequence }
+        #expect(try ledger.replay(.events([a[2].id, a[1].id]), at: Self.now + 200) == 2)
+        #expect(try Self.turns(ledger, stream: "otx:a") == ["2: due 200", "3: waits"])
+        #expect(try Self.orderByStream(Self.deliverAll(ledger, from: Self.now + 200)) == ["otx:a": [2, 3]])
     }
 
     @Test(arguments: Backend.tested)
