@@ -316,6 +316,19 @@ enum LedgerSchema {
                 guard connection is PostgresConnection else { return }
                 try connection.execute("ALTER TABLE notifications ALTER COLUMN signed_payload SET STORAGE EXTERNAL")
             }),
+        // A pending delivery behind an earlier pending one of its stream now waits for its turn: `next_attempt_at` is
+        // the largest BIGINT (`LedgerStatements.waitingForTurn`) until the earlier one's finish makes it due, where it
+        // held a time (due now, or the lease end of the head in flight) and every claim walked it. The backlog stored
+        // before is converted, so that claims find its heads by the due index too.
+        Migration(version: 9, statements: [
+            """
+            UPDATE event_deliveries SET next_attempt_at = 9223372036854775807
+            WHERE state = 'pending' AND sequence > (
+                SELECT min(earlier.sequence) FROM event_deliveries earlier
+                WHERE earlier.webhook = event_deliveries.webhook AND earlier.stream = event_deliveries.stream
+                    AND earlier.state = 'pending')
+            """
+        ]),
     ]
 
     /// Every StoreKit 2 payload stored before version 5 kept its `appAccountToken`; the new column gets it, so that

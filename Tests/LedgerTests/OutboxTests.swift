@@ -744,4 +744,38 @@ struct OutboxTests {
         #expect(try Self.all(ledger).map(\.type).sorted() == ["NEW", "SEEN"])
         #expect(try Self.all(ledger).allSatisfy { $0.stream == "alice" })
     }
+
+    @Test(arguments: Backend.tested)
+    func migrationTo9_makesWhatWaitsBehindEachHeadWaitForItsTurn(_ backend: Backend) throws {
+        let location = try DatabaseLocation.fresh(backend)
+        do {
+            let ledger = try Self.open(location, Rules())
+            for (id, original) in [("a1", "a"), ("a2", "a"), ("b1", "b")] {
+                try ledger.record(transactions: [Self.transaction(id, original: original)], source: .jws)
+            }
+            let a1 = try #require(
+                try ledger.claimDeliveries(
+                    webhook: "backend", holder: "r1", now: Self.now, leaseUntil: Self.now + 60_000, limit: 10
+                ).first { $0.stream == "otx:a" })
+            _ = try ledger.finishDelivery(
+                eventID: a1.eventID, webhook: "backend", holder: "r1", result: .delivered(status: 200), at: Self.now)
+        }
+        // As version 8 left a backlog: every pending delivery holds a time (due, or the lease end of its head).
+        do {
+            let raw = try location.rawConnection()
+            try raw.execute(
+                "UPDATE event_deliveries SET next_attempt_at = $1 WHERE state = 'pending'", [.integer(Self.now + 9)])
+            try raw.execute("UPDATE ledger_schema SET version = 8", [])
+        }
+        let ledger = try Self.open(location, Rules())
+        #expect(try ledger.schemaVersion() == LedgerSchema.latestVersion)
+        #expect(try Self.turns(ledger, stream: "otx:a") == ["2: due 9", "3: waits"])
+        #expect(try Self.turns(ledger, stream: "otx:b") == ["1: due 9", "2: waits"])
+        #expect(try ledger.events(OutboxQuery(state: .delivered)).count == 1)
+        // b's head, claimed before the upgrade, is taken over once its lease ran out.
+        #expect(
+            try Self.orderByStream(Self.deliverAll(ledger, from: Self.now + 60_000)) == [
+                "otx:a": [2, 3], "otx:b": [1, 2],
+            ])
+    }
 }
