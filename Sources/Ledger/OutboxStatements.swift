@@ -7,17 +7,19 @@ extension LedgerRecords {
     ) throws(LedgerError) -> [ClaimedDelivery] {
         guard limit > 0 else { return [] }
         return try database.write { connection throws(LedgerError) in
-            // SKIP LOCKED: a replica never waits on, nor claims, a row another replica is claiming right now; once
-            // that claim commits, its lease excludes the row when the WHERE is checked again on the new version.
-            // Only heads are due (what waits behind one is stored `waitingForTurn`, see `store`), and the due index
-            // holds only what is not waiting: its first rows are the heads and the LIMIT stops the scan early. The
-            // literal bound is what lets the database use that index (a parameter does not prove its predicate). The head test stays, as a scalar subquery
-            // (one index probe per candidate; PostgreSQL never turns it into a join, whose plan without statistics
-            // scanned the backlog per candidate): rows made due by older versions, or by a replay behind a pending
-            // head, are due without heading their stream. The heads are chosen before the events are joined, in a
-            // materialized CTE: with `events` beside them PostgreSQL, its statistics a few seconds old, chose at random
-            // from one run to the next to scan every event and probe each one's delivery (70 ms a claim at 4,000).
+            // SKIP LOCKED: a replica never waits on, nor claims, a row another replica is claiming right now; once that
+            // claim commits, its lease excludes the row when the WHERE is checked again on the new version. Almost only
+            // heads are due (what waits behind one is stored `waitingForTurn`, see `store`), and the due index holds
+            // only what is not waiting: its first rows are the heads and the LIMIT stops the scan early. The literal
+            // bound is what lets the database use that index (a parameter does not prove its predicate). The head test
+            // stays, as a scalar subquery (one index probe per candidate; PostgreSQL never turns it into a join, whose
+            // plan without statistics scanned the backlog per candidate): a delivery stored behind a lone head, one
+            // made due by an older version, or by a replay behind a pending head, is due without heading its stream.
+            // The heads are chosen before the events are joined, in a materialized CTE: with `events` beside them
+            // PostgreSQL, its statistics a few seconds old, chose at random from one run to the next to scan every
+            // event and probe each one's delivery (70 ms a claim at 4,000).
             let isPostgres = connection is PostgresConnection
+            if isPostgres { try Self.recheckStreams(webhook: webhook, now: now, connection) }
             let rows = try connection.query(
                 """
                 WITH heads AS\(isPostgres ? " MATERIALIZED" : "") (
@@ -121,15 +123,18 @@ extension LedgerRecords {
         else { return false }
         // A head that will be tried again keeps its stream: what waits behind it keeps waiting.
         if case .retry = finish.result { return true }
-        if try makeNextDue(webhook: webhook, stream: stream, at: time, connection) { return true }
+        guard try !makeNextDue(webhook: webhook, stream: stream, at: time, connection),
+            connection is PostgresConnection
+        else { return true }
         // Nothing seen waiting: a writer may be storing the stream's next event right now, `waitingForTurn` because it
-        // saw this head pending, and not committed yet. Writers hold the stream's row until they commit (`store`):
-        // once this finish shares it, every such event is committed and seen by the next statement, and a writer
-        // coming later sees this head done, so it stores its event due.
-        if connection is PostgresConnection {
-            try connection.execute("SELECT 1 FROM event_streams WHERE stream = $1 FOR SHARE", [.text(stream)])
-            _ = try makeNextDue(webhook: webhook, stream: stream, at: time, connection)
-        }
+        // saw this one waiting, and not committed yet (see `store`). A claim looks again once that writer is surely
+        // done (`LedgerStatements.recheckDelay`). Waiting here for the writer's lock on the stream instead was exact,
+        // but with group commit a lock held until a group commits closed cycles with the writers' groups: PostgreSQL
+        // broke them after its one-second deadlock timeout, and groups ran past store_timeout (ingest answered 503).
+        try connection.execute(
+            "INSERT INTO event_stream_rechecks (webhook, stream, recheck_at) VALUES ($1, $2, $3)",
+            [.text(webhook), .text(stream), .integer(time + LedgerStatements.recheckDelay)]
+        )
         return true
     }
 
@@ -140,7 +145,8 @@ extension LedgerRecords {
     ) throws(LedgerError) -> Bool {
         try !connection.query(
             """
-            UPDATE event_deliveries SET next_attempt_at = CASE WHEN next_attempt_at > $3 THEN $3 ELSE next_attempt_at END
+            UPDATE event_deliveries
+            SET next_attempt_at = CASE WHEN next_attempt_at > $3 THEN $3 ELSE next_attempt_at END
             WHERE webhook = $1 AND stream = $2 AND state = 'pending' AND sequence = (
                 SELECT min(next.sequence) FROM event_deliveries next
                 WHERE next.webhook = $1 AND next.stream = $2 AND next.state = 'pending')
@@ -148,6 +154,32 @@ extension LedgerRecords {
             """,
             [.text(webhook), .text(stream), .integer(time)]
         ).isEmpty
+    }
+
+    /// The streams a finish found empty, long enough ago: the first delivery of each, if it waits for its turn behind
+    /// nothing (a writer stored it while that finish ran), is made due. SKIP LOCKED: replicas never wait on each other.
+    private static func recheckStreams(webhook: String, now: Int64, _ connection: any SQLConnection)
+        throws(LedgerError)
+    {
+        let streams = try connection.query(
+            """
+            DELETE FROM event_stream_rechecks WHERE ctid = ANY (ARRAY(
+                SELECT ctid FROM event_stream_rechecks WHERE webhook = $1 AND recheck_at <= $2 FOR UPDATE SKIP LOCKED))
+            RETURNING stream
+            """,
+            [.text(webhook), .integer(now)]
+        ).compactMap { $0.string(0) }
+        for stream in Set(streams).sorted() {
+            try connection.execute(
+                """
+                UPDATE event_deliveries SET next_attempt_at = $3
+                WHERE webhook = $1 AND stream = $2 AND state = 'pending' AND next_attempt_at = $4 AND sequence = (
+                    SELECT min(next.sequence) FROM event_deliveries next
+                    WHERE next.webhook = $1 AND next.stream = $2 AND next.state = 'pending')
+                """,
+                [.text(webhook), .text(stream), .integer(now), .integer(LedgerStatements.waitingForTurn)]
+            )
+        }
     }
 
     func retryNow(webhook: String, at time: Int64) throws(LedgerError) -> Int {
@@ -531,8 +563,8 @@ extension LedgerStatements {
 
     /// Stores the drafts some webhook wants whose dedupe key is new, each with the next sequence of its stream and a
     /// pending delivery per subscriber: per stream, its number and its events, then every delivery in one statement.
-    /// A delivery is due at `time` if it heads its stream, else it waits for its turn (``waitingForTurn``): the
-    /// finish of the one before it makes it due.
+    /// A delivery is due at `time`, or waits for its turn (``waitingForTurn``) behind one that waits already or one
+    /// of the same write: the finish of the one before it makes it due.
     ///
     /// Streams are locked in one order for every writer (their `event_streams` row, until commit), so concurrent
     /// PostgreSQL writes cannot deadlock on them, and the numbers of one stream are handed out, and committed, in
@@ -608,9 +640,12 @@ extension LedgerStatements {
                 )
             }
         }
-        // The first delivery of a stream in this write heads it unless one stored before is still pending. That one
-        // may be finished by another transaction while this one is open: its finish then waits for this write's lock
-        // on the stream's row (held since the stream was numbered above) and sees this delivery (`finish`).
+        // The first delivery of a stream in this write waits for its turn only behind one that waits already; the
+        // others of the write wait behind it (nobody can finish it before this commits, so its finish will see them).
+        // Behind a lone head it is stored due, and the claim's head test holds it back: that head may be finished by
+        // another transaction while this one is open, and that finish would not see this delivery. Behind a waiting
+        // one the same can happen only if the stream moves two steps meanwhile; `finish` covers it (a claim looks
+        // again later).
         let rowsPerStatement = idsPerStatement / 5
         for start in stride(from: 0, to: deliveries.count, by: rowsPerStatement) {
             var values: [SQLValue] = []
@@ -618,13 +653,15 @@ extension LedgerStatements {
             for delivery in deliveries[start..<min(start + rowsPerStatement, deliveries.count)] {
                 let first = values.count
                 values += delivery.values
-                let (id, webhook, stream, sequence) = ("$\(first + 1)", "$\(first + 2)", "$\(first + 3)", "$\(first + 4)")
+                let (id, webhook, stream) = ("$\(first + 1)", "$\(first + 2)", "$\(first + 3)")
+                let sequence = "$\(first + 4)"
                 var nextAttempt = "\(waitingForTurn)"
                 if delivery.headsIfAlone {
                     values.append(.integer(time))
                     nextAttempt = """
                         CASE WHEN EXISTS (SELECT 1 FROM event_deliveries earlier WHERE earlier.webhook = \(webhook)
-                            AND earlier.stream = \(stream) AND earlier.state = 'pending') THEN \(nextAttempt)
+                            AND earlier.stream = \(stream) AND earlier.state = 'pending'
+                            AND earlier.next_attempt_at = \(nextAttempt)) THEN \(nextAttempt)
                         ELSE $\(first + 5) END
                         """
                 }
@@ -644,6 +681,10 @@ extension LedgerStatements {
     /// delivered or to fail: never due by time, only made due by that finish (or a replay). Such deliveries are not in
     /// the due index (schema version 9), so a claim finds a long backlog's heads without walking it.
     static let waitingForTurn = Int64.max
+
+    /// How long after a finish that found its stream empty a claim looks at the stream again (PostgreSQL): longer than
+    /// a write transaction may last (`store_timeout`, 2 s by default), with a wide margin.
+    static let recheckDelay: Int64 = 30_000
 
     /// Locks the streams' rows, in the order given (sorted by every caller), creating those that are missing.
     static func lockStreams(_ streams: [String], _ connection: any SQLConnection) throws(LedgerError) {
