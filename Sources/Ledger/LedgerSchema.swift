@@ -331,20 +331,16 @@ enum LedgerSchema {
                 WHERE earlier.webhook = event_deliveries.webhook AND earlier.stream = event_deliveries.stream
                     AND earlier.state = 'pending')
             """,
-            // A stream a finish found empty while a writer may have been storing an event behind it (PostgreSQL):
-            // a claim looks at it again after `recheck_at`.
-            """
-            CREATE TABLE IF NOT EXISTS event_stream_rechecks (
-                webhook TEXT NOT NULL,
-                stream TEXT NOT NULL,
-                recheck_at BIGINT NOT NULL
-            )
-            """,
-            "CREATE INDEX IF NOT EXISTS event_stream_rechecks_due ON event_stream_rechecks (webhook, recheck_at)",
             "DROP INDEX IF EXISTS event_deliveries_due",
             """
             CREATE INDEX event_deliveries_due ON event_deliveries (webhook, next_attempt_at, sequence)
             WHERE state = 'pending' AND next_attempt_at < 9223372036854775807
+            """,
+            // The waiting ones alone: what the dispatcher's sweep for deliveries waiting behind nothing reads every few
+            // seconds, rather than every delivery kept for the retention days.
+            """
+            CREATE INDEX IF NOT EXISTS event_deliveries_waiting ON event_deliveries (webhook, stream, sequence)
+            WHERE state = 'pending' AND next_attempt_at = 9223372036854775807
             """,
         ]),
     ]

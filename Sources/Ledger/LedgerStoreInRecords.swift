@@ -99,6 +99,10 @@ extension LedgerStoreInRecords {
         try records.retryNow(webhook: webhook, at: time)
     }
 
+    public func releaseStrandedDeliveries(at time: Int64) throws(LedgerError) -> Int {
+        try records.releaseStrandedDeliveries(at: time)
+    }
+
     public func events(_ query: OutboxQuery) throws(LedgerError) -> [OutboxEvent] { try records.events(query) }
 
     public func replay(_ replay: OutboxReplay, at time: Int64) throws(LedgerError) -> Int {

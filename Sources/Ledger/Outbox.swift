@@ -308,6 +308,11 @@ public protocol LedgerOutbox: Sendable {
     /// keeps waiting for its turn.
     func retryNow(webhook: String, at time: Int64) throws(LedgerError) -> Int
 
+    /// Makes due every pending delivery that waits for its turn behind nothing: one a writer stored behind a delivery
+    /// whose finish, running beside that write, could not see it and so made nothing due; how many. The dispatcher
+    /// runs it every few seconds, so such a delivery waits that long, never for good.
+    func releaseStrandedDeliveries(at time: Int64) throws(LedgerError) -> Int
+
     /// Events matching `query`, newest first, with their deliveries.
     func events(_ query: OutboxQuery) throws(LedgerError) -> [OutboxEvent]
 

@@ -19,7 +19,6 @@ extension LedgerRecords {
             // PostgreSQL, its statistics a few seconds old, chose at random from one run to the next to scan every
             // event and probe each one's delivery (70 ms a claim at 4,000).
             let isPostgres = connection is PostgresConnection
-            if isPostgres { try Self.recheckStreams(webhook: webhook, now: now, connection) }
             let rows = try connection.query(
                 """
                 WITH heads AS\(isPostgres ? " MATERIALIZED" : "") (
@@ -121,64 +120,49 @@ extension LedgerRecords {
                 values
             ).first?.string(0)
         else { return false }
-        // A head that will be tried again keeps its stream: what waits behind it keeps waiting.
+        // A head that will be tried again keeps its stream: what waits behind it keeps waiting. When nothing is seen
+        // waiting, a writer may be storing the stream's next event right now, waiting for its turn because it saw
+        // this one pending, and not committed yet: `releaseStrandedDeliveries` makes it due. (Waiting here for the
+        // writer's lock on the stream instead was exact, but with group commit a lock held until a group commits
+        // closed cycles with the writers' groups: PostgreSQL broke them after its one-second deadlock timeout, and
+        // groups ran past store_timeout, so ingest answered 503.)
         if case .retry = finish.result { return true }
-        guard try !makeNextDue(webhook: webhook, stream: stream, at: time, connection),
-            connection is PostgresConnection
-        else { return true }
-        // Nothing seen waiting: a writer may be storing the stream's next event right now, `waitingForTurn` because it
-        // saw this one waiting, and not committed yet (see `store`). A claim looks again once that writer is surely
-        // done (`LedgerStatements.recheckDelay`). Waiting here for the writer's lock on the stream instead was exact,
-        // but with group commit a lock held until a group commits closed cycles with the writers' groups: PostgreSQL
-        // broke them after its one-second deadlock timeout, and groups ran past store_timeout (ingest answered 503).
-        try connection.execute(
-            "INSERT INTO event_stream_rechecks (webhook, stream, recheck_at) VALUES ($1, $2, $3)",
-            [.text(webhook), .text(stream), .integer(time + LedgerStatements.recheckDelay)]
-        )
+        try makeNextDue(webhook: webhook, stream: stream, at: time, connection)
         return true
     }
 
-    /// Makes the first pending delivery of the stream due at `time`, unless it is due already; whether the stream has
-    /// one.
+    /// Makes the first pending delivery of the stream due at `time`, unless it is due already.
     private static func makeNextDue(
         webhook: String, stream: String, at time: Int64, _ connection: any SQLConnection
-    ) throws(LedgerError) -> Bool {
-        try !connection.query(
+    ) throws(LedgerError) {
+        try connection.execute(
             """
             UPDATE event_deliveries
             SET next_attempt_at = CASE WHEN next_attempt_at > $3 THEN $3 ELSE next_attempt_at END
             WHERE webhook = $1 AND stream = $2 AND state = 'pending' AND sequence = (
                 SELECT min(next.sequence) FROM event_deliveries next
                 WHERE next.webhook = $1 AND next.stream = $2 AND next.state = 'pending')
-            RETURNING sequence
             """,
             [.text(webhook), .text(stream), .integer(time)]
-        ).isEmpty
+        )
     }
 
-    /// The streams a finish found empty, long enough ago: the first delivery of each, if it waits for its turn behind
-    /// nothing (a writer stored it while that finish ran), is made due. SKIP LOCKED: replicas never wait on each other.
-    private static func recheckStreams(webhook: String, now: Int64, _ connection: any SQLConnection)
-        throws(LedgerError)
-    {
-        let streams = try connection.query(
-            """
-            DELETE FROM event_stream_rechecks WHERE ctid = ANY (ARRAY(
-                SELECT ctid FROM event_stream_rechecks WHERE webhook = $1 AND recheck_at <= $2 FOR UPDATE SKIP LOCKED))
-            RETURNING stream
-            """,
-            [.text(webhook), .integer(now)]
-        ).compactMap { $0.string(0) }
-        for stream in Set(streams).sorted() {
-            try connection.execute(
+    func releaseStrandedDeliveries(at time: Int64) throws(LedgerError) -> Int {
+        try database.write { connection throws(LedgerError) in
+            // Safe against every writer: a stream's events are numbered under its `event_streams` row, held until the
+            // writer commits, so an earlier delivery a writer has not committed cannot exist beside a later one that
+            // is committed. A stranded delivery is therefore the first pending of its stream for good.
+            try connection.query(
                 """
-                UPDATE event_deliveries SET next_attempt_at = $3
-                WHERE webhook = $1 AND stream = $2 AND state = 'pending' AND next_attempt_at = $4 AND sequence = (
-                    SELECT min(next.sequence) FROM event_deliveries next
-                    WHERE next.webhook = $1 AND next.stream = $2 AND next.state = 'pending')
+                UPDATE event_deliveries SET next_attempt_at = $1
+                WHERE state = 'pending' AND next_attempt_at = \(LedgerStatements.waitingForTurn) AND NOT EXISTS (
+                    SELECT 1 FROM event_deliveries earlier
+                    WHERE earlier.webhook = event_deliveries.webhook AND earlier.stream = event_deliveries.stream
+                        AND earlier.state = 'pending' AND earlier.sequence < event_deliveries.sequence)
+                RETURNING event_id
                 """,
-                [.text(webhook), .text(stream), .integer(now), .integer(LedgerStatements.waitingForTurn)]
-            )
+                [.integer(time)]
+            ).count
         }
     }
 
@@ -684,7 +668,6 @@ extension LedgerStatements {
 
     /// How long after a finish that found its stream empty a claim looks at the stream again (PostgreSQL): longer than
     /// a write transaction may last (`store_timeout`, 2 s by default), with a wide margin.
-    static let recheckDelay: Int64 = 30_000
 
     /// Locks the streams' rows, in the order given (sorted by every caller), creating those that are missing.
     static func lockStreams(_ streams: [String], _ connection: any SQLConnection) throws(LedgerError) {

@@ -556,9 +556,32 @@ struct OutboxTests {
     }
 
     @Test(arguments: Backend.tested)
+    func aDeliveryStrandedBehindNothing_isReleased_andOnlyIt(_ backend: Backend) throws {
+        let location = try DatabaseLocation.fresh(backend)
+        let ledger = try Self.open(location, Rules())
+        for (id, original) in [("a1", "a"), ("a2", "a"), ("b1", "b")] {
+            try ledger.record(transactions: [Self.transaction(id, original: original)], source: .jws)
+        }
+        #expect(try Self.turns(ledger, stream: "otx:a") == ["1: due 0", "2: waits", "3: waits"])
+        #expect(try ledger.releaseStrandedDeliveries(at: Self.now + 5) == 0)
+        // As a finish leaves it when a writer's event behind it was not committed yet: the head is gone, and what
+        // waited behind it waits behind nothing.
+        try location.rawConnection().execute(
+            "UPDATE event_deliveries SET state = 'delivered', delivered_at = $1 WHERE stream = 'otx:a' AND sequence = 1",
+            [.integer(Self.now)])
+        #expect(try Self.turns(ledger, stream: "otx:a") == ["2: waits", "3: waits"])
+        #expect(try ledger.releaseStrandedDeliveries(at: Self.now + 5) == 1)
+        #expect(try Self.turns(ledger, stream: "otx:a") == ["2: due 5", "3: waits"])
+        #expect(try Self.turns(ledger, stream: "otx:b") == ["1: due 0", "2: waits"])
+        #expect(try ledger.releaseStrandedDeliveries(at: Self.now + 6) == 0)
+        #expect(
+            try Self.orderByStream(Self.deliverAll(ledger, from: Self.now + 5)) == ["otx:a": [2, 3], "otx:b": [1, 2]])
+    }
+
+    @Test(arguments: Backend.tested)
     func writersBesideADeliverer_leaveNoEventWaitingBehindADeliveredOne(_ backend: Backend) throws {
         // Writers of one stream store events while its heads are delivered: an event stored waiting behind a head
-        // whose finish did not see it yet must still be made due, by a claim after the recheck delay (on PostgreSQL,
+        // whose finish did not see it yet must still be made due, by `releaseStrandedDeliveries` (on PostgreSQL,
         // replicas side by side).
         let location = try DatabaseLocation.fresh(backend)
         let ledgers = try Self.replicas(backend) { try Self.open(location, Rules()) }
@@ -581,19 +604,19 @@ struct OutboxTests {
                 return
             }
             var time = Self.now
-            var rechecked = false
+            var released = false
             do {
                 while true {
                     let writersDone = written.load(ordering: .acquiring) == writers
                     let claimed = try ledgers[0].claimDeliveries(
                         webhook: "backend", holder: "r1", now: time, leaseUntil: time + 60_000, limit: 10)
                     if claimed.isEmpty && writersDone {
-                        if rechecked { break }
-                        rechecked = true
-                        time += LedgerStatements.recheckDelay
+                        if released { break }
+                        released = true
+                        _ = try ledgers[1 % ledgers.count].releaseStrandedDeliveries(at: time)
                         continue
                     }
-                    rechecked = false
+                    released = false
                     if claimed.isEmpty { usleep(200) }
                     let finishes = claimed.map { DeliveryFinish(eventID: $0.eventID, result: .delivered(status: 200)) }
                     _ = try ledgers[0].finishDeliveries(webhook: "backend", holder: "r1", finishes, at: time)

@@ -131,6 +131,9 @@ final class ObservedStore: LedgerStore {
     func retryNow(webhook: String, at time: Int64) throws(LedgerError) -> Int {
         try base.retryNow(webhook: webhook, at: time)
     }
+    func releaseStrandedDeliveries(at time: Int64) throws(LedgerError) -> Int {
+        try base.releaseStrandedDeliveries(at: time)
+    }
     func events(_ query: OutboxQuery) throws(LedgerError) -> [OutboxEvent] { try base.events(query) }
     func replay(_ replay: OutboxReplay, at time: Int64) throws(LedgerError) -> Int { try base.replay(replay, at: time) }
     func webhookBacklogs() throws(LedgerError) -> [WebhookBacklog] { try base.webhookBacklogs() }

@@ -420,6 +420,9 @@ final class MemoryOutbox: LedgerOutbox, WebhookOutbox {
         }
     }
 
+    /// Nothing waits for its turn here: a delivery is due by its time and claimable when it heads its stream.
+    func releaseStrandedDeliveries(at time: Int64) throws(LedgerError) -> Int { 0 }
+
     func retryNow(webhook: String, at time: Int64) throws(LedgerError) -> Int {
         retryNows.add(1, ordering: .relaxed)
         return rows.withLock { rows in

@@ -456,6 +456,16 @@ private final class Housekeeping: Sendable {
                         now: now)
                 }
             }
+            do throws(LedgerError) {
+                let released = try context.outbox.withOutbox { (outbox) throws(LedgerError) in
+                    try outbox.releaseStrandedDeliveries(at: now)
+                }
+                if released > 0 {
+                    context.log?.event("webhook deliveries released", [("deliveries", String(released))])
+                }
+            } catch {
+                // Tried again at the next count: the ledger was only away.
+            }
             if now >= nextPrune {
                 let before = now - Int64(settings.retentionDays) * 86_400_000
                 do throws(LedgerError) {
