@@ -628,8 +628,8 @@ extension LedgerStatements {
         // others of the write wait behind it (nobody can finish it before this commits, so its finish will see them).
         // Behind a lone head it is stored due, and the claim's head test holds it back: that head may be finished by
         // another transaction while this one is open, and that finish would not see this delivery. Behind a waiting
-        // one the same can happen only if the stream moves two steps meanwhile; `finish` covers it (a claim looks
-        // again later).
+        // one the same can happen only if the stream moves two steps meanwhile; `releaseStrandedDeliveries` makes it
+        // due a few seconds later.
         let rowsPerStatement = idsPerStatement / 5
         for start in stride(from: 0, to: deliveries.count, by: rowsPerStatement) {
             var values: [SQLValue] = []
@@ -665,9 +665,6 @@ extension LedgerStatements {
     /// delivered or to fail: never due by time, only made due by that finish (or a replay). Such deliveries are not in
     /// the due index (schema version 9), so a claim finds a long backlog's heads without walking it.
     static let waitingForTurn = Int64.max
-
-    /// How long after a finish that found its stream empty a claim looks at the stream again (PostgreSQL): longer than
-    /// a write transaction may last (`store_timeout`, 2 s by default), with a wide margin.
 
     /// Locks the streams' rows, in the order given (sorted by every caller), creating those that are missing.
     static func lockStreams(_ streams: [String], _ connection: any SQLConnection) throws(LedgerError) {
