@@ -52,7 +52,8 @@ PY
         for target in "${targets[@]}"; do
             if [ -n "${CPU_TIME:-}" ]; then
                 perf stat -x, -e task-clock -p "$server" -o "$work/server-cpu.txt" -- \
-                    "${timed[@]}" "${pin[@]}" wrk -t1 -c1 -d"${seconds}s" "http://127.0.0.1:$port$target" >"$work/wrk.txt" 2>&1
+                    "${timed[@]}" "${pin[@]}" wrk -t1 -c1 -d"${seconds}s" "http://127.0.0.1:$port$target" \
+                    >"$work/wrk.txt" 2>&1
             else
                 "${pin[@]}" wrk -t1 -c1 -d"${seconds}s" --latency "http://127.0.0.1:$port$target" >"$work/wrk.txt" 2>&1
             fi

@@ -75,7 +75,9 @@ enum Socket {
 
     /// Sends `pieces` in order, the first from `offset`, with one `sendmsg` (at most ``maxPiecesPerSend`` of them)
     /// and without raising SIGPIPE on a closed peer; returns how many bytes went out.
-    static func send(_ descriptor: Int32, _ pieces: [[UInt8]], from offset: Int) throws(SystemCallError) -> IOResult<Int> {
+    static func send(
+        _ descriptor: Int32, _ pieces: [[UInt8]], from offset: Int
+    ) throws(SystemCallError) -> IOResult<Int> {
         let count = min(pieces.count, maxPiecesPerSend)
         var vectors = [iovec](repeating: iovec(), count: count)
         // Each piece's storage is pinned only inside its `withUnsafeBytes`, so the calls nest, the send innermost.

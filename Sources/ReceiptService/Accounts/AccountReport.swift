@@ -82,7 +82,8 @@ public struct AccountReport: Sendable {
     /// Every transaction of `written` by its place (which subscription, which of its transactions), as `purchases`
     /// lists them: each subscription's own order, kept, merged, rather than all of them sorted again.
     private static func merged(_ written: [SubscriptionTexts]) -> [(original: Int, index: Int)] {
-        let (orders, dates, ids) = (written.map(\.purchaseOrder), written.map(\.purchaseDates), written.map(\.purchaseIDs))
+        let (orders, dates) = (written.map(\.purchaseOrder), written.map(\.purchaseDates))
+        let ids = written.map(\.purchaseIDs)
         var next = [Int](repeating: 0, count: written.count)
         var merged: [(original: Int, index: Int)] = []
         merged.reserveCapacity(orders.reduce(0) { $0 + $1.count })
