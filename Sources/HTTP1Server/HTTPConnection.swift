@@ -24,10 +24,11 @@ final class HTTPConnection: @unchecked Sendable {
     /// Responses in request order: a pipelined request's response waits for every earlier one.
     private var slots: [Slot] = []
     private var firstSlotSequence = 0
-    /// Unsent pieces of responses (heads and bodies, none empty), sent together but never copied together; the first
-    /// is sent from `outputOffset`.
-    private var output: [[UInt8]] = []
-    private var outputOffset = 0
+    /// Pieces of responses (heads and bodies' pieces, none empty), sent together but never copied together. Those
+    /// before `sentPieces` are out (and emptied, so that their storage is freed); dropping each from the front as it
+    /// went would move every piece behind it.
+    private var output: [ArraySlice<UInt8>] = []
+    private var sentPieces = 0
     private var pendingOutputBytes = 0
 
     /// False once a request asked to close, a request was refused, the client half-closed, or shutdown began.
@@ -45,7 +46,7 @@ final class HTTPConnection: @unchecked Sendable {
 
     private enum Slot {
         case waiting
-        case ready(head: [UInt8], body: [UInt8], closeAfter: Bool)
+        case ready(head: [UInt8], body: [ArraySlice<UInt8>], closeAfter: Bool)
     }
 
     /// Requests handled at once for one pipelining client; beyond it the connection stops reading.
@@ -186,7 +187,7 @@ final class HTTPConnection: @unchecked Sendable {
         let peer = self.peer
         let started = DispatchTime.now()
         let respond: @Sendable (_ handler: @Sendable (HTTPRequest) -> HTTPResponse) -> (
-            head: [UInt8], body: [UInt8], closes: Bool
+            head: [UInt8], body: [ArraySlice<UInt8>], closes: Bool
         ) = {
             handler in
             var response = handler(request)
@@ -200,7 +201,8 @@ final class HTTPConnection: @unchecked Sendable {
                 response, headOnly: request.method == .head, persistence: persistence)
             server.log(
                 method: request.method.rawValue, path: request.path, status: response.status,
-                bytes: head.count + body.count, started: started, requestID: requestID, peer: peer.address,
+                bytes: head.count + body.reduce(0) { $0 + $1.count }, started: started, requestID: requestID,
+                peer: peer.address,
                 user: response.authenticatedUser
             )
             return (head, body, closes)
@@ -235,14 +237,14 @@ final class HTTPConnection: @unchecked Sendable {
         let (head, body) = HTTPResponseEncoder.encode(response, headOnly: method == "HEAD", persistence: .close)
         server.log(
             method: method ?? "-", path: target.map { HTTPRequest.split($0).path } ?? "-", status: response.status,
-            bytes: head.count + body.count,
+            bytes: head.count + body.reduce(0) { $0 + $1.count },
             started: .now(), requestID: requestID, peer: peer.address
         )
         slots.append(.ready(head: head, body: body, closeAfter: true))
         flush()
     }
 
-    private func responseReady(sequence: Int, head: [UInt8], body: [UInt8], closeAfter: Bool) {
+    private func responseReady(sequence: Int, head: [UInt8], body: [ArraySlice<UInt8>], closeAfter: Bool) {
         let index = sequence - firstSlotSequence
         guard !isClosed, slots.indices.contains(index) else { return }
         slots[index] = .ready(head: head, body: body, closeAfter: closeAfter)
@@ -257,7 +259,7 @@ final class HTTPConnection: @unchecked Sendable {
         while case .ready(let head, let body, let closeAfter) = slots.first {
             slots.removeFirst()
             firstSlotSequence += 1
-            for piece in [head, body] where !piece.isEmpty {
+            for piece in [head[...]] + body where !piece.isEmpty {
                 output.append(piece)
                 pendingOutputBytes += piece.count
             }
@@ -277,7 +279,7 @@ final class HTTPConnection: @unchecked Sendable {
         while pendingOutputBytes > 0 {
             let result: IOResult<Int>
             do {
-                result = try Socket.send(descriptor, output, from: outputOffset)
+                result = try Socket.send(descriptor, output[sentPieces...])
             } catch {
                 close()
                 return
@@ -287,14 +289,22 @@ final class HTTPConnection: @unchecked Sendable {
                 pendingOutputBytes -= count
                 lastWriteProgress = .now()
                 while count > 0 {
-                    let unsent = output[0].count - outputOffset
+                    let unsent = output[sentPieces].count
                     guard count >= unsent else {
-                        outputOffset += count
+                        output[sentPieces] = output[sentPieces].dropFirst(count)
                         break
                     }
                     count -= unsent
-                    output.removeFirst()
-                    outputOffset = 0
+                    output[sentPieces] = []
+                    sentPieces += 1
+                }
+                if sentPieces == output.count {
+                    output.removeAll(keepingCapacity: true)
+                    sentPieces = 0
+                } else if sentPieces >= 64, sentPieces * 2 >= output.count {
+                    // A pipelining client that never lets the output drain: dropped in bulk, once per half.
+                    output.removeFirst(sentPieces)
+                    sentPieces = 0
                 }
             case .wouldBlock:
                 update()
@@ -414,6 +424,7 @@ final class HTTPConnection: @unchecked Sendable {
         closeDescriptor(descriptor)
         slots.removeAll()
         output = []
+        sentPieces = 0
         pendingOutputBytes = 0
         server.connectionClosed(self)
     }

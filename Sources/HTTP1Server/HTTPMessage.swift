@@ -212,15 +212,42 @@ public struct HTTPListener: Sendable, Hashable {
 public struct HTTPResponse: Sendable, Hashable {
     public var status: HTTPStatus
     public var headers: HTTPHeaders
-    public var body: [UInt8]
+    /// The body, sent piece after piece (none empty) and never joined: an answer of hundreds of kilobytes made mostly
+    /// of texts the application keeps across requests (an account's) goes out without being copied into one buffer.
+    public private(set) var bodyPieces: [ArraySlice<UInt8>]
     /// Who the application found made the request (a token's name, say), for the access log only: never sent, and
     /// never a credential.
     public var authenticatedUser: String?
 
     public init(status: HTTPStatus, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {
+        self.init(status: status, headers: headers, bodyPieces: [body[...]])
+    }
+
+    public init(status: HTTPStatus, headers: HTTPHeaders = HTTPHeaders(), bodyPieces: [ArraySlice<UInt8>]) {
         self.status = status
         self.headers = headers
-        self.body = body
+        self.bodyPieces = bodyPieces.filter { !$0.isEmpty }
+    }
+
+    /// The body's bytes, joined when it is in several pieces.
+    public var body: [UInt8] {
+        get { bodyPieces.count == 1 ? Array(bodyPieces[0]) : Array(bodyPieces.joined()) }
+        set { bodyPieces = newValue.isEmpty ? [] : [newValue[...]] }
+    }
+
+    public var bodyCount: Int { bodyPieces.reduce(0) { $0 + $1.count } }
+
+    /// Equal bodies are equal however they are cut into pieces.
+    public static func == (lhs: HTTPResponse, rhs: HTTPResponse) -> Bool {
+        lhs.status == rhs.status && lhs.headers == rhs.headers && lhs.authenticatedUser == rhs.authenticatedUser
+            && lhs.bodyPieces.joined().elementsEqual(rhs.bodyPieces.joined())
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(status)
+        hasher.combine(headers)
+        hasher.combine(authenticatedUser)
+        hasher.combine(bodyCount)
     }
 }
 

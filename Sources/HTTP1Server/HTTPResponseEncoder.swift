@@ -13,14 +13,14 @@ public enum HTTPResponseEncoder {
     /// The interim response that lets a client send the body it announced with `Expect: 100-continue`.
     public static let continueResponse: [UInt8] = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
 
-    /// The response's head, and the body to send after it (empty when none is sent): the connection writes both with
-    /// one `sendmsg`, so that an answer of hundreds of kilobytes (an account's) is not copied behind its head.
+    /// The response's head, and the body's pieces to send after it (none when none is sent): the connection writes
+    /// them with one `sendmsg`, so that an answer of hundreds of kilobytes (an account's) is not copied behind its head.
     /// `Content-Length`, `Transfer-Encoding` and `Connection` set by the handler are replaced; header fields that could
     /// split the response (bad names, CR/LF/NUL in values) are dropped. `headOnly` (HEAD) keeps `Content-Length` of
     /// the body it leaves out.
     public static func encode(
         _ response: HTTPResponse, headOnly: Bool = false, persistence: Persistence
-    ) -> (head: [UInt8], body: [UInt8]) {
+    ) -> (head: [UInt8], body: [ArraySlice<UInt8>]) {
         let status = (100...999).contains(response.status.code) ? response.status : .internalServerError
         // RFC 9110 §6.4.1: these never carry content, nor (1xx, 204) a Content-Length.
         let forbidsContent = status.code < 200 || status.code == 204 || status.code == 304
@@ -49,7 +49,7 @@ public enum HTTPResponseEncoder {
         }
         if status.code >= 200, status.code != 204 {
             append("Content-Length: ")
-            append(String(forbidsContent ? 0 : response.body.count))
+            append(String(forbidsContent ? 0 : response.bodyCount))
             append("\r\n")
         }
         switch persistence {
@@ -58,6 +58,6 @@ public enum HTTPResponseEncoder {
         case .close: append("Connection: close\r\n")
         }
         append("\r\n")
-        return (bytes, headOnly || forbidsContent ? [] : response.body)
+        return (bytes, headOnly || forbidsContent ? [] : response.bodyPieces)
     }
 }

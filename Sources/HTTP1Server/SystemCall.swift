@@ -73,10 +73,10 @@ enum Socket {
         }
     }
 
-    /// Sends `pieces` in order, the first from `offset`, with one `sendmsg` (at most ``maxPiecesPerSend`` of them)
-    /// and without raising SIGPIPE on a closed peer; returns how many bytes went out.
+    /// Sends `pieces` in order with one `sendmsg` (at most ``maxPiecesPerSend`` of them) and without raising SIGPIPE
+    /// on a closed peer; returns how many bytes went out.
     static func send(
-        _ descriptor: Int32, _ pieces: [[UInt8]], from offset: Int
+        _ descriptor: Int32, _ pieces: ArraySlice<ArraySlice<UInt8>>
     ) throws(SystemCallError) -> IOResult<Int> {
         let count = min(pieces.count, maxPiecesPerSend)
         var vectors = [iovec](repeating: iovec(), count: count)
@@ -92,19 +92,18 @@ enum Socket {
                     }
                 }
             }
-            return pieces[index].withUnsafeBytes { buffer in
-                let skipped = index == 0 ? offset : 0
+            return pieces[pieces.startIndex + index].withUnsafeBytes { buffer in
                 vectors[index] = iovec(
-                    iov_base: buffer.baseAddress.map { UnsafeMutableRawPointer(mutating: $0 + skipped) },
-                    iov_len: buffer.count - skipped)
+                    iov_base: buffer.baseAddress.map { UnsafeMutableRawPointer(mutating: $0) }, iov_len: buffer.count)
                 return gather(index + 1)
             }
         }
         return try gather(0).get()
     }
 
-    /// Pieces one `send` takes: a response is two (head and body); a pipelining client's few responses fit too.
-    static let maxPiecesPerSend = 16
+    /// Pieces one `send` takes: a response is its head and a body of one piece, or of about ten (an account's); a
+    /// pipelining client's few responses fit too.
+    static let maxPiecesPerSend = 64
 
     /// A listening, non-blocking TCP socket bound to `host:port`, and the address actually bound.
     static func listen(

@@ -48,6 +48,8 @@ package struct JSONWriter: JSONSink {
     package var bytes: [UInt8] = []
     /// A value was written at this level: the next one is preceded by a comma.
     @usableFromInline var needsComma = false
+    /// What was written before `bytes`, when some of it is kept text taken whole (``keptText(_:)``).
+    @usableFromInline var pieces: [ArraySlice<UInt8>] = []
 
     @inlinable package init(capacity: Int = 1024) {
         bytes.reserveCapacity(capacity)
@@ -143,6 +145,30 @@ package struct JSONWriter: JSONSink {
         separate()
         bytes.append(contentsOf: text)
         needsComma = true
+    }
+
+    /// A value whose compact text is kept (across requests, say) and taken as a piece of the output rather than
+    /// copied into it: ``takePieces()`` then gives the whole text.
+    package mutating func keptText(_ text: [UInt8]) {
+        separate()
+        if !bytes.isEmpty {
+            let capacity = bytes.capacity
+            pieces.append(bytes[...])
+            bytes = []
+            bytes.reserveCapacity(min(capacity, 4096))
+        }
+        pieces.append(text[...])
+        needsComma = true
+    }
+
+    /// Everything written, in order, as pieces (``keptText(_:)``'s texts among them, uncopied); the writer is then
+    /// empty.
+    package mutating func takePieces() -> [ArraySlice<UInt8>] {
+        var taken = pieces
+        if !bytes.isEmpty { taken.append(bytes[...]) }
+        pieces = []
+        bytes = []
+        return taken
     }
 }
 

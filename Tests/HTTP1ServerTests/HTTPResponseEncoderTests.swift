@@ -6,7 +6,7 @@ import Testing
     private func text(_ response: HTTPResponse, headOnly: Bool = false,
                       _ persistence: HTTPResponseEncoder.Persistence = .keepAlive) -> String {
         let (head, body) = HTTPResponseEncoder.encode(response, headOnly: headOnly, persistence: persistence)
-        return String(decoding: head + body, as: UTF8.self)
+        return String(decoding: head + body.joined(), as: UTF8.self)
     }
 
     @Test func response_hasStatusLineHeadersLengthAndBody() {

@@ -45,68 +45,42 @@ public struct AccountReport: Sendable {
         return .building { sink in
             sink.beginObject()
             writeMembers(
-                owned, latest: owned.map(\.latestTransactionIndex), purchases: purchases, to: &sink,
+                owned, latest: owned.map(\.latestTransactionIndex), to: &sink,
                 transaction: { original, index, sink in sink.value(normalized[original][index]) },
-                transactions: nil)
+                transactions: nil,
+                purchases: { sink in
+                    sink.beginArray()
+                    for purchase in purchases { sink.value(normalized[purchase.original][purchase.index]) }
+                    sink.endArray()
+                })
             sink.endObject()
         }
     }
 
     /// ``json``'s compact text, byte for byte.
-    public var jsonText: [UInt8] { jsonText(validation: nil, texts: NormalizedTransactionTexts()) }
+    public var jsonText: [UInt8] { Array(jsonPieces(validation: nil, texts: NormalizedTransactionTexts()).joined()) }
 
-    /// ``jsonText``, each subscription's transactions copied as `texts` keeps them written across requests, with
-    /// `"validation"` last when `validationText` is given: `POST /v1/accounts/{account}/purchases` embeds
-    /// `/v1/validate`'s answer exactly as that route writes it, without parsing it back into a tree.
-    func jsonText(validation validationText: [UInt8]?, texts: NormalizedTransactionTexts) -> [UInt8] {
+    /// ``jsonText`` in pieces, each subscription's transactions and the `purchases` array taken whole as `texts` keeps
+    /// them across requests (not copied: they are most of the answer's hundreds of kilobytes), with `"validation"` last
+    /// when `validationText` is given: `POST /v1/accounts/{account}/purchases` embeds `/v1/validate`'s answer exactly
+    /// as that route writes it, without parsing it back into a tree.
+    func jsonPieces(validation validationText: [UInt8]?, texts: NormalizedTransactionTexts) -> [ArraySlice<UInt8>] {
         let owned = ownedFacts
         let written = owned.map(texts.texts(of:))
-        // Each array twice (in its subscription, and its texts among `purchases`), each subscription's latest and
-        // members, and the rest: the answer is written without growing (and copying) its buffer.
-        let textBytes = written.reduce(0) { $0 + $1.array.count }
-        let capacity = 2 * textBytes + 4096 * written.count + 16 * 1024 + (validationText?.count ?? 0)
-        var writer = JSONWriter(capacity: capacity)
+        let purchases = texts.purchases(of: written, account: account)
+        var writer = JSONWriter(capacity: 4096 * written.count + 16 * 1024 + (validationText?.count ?? 0))
         writer.beginObject()
         writeMembers(
-            owned, latest: written.map(\.latest), purchases: Self.merged(written), to: &writer,
+            owned, latest: written.map(\.latest), to: &writer,
             transaction: { original, index, writer in writer.compactText(written[original].texts[index]) },
-            transactions: { original, writer in writer.compactText(written[original].array) })
+            transactions: { original, writer in writer.keptText(written[original].array) },
+            purchases: { writer in writer.keptText(purchases) })
         if let validationText {
             writer.key("validation")
             writer.compactText(validationText)
         }
         writer.endObject()
-        return writer.bytes
-    }
-
-    /// Every transaction of `written` by its place (which subscription, which of its transactions), as `purchases`
-    /// lists them: each subscription's own order, kept, merged, rather than all of them sorted again.
-    private static func merged(_ written: [SubscriptionTexts]) -> [(original: Int, index: Int)] {
-        let (orders, dates) = (written.map(\.purchaseOrder), written.map(\.purchaseDates))
-        let ids = written.map(\.purchaseIDs)
-        var next = [Int](repeating: 0, count: written.count)
-        var merged: [(original: Int, index: Int)] = []
-        merged.reserveCapacity(orders.reduce(0) { $0 + $1.count })
-        while true {
-            var first: Int?
-            for original in orders.indices where next[original] < orders[original].count {
-                // Strictly before, as `SubscriptionTexts.isListed` orders: on a tie the earlier subscription goes
-                // first, as a stable sort would put it.
-                if let chosen = first {
-                    let (date, chosenDate) = (dates[original][next[original]], dates[chosen][next[chosen]])
-                    if date < chosenDate { continue }
-                    if date == chosenDate,
-                        !SubscriptionTexts.utf8Precedes(ids[chosen][next[chosen]], ids[original][next[original]])
-                    {
-                        continue
-                    }
-                }
-                first = original
-            }
-            guard let first else { return merged }
-            merged.append((first, orders[first][next[first]]))
-            next[first] += 1
-        }
+        return writer.takePieces()
     }
 
     /// The facts of the originals the account owned at `instant`, as of `instant`, in ownership order.
@@ -115,14 +89,15 @@ public struct AccountReport: Sendable {
     }
 
     /// The answer's members, each transaction written by `writeTransaction` from its place in `owned` (which original,
-    /// which of its transactions), and each subscription's `transactions` array by `writeTransactions` when given.
-    /// `latest` is each original's latest transaction's place; `purchases` every owned transaction's place, newest
-    /// first. Subscriptions are the owned auto-renewable ones with a transaction by `instant`, newest latest
-    /// transaction first.
+    /// which of its transactions), each subscription's `transactions` array by `writeTransactions` when given, and the
+    /// `purchases` array (every owned transaction, newest first) by `writePurchases`. `latest` is each original's
+    /// latest transaction's place. Subscriptions are the owned auto-renewable ones with a transaction by `instant`,
+    /// newest latest transaction first.
     private func writeMembers<Sink: JSONSink>(
-        _ owned: [SubscriptionFacts], latest: [Int?], purchases: [(original: Int, index: Int)], to sink: inout Sink,
+        _ owned: [SubscriptionFacts], latest: [Int?], to sink: inout Sink,
         transaction writeTransaction: (_ original: Int, _ index: Int, inout Sink) -> Void,
-        transactions writeTransactions: ((_ original: Int, inout Sink) -> Void)?
+        transactions writeTransactions: ((_ original: Int, inout Sink) -> Void)?,
+        purchases writePurchases: (inout Sink) -> Void
     ) {
         // A latest transaction exists for every original that has a transaction by `instant`.
         var subscriptions = owned.indices.compactMap { original in
@@ -150,9 +125,7 @@ public struct AccountReport: Sendable {
         }
         sink.endArray()
         sink.key("purchases")
-        sink.beginArray()
-        for purchase in purchases { writeTransaction(purchase.original, purchase.index, &sink) }
-        sink.endArray()
+        writePurchases(&sink)
         sink.key("app_account_tokens")
         sink.beginArray()
         for token in record.appAccountTokens { sink.string(token) }

@@ -30,9 +30,22 @@ final class NormalizedTransactionTexts: Sendable {
         var bytes: Int { payloadJSON.utf8.count + text.count + 192 }
     }
 
+    /// An account's `purchases` array, and the very transactions of each of its subscriptions it was written from.
+    private struct PurchasesText: KeptEntry {
+        var transactions: [[TransactionFacts]]
+        var text: [UInt8]
+
+        /// The text and the payloads (facts read afresh hold their own copies), estimated high.
+        var bytes: Int {
+            text.count + transactions.reduce(256) { $0 + $1.reduce(0) { $0 + $1.payloadJSON.utf8.count + 256 } }
+        }
+    }
+
     private let generations = Mutex(Generations<Entry>())
     private let subscriptions = Mutex(Generations<SubscriptionTexts>())
-    /// The most the texts and payloads kept may take, estimated high; as much again for the subscriptions' texts.
+    private let purchases = Mutex(Generations<PurchasesText>())
+    /// The most the texts and payloads kept may take, estimated high; as much again for the subscriptions' texts, and
+    /// again for accounts' `purchases`.
     let byteLimit: Int
 
     static let defaultByteLimit = 16 << 20
@@ -72,11 +85,35 @@ final class NormalizedTransactionTexts: Sendable {
         return written
     }
 
+    /// `purchases`' array: every transaction of `written` (an account's subscriptions' texts, in its order), newest
+    /// first, kept by account for the very same transactions, as ``texts(of:)`` keeps a subscription's. Merged from
+    /// the subscriptions' own orders on a miss; an account's answer then takes it whole.
+    func purchases(of written: [SubscriptionTexts], account: String) -> [UInt8] {
+        let transactions = written.map(\.transactions)
+        let kept = purchases.withLock { $0.entry(for: account, byteLimit: byteLimit) { _ in true } }
+        if let kept, kept.transactions == transactions { return kept.text }
+        let order = SubscriptionTexts.purchaseOrder(merging: written)
+        var text: [UInt8] = []
+        text.reserveCapacity(written.reduce(2) { $0 + $1.array.count })
+        text.append(UInt8(ascii: "["))
+        for (place, purchase) in order.enumerated() {
+            if place > 0 { text.append(UInt8(ascii: ",")) }
+            text.append(contentsOf: written[purchase.original].texts[purchase.index])
+        }
+        text.append(UInt8(ascii: "]"))
+        let entry = PurchasesText(transactions: transactions, text: text)
+        purchases.withLock { $0.insert(entry, for: account, byteLimit: byteLimit) }
+        return text
+    }
+
     /// Texts kept now, for tests.
     var count: Int { generations.withLock { $0.current.count + $0.previous.count } }
 
     /// Subscriptions kept written now, for tests.
     var subscriptionCount: Int { subscriptions.withLock { $0.current.count + $0.previous.count } }
+
+    /// Accounts' `purchases` kept written now, for tests.
+    var purchasesCount: Int { purchases.withLock { $0.current.count + $0.previous.count } }
 }
 
 /// One subscription's transactions as every answer that holds them writes them: ``NormalizedTransactionTexts``
@@ -116,6 +153,34 @@ struct SubscriptionTexts: Sendable, KeptEntry {
         self.purchaseOrder = purchaseOrder
         purchaseDates = purchaseOrder.map { transactions[$0].purchaseDate ?? .min }
         purchaseIDs = purchaseOrder.map { transactions[$0].transactionID }
+    }
+
+    /// Every transaction of `written` by its place (which subscription, which of its transactions), as `purchases`
+    /// lists them: each subscription's own order, kept, merged, rather than all of them sorted again.
+    static func purchaseOrder(merging written: [SubscriptionTexts]) -> [(original: Int, index: Int)] {
+        let (orders, dates) = (written.map(\.purchaseOrder), written.map(\.purchaseDates))
+        let ids = written.map(\.purchaseIDs)
+        var next = [Int](repeating: 0, count: written.count)
+        var merged: [(original: Int, index: Int)] = []
+        merged.reserveCapacity(orders.reduce(0) { $0 + $1.count })
+        while true {
+            var first: Int?
+            for original in orders.indices where next[original] < orders[original].count {
+                // Strictly before, as `isListed` orders: on a tie the earlier subscription goes first, as a stable sort
+                // would put it.
+                if let chosen = first {
+                    let (date, chosenDate) = (dates[original][next[original]], dates[chosen][next[chosen]])
+                    if date < chosenDate { continue }
+                    if date == chosenDate, !utf8Precedes(ids[chosen][next[chosen]], ids[original][next[original]]) {
+                        continue
+                    }
+                }
+                first = original
+            }
+            guard let first else { return merged }
+            merged.append((first, orders[first][next[first]]))
+            next[first] += 1
+        }
     }
 
     /// `purchases`' order: newest purchase first, then the greater transaction id (UTF-8), so that the order never

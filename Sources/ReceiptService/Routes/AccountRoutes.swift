@@ -40,7 +40,7 @@ extension ReceiptRoutes {
         }
         guard let snapshot else { return problem(Self.accountNotFound) }
         let report = AccountReport(snapshot: snapshot, rules: entitlementRules, at: at)
-        return json(status: .ok, text: report.jsonText(validation: nil, texts: transactionTexts))
+        return json(status: .ok, pieces: report.jsonPieces(validation: nil, texts: transactionTexts))
     }
 
     /// `?at=`: the instant the rules are applied at (Unix milliseconds), sent as RFC 3339; nil when not asked.
@@ -159,7 +159,7 @@ extension ReceiptRoutes {
                     + "app's restore_behavior keeps it there: nothing was linked"))
         }
         let report = AccountReport(snapshot: linked, rules: entitlementRules, at: now)
-        return json(status: .ok, text: report.jsonText(validation: validation.body, texts: transactionTexts))
+        return json(status: .ok, pieces: report.jsonPieces(validation: validation.body, texts: transactionTexts))
     }
 
     private struct KeptElsewhere: Error {

@@ -49,23 +49,23 @@ extension ReceiptRoutes {
                 message: "\(originalTransactionID) is a one-time purchase\(type), not an auto-renewable subscription: "
                     + "see /v1/transactions/\(originalTransactionID)"))
         }
-        // Written straight as text, its transactions copied as `transactionTexts` keeps them written: the object
+        // Written straight as text, its transactions taken whole as `transactionTexts` keeps them written: the object
         // `subscriptionJSON(_:at:)` builds, with `extensions` after its members as `withExtensions` puts it.
         let written = transactionTexts.texts(of: facts)
         let latestBytes = written.latest.map { written.texts[$0].count } ?? 0
-        var writer = JSONWriter(capacity: 4096 + written.array.count + latestBytes)
+        var writer = JSONWriter(capacity: 4096 + latestBytes)
         writer.beginObject()
         let instant = at ?? ReceiptDate(clock()).millisecondsSince1970
         Self.writeSubscriptionMembers(
             facts, latest: written.latest, at: instant, to: &writer,
             transaction: { index, writer in writer.compactText(written.texts[index]) },
-            transactions: { writer in writer.compactText(written.array) })
+            transactions: { writer in writer.keptText(written.array) })
         writer.key("extensions")
         writer.beginArray()
         for record in extensions where record.requestedAt <= at ?? .max { writer.value(Self.extensionEntryJSON(record)) }
         writer.endArray()
         writer.endObject()
-        return json(status: .ok, text: writer.bytes)
+        return json(status: .ok, pieces: writer.takePieces())
     }
 
     func transaction(id: String) -> HTTPResponse {

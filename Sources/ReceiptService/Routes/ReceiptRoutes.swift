@@ -644,6 +644,11 @@ public struct ReceiptRoutes: Sendable {
         HTTPResponse(status: status, headers: HTTPHeaders([(.contentType, "application/json")]), body: text)
     }
 
+    /// An answer whose JSON text is written in pieces, sent one after the other.
+    func json(status: HTTPStatus, pieces: [ArraySlice<UInt8>]) -> HTTPResponse {
+        HTTPResponse(status: status, headers: HTTPHeaders([(.contentType, "application/json")]), bodyPieces: pieces)
+    }
+
     func html(status: HTTPStatus, _ page: String) -> HTTPResponse {
         HTTPResponse(
             status: status, headers: HTTPHeaders([(.contentType, "text/html; charset=utf-8")]),
