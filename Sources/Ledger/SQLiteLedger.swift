@@ -159,6 +159,11 @@ extension SQLiteLedger {
     /// `data_version` on a connection of its own, never a wait on the writer.
     public func commitsByOthers() -> UInt64 { foreignCommits.count() }
 
+    /// A number that grows after every write this ledger's writer finished, committed or not (counted once it
+    /// ended): what a reader read of the file before it is true only while it stays, and while ``commitsByOthers()``
+    /// stays too.
+    public func writesByThisLedger() -> UInt64 { records.database.writer.writesFinished }
+
     /// Runs `sql` on the writer's own connection, outside any transaction: for tests that make the database refuse
     /// writes the way a full disk or a read-only volume would (`PRAGMA max_page_count`, `PRAGMA query_only`).
     func executeOnWriter(_ sql: String) throws(LedgerError) {

@@ -18,6 +18,9 @@ final class SQLiteWriter: Sendable {
     private let connection: SQLiteConnection
     private let queue = DispatchQueue(label: "receiptd.ledger.sqlite-writer")
     private let state = Mutex(State())
+    /// Grows after every group and every piece of work outside one, committed or not: what a reader remembers of the
+    /// file is true only while it stays (see ``SQLiteLedger/writesByThisLedger()``).
+    private let finishedWrites = Atomic<UInt64>(0)
     /// Writes waiting for their group beyond which a new one is turned away `busy` at once: a stalled disk must not
     /// gather callers (and their memory) without bound.
     static let maximumPending = 2 * maximumGroupSize
@@ -47,9 +50,16 @@ final class SQLiteWriter: Sendable {
 
     /// Runs `body` on the writer's connection between groups.
     func outsideTransaction(_ body: (SQLiteConnection) throws(LedgerError) -> Void) throws(LedgerError) {
-        let outcome = queue.sync { Swift.Result { () throws(LedgerError) in try body(connection) } }
+        let outcome = queue.sync {
+            defer { finishedWrites.add(1, ordering: .sequentiallyConsistent) }
+            return Swift.Result { () throws(LedgerError) in try body(connection) }
+        }
         try outcome.get()
     }
+
+    /// How many groups (and pieces of work outside one) have ended: counted once each ended and before its callers
+    /// are woken, so that a read begun before a commit saw a smaller count than every read after its caller returned.
+    var writesFinished: UInt64 { finishedWrites.load(ordering: .sequentiallyConsistent) }
 
     /// Runs `body` in the next group transaction and returns after that transaction committed.
     func write<Result: Sendable>(
@@ -134,12 +144,19 @@ final class SQLiteWriter: Sendable {
     }
 
     private func commit(_ group: [any GroupedWrite]) {
+        let failure = runAndCommit(group)
+        // Counted before any caller is woken: a caller's next read must see the count its write made grow.
+        finishedWrites.add(1, ordering: .sequentiallyConsistent)
+        state.withLock { $0.lastGroupFailure = failure?.reason }
+        for write in group { write.finish(failure) }
+    }
+
+    /// Why the group did not commit, or nil when it did.
+    private func runAndCommit(_ group: [any GroupedWrite]) -> LedgerError? {
         do throws(LedgerError) {
             try connection.execute("BEGIN IMMEDIATE")
         } catch {
-            state.withLock { $0.lastGroupFailure = error.reason }
-            for write in group { write.finish(error) }
-            return
+            return error
         }
         do throws(LedgerError) {
             for write in group {
@@ -153,13 +170,10 @@ final class SQLiteWriter: Sendable {
             }
             try connection.execute("COMMIT")
             foreignCommits?.noteCommit(of: connection)
+            return nil
         } catch {
             try? connection.execute("ROLLBACK")
-            state.withLock { $0.lastGroupFailure = error.reason }
-            for write in group { write.finish(error) }
-            return
+            return error
         }
-        state.withLock { $0.lastGroupFailure = nil }
-        for write in group { write.finish(nil) }
     }
 }

@@ -204,6 +204,27 @@ struct AccountRoutesTests {
         #expect(routes.handle(Self.put("/v1/accounts/bob/app_account_tokens/\(Self.token)"), on: .main).status == 200)
     }
 
+    /// The server remembers what it read of an account until anything is written: each GET below follows a write that
+    /// changes the account, and must not be answered with what the GET before it read.
+    @Test func accountReadAgainAfterEachWrite_showsWhatTheWriteChanged() throws {
+        let routes = try Self.routes()
+        func alice() -> HTTPResponse { routes.handle(get("/v1/accounts/alice"), on: .main) }
+        #expect(routes.handle(Self.put("/v1/accounts/alice/app_account_tokens/\(Self.token)"), on: .main).status == 200)
+        #expect(Self.originals(alice().json) == [])
+        #expect(Self.originals(alice().json) == [])
+
+        #expect(routes.deliver(try Self.subscribed(token: Self.token)).status == 200)
+        #expect(Self.originals(alice().json) == [E.original])
+        #expect(alice().json?["entitlements"]?["pro"]?["active"] == .bool(true))
+
+        #expect(Self.purchase(routes, account: "bob", jws: try Self.signed(Self.firstMonth())).status == 200)
+        #expect(Self.originals(alice().json) == [])
+        #expect(alice().json?["entitlements"]?["pro"]?["ended_reason"] == .string("transferred"))
+
+        #expect(routes.handle(request(.delete, "/v1/accounts/alice"), on: .main).status == 200)
+        #expect(alice().errorCode == "account_not_found")
+    }
+
     // MARK: - POST /v1/accounts/{account}/purchases
 
     @Test func postedPurchase_isValidatedRecordedAndLinked() throws {

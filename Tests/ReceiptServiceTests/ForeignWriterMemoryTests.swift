@@ -89,6 +89,15 @@ struct ForeignWriterMemoryTests {
         #expect(transactions?.compactMap { $0["transaction_id"]?.stringValue }.contains("7002") == true)
     }
 
+    /// `receiptd accounts delete` from another process: the account read (and remembered) before is gone.
+    @Test func anotherProcessesDeletion_showsInTheNextAnswer() throws {
+        let (routes, file) = try Self.servedAndRemembered()
+        try Self.anotherProcess(writesTo: file) { (ledger) throws(LedgerError) in
+            #expect(try ledger.deleteAccount("alice"))
+        }
+        #expect(routes.handle(get(Self.account), on: .main).errorCode == "account_not_found")
+    }
+
     /// The server's own commits (the heartbeat every second above all) are not another process's: what it
     /// remembers stays.
     @Test func ownCommits_keepWhatIsRemembered() throws {
