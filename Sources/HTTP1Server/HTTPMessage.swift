@@ -139,7 +139,8 @@ public func percentDecode(_ text: String) -> String {
 /// Decodes `%XX` escapes in a path segment (RFC 3986 §2.1), where `+` is itself: nil when a `%` is not followed by two
 /// hex digits or the bytes decoded are not UTF-8, so that no two spellings of one segment decode alike by accident.
 public func percentDecode(strict segment: some StringProtocol) -> String? {
-    percentDecodedBytes(segment.utf8, strict: true).flatMap { String(validating: $0, as: UTF8.self) }
+    // Copied into an array first: the decoder then runs on concrete bytes rather than through the generic view.
+    percentDecodedBytes(Array(segment.utf8), strict: true).flatMap { String(validating: $0, as: UTF8.self) }
 }
 
 /// The one percent-decoder: `strict` refuses a malformed escape (nil) and keeps `+`; otherwise a malformed escape is

@@ -225,6 +225,19 @@ struct AccountRoutesTests {
         #expect(alice().errorCode == "account_not_found")
     }
 
+    /// The served answer reads `period_type` where the transaction's text is kept; the rules read the payload.
+    @Test func freeTrial_isTrial_inTheServedAnswerEveryTime() throws {
+        let routes = try Self.routes()
+        var trial = E.transaction("7000", purchased: -10, expires: 20, signed: -10)
+        trial.edits.set += [("offerType", .integer(1)), ("offerDiscountType", .string("FREE_TRIAL"))]
+        let posted = Self.purchase(routes, account: "alice", jws: try Self.signed(trial.payload))
+        #expect(posted.json?["entitlements"]?["pro"]?["period_type"] == .string("trial"))
+        for _ in 0..<2 {
+            let served = routes.handle(get("/v1/accounts/alice"), on: .main).json
+            #expect(served?["entitlements"]?["pro"]?["period_type"] == .string("trial"))
+        }
+    }
+
     // MARK: - POST /v1/accounts/{account}/purchases
 
     @Test func postedPurchase_isValidatedRecordedAndLinked() throws {

@@ -20,10 +20,27 @@ public struct AccountReport: Sendable {
         self.init(snapshot: snapshot, rules: configuration.entitlementRules, at: instant)
     }
 
+    /// Which originals the account owned at `instant`, and which it had transferred away: the rules and the answer
+    /// both ask.
+    private let ownership: (owned: [String], transferredAway: [String: Int64])
+
     public init(snapshot: AccountSnapshot, rules: EntitlementRules, at instant: Int64) {
+        self.init(snapshot: snapshot, rules: rules, at: instant, texts: nil)
+    }
+
+    /// With `texts`, each winning entitlement's `period_type` is read where the transaction's text is kept, rather than
+    /// from its payload parsed again.
+    init(snapshot: AccountSnapshot, rules: EntitlementRules, at instant: Int64, texts: NormalizedTransactionTexts?) {
         self.snapshot = snapshot
         self.instant = instant
-        self.entitlements = rules.entitlements(of: snapshot, at: instant)
+        let ownership = snapshot.record.ownership(at: instant)
+        self.ownership = ownership
+        self.entitlements =
+            if let texts {
+                rules.entitlements(of: snapshot, owning: ownership, at: instant, periodType: texts.periodType(of:))
+            } else {
+                rules.entitlements(of: snapshot, owning: ownership, at: instant)
+            }
     }
 
     public var account: String { snapshot.record.account }
@@ -85,7 +102,7 @@ public struct AccountReport: Sendable {
 
     /// The facts of the originals the account owned at `instant`, as of `instant`, in ownership order.
     private var ownedFacts: [SubscriptionFacts] {
-        snapshot.record.ownership(at: instant).owned.compactMap { snapshot.subscriptions[$0] }.map { $0.asOf(instant) }
+        ownership.owned.compactMap { snapshot.subscriptions[$0] }.map { $0.asOf(instant) }
     }
 
     /// The answer's members, each transaction written by `writeTransaction` from its place in `owned` (which original,

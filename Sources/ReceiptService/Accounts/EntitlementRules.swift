@@ -69,7 +69,16 @@ public struct EntitlementRules: Sendable {
     /// The account's entitlements at `instant`, by name: every one some purchase it owned then grants, and every one
     /// some purchase had granted by then (owned, or transferred away by then: `transferred`) that none grants any more.
     public func entitlements(of snapshot: AccountSnapshot, at instant: Int64) -> [Entitlement] {
-        let ownership = snapshot.record.ownership(at: instant)
+        entitlements(of: snapshot, owning: snapshot.record.ownership(at: instant), at: instant)
+    }
+
+    /// ``entitlements(of:at:)`` with the account's `ownership` at `instant` already worked out, and each winner's
+    /// offer read by `periodType` (the texts kept across requests keep it too, rather than parse the payload again).
+    func entitlements(
+        of snapshot: AccountSnapshot, owning ownership: (owned: [String], transferredAway: [String: Int64]),
+        at instant: Int64,
+        periodType: (TransactionFacts) -> Entitlement.PeriodType = { EntitlementRules.periodType(of: $0) }
+    ) -> [Entitlement] {
         var candidates: [Entitlement] = []
         for originalTransactionID in ownership.owned {
             guard let facts = snapshot.subscriptions[originalTransactionID] else { continue }
@@ -89,7 +98,7 @@ public struct EntitlementRules: Sendable {
         }
         return byName.values.sorted { $0.name < $1.name }.map { entitlement in
             var entitlement = entitlement
-            entitlement.periodType = Self.periodType(of: entitlement, in: snapshot)
+            entitlement.periodType = Self.decidingTransaction(of: entitlement, in: snapshot).map(periodType) ?? .normal
             return entitlement
         }
     }
@@ -248,14 +257,16 @@ public struct EntitlementRules: Sendable {
 
     // MARK: - Offers
 
-    /// The offer of the entitlement's deciding transaction, read from its stored payload: StoreKit 2's `offerType`
-    /// and `offerDiscountType`, or the receipt fields the ledger keeps for receipt entries.
-    static func periodType(of entitlement: Entitlement, in snapshot: AccountSnapshot) -> Entitlement.PeriodType {
-        guard
-            let transaction = snapshot.subscriptions[entitlement.originalTransactionID]?.transactions
-                .first(where: { $0.transactionID == entitlement.transactionID })
-        else { return .normal }
-        return periodType(of: LedgerFacts.payload(transaction.payloadJSON))
+    /// The transaction the entitlement was decided by, whose offer is its `period_type`.
+    static func decidingTransaction(of entitlement: Entitlement, in snapshot: AccountSnapshot) -> TransactionFacts? {
+        snapshot.subscriptions[entitlement.originalTransactionID]?.transactions
+            .first(where: { $0.transactionID == entitlement.transactionID })
+    }
+
+    /// The transaction's offer, read from its stored payload: StoreKit 2's `offerType` and `offerDiscountType`, or the
+    /// receipt fields the ledger keeps for receipt entries.
+    static func periodType(of transaction: TransactionFacts) -> Entitlement.PeriodType {
+        periodType(of: LedgerFacts.payload(transaction.payloadJSON))
     }
 
     static func periodType(of payload: JSONValue) -> Entitlement.PeriodType {

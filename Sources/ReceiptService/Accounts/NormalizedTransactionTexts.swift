@@ -25,6 +25,8 @@ final class NormalizedTransactionTexts: Sendable {
         var payloadJSON: String
         var isUpgraded: Bool
         var text: [UInt8]
+        /// The transaction's offer, as an entitlement it decides names it.
+        var periodType: Entitlement.PeriodType
 
         /// The payload, the text, the key and the dictionary's slot and headers, estimated high.
         var bytes: Int { payloadJSON.utf8.count + text.count + 192 }
@@ -55,19 +57,25 @@ final class NormalizedTransactionTexts: Sendable {
     }
 
     /// The compact text `ReceiptRoutes.transactionJSON(facts).serialized()` writes, byte for byte.
-    func text(of facts: TransactionFacts) -> [UInt8] {
+    func text(of facts: TransactionFacts) -> [UInt8] { entry(of: facts).text }
+
+    /// `EntitlementRules.periodType(of: facts)`.
+    func periodType(of facts: TransactionFacts) -> Entitlement.PeriodType { entry(of: facts).periodType }
+
+    private func entry(of facts: TransactionFacts) -> Entry {
         let isUpgraded = facts.isUpgraded == true
         let kept = generations.withLock {
             $0.entry(for: facts.transactionID, byteLimit: byteLimit) {
                 $0.isUpgraded == isUpgraded && $0.payloadJSON == facts.payloadJSON
             }
         }
-        if let kept { return kept.text }
+        if let kept { return kept }
         // Written outside the lock: other requests' lookups do not wait for it.
-        let text = ReceiptRoutes.transactionJSON(facts).serialized()
-        let entry = Entry(payloadJSON: facts.payloadJSON, isUpgraded: isUpgraded, text: text)
+        let entry = Entry(
+            payloadJSON: facts.payloadJSON, isUpgraded: isUpgraded,
+            text: ReceiptRoutes.transactionJSON(facts).serialized(), periodType: EntitlementRules.periodType(of: facts))
         generations.withLock { $0.insert(entry, for: facts.transactionID, byteLimit: byteLimit) }
-        return text
+        return entry
     }
 
     /// `facts`' transactions written, kept for the very same transactions: a renewal, a refund or an upgrade

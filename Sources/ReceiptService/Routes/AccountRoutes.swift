@@ -39,7 +39,7 @@ extension ReceiptRoutes {
             return problem(Self.storeProblem(error))
         }
         guard let snapshot else { return problem(Self.accountNotFound) }
-        let report = AccountReport(snapshot: snapshot, rules: entitlementRules, at: at)
+        let report = AccountReport(snapshot: snapshot, rules: entitlementRules, at: at, texts: transactionTexts)
         return json(status: .ok, pieces: report.jsonPieces(validation: nil, texts: transactionTexts))
     }
 
@@ -158,7 +158,7 @@ extension ReceiptRoutes {
                 message: "original transaction \(kept.originalTransactionID) belongs to another account, and its "
                     + "app's restore_behavior keeps it there: nothing was linked"))
         }
-        let report = AccountReport(snapshot: linked, rules: entitlementRules, at: now)
+        let report = AccountReport(snapshot: linked, rules: entitlementRules, at: now, texts: transactionTexts)
         return json(status: .ok, pieces: report.jsonPieces(validation: validation.body, texts: transactionTexts))
     }
 

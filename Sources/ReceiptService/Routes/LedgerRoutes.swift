@@ -171,8 +171,11 @@ extension ReceiptRoutes {
     /// What an account can be: 1 to 256 bytes of UTF-8 without control characters (NUL included), so that it can
     /// always be stored and always be shown.
     public static func isStorableAccount(_ account: String) -> Bool {
-        (1...maximumAccountBytes).contains(account.utf8.count)
-            && !account.unicodeScalars.contains { $0.properties.generalCategory == .control }
+        guard (1...maximumAccountBytes).contains(account.utf8.count) else { return false }
+        // Most accounts are ASCII, whose control characters are C0 and DEL; looking up each scalar's category costs
+        // more than the rest of reading the path.
+        if account.utf8.allSatisfy({ $0 < 0x80 }) { return account.utf8.allSatisfy { $0 >= 0x20 && $0 != 0x7F } }
+        return !account.unicodeScalars.contains { $0.properties.generalCategory == .control }
     }
 
     // MARK: - JSON
