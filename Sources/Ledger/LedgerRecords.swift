@@ -405,15 +405,20 @@ enum LedgerStatements {
         }
         // Not registered as of the statement that took the token's lock: this later statement looks again, under it.
         let looksAgain = tokenLookup?.isUnderLock == false
-        let sourceRows = try connection.query(
-            """
+        let insertSource = """
             INSERT INTO transaction_sources (transaction_id, source, first_seen) VALUES ($1, $2, $3)
             ON CONFLICT (transaction_id, source) DO NOTHING
-            """ + (looksAgain ? " RETURNING " + AppAccountTokenLookup.columns(token: 4, original: 5, connection) : ""),
-            [.text(facts.transactionID), .text(source.rawValue), .integer(now)]
-                + (looksAgain ? [SQLValue(token), .text(facts.originalTransactionID)] : [])
+            """
+        let sourceValues: [SQLValue] = [.text(facts.transactionID), .text(source.rawValue), .integer(now)]
+        guard looksAgain, let token else {
+            try connection.executeWithNext(insertSource, sourceValues)
+            return tokenLookup
+        }
+        let sourceRows = try connection.query(
+            insertSource + " RETURNING " + AppAccountTokenLookup.columns(token: 4, original: 5, connection),
+            sourceValues + [.text(token), .text(facts.originalTransactionID)]
         )
-        if looksAgain, let token, let row = sourceRows.first {
+        if let row = sourceRows.first {
             tokenLookup = AppAccountTokenLookup(facts.originalTransactionID, token, row, from: 0, isUnderLock: true)
         }
         return tokenLookup
@@ -568,17 +573,25 @@ enum LedgerStatements {
     static func transactions(
         originalTransactionIDs ids: [String], _ connection: any SQLConnection
     ) throws(LedgerError) -> [(facts: TransactionFacts, updatedAt: Int64)] {
-        var found: [(facts: TransactionFacts, updatedAt: Int64)] = []
-        for chunk in chunks(Array(Set(ids)).sorted()) {
-            let rows = try connection.query(
+        try transactions(connection.queries(transactionStatements(ids)).flatMap { $0 })
+    }
+
+    static func transactionStatements(_ ids: [String]) -> [SQLStatement] {
+        chunks(Array(Set(ids)).sorted()).map { chunk in
+            SQLStatement(
                 """
                 SELECT \(transactionColumns) FROM transactions
                 WHERE original_transaction_id IN (\(placeholders(chunk.count)))
                 """,
                 chunk.map(SQLValue.text)
             )
-            for row in rows { found.append((try transactionFacts(row), try row.requiredInt64(15))) }
         }
+    }
+
+    static func transactions(_ rows: [SQLRow]) throws(LedgerError) -> [(facts: TransactionFacts, updatedAt: Int64)] {
+        var found: [(facts: TransactionFacts, updatedAt: Int64)] = []
+        found.reserveCapacity(rows.count)
+        for row in rows { found.append((try transactionFacts(row), try row.requiredInt64(15))) }
         // Sorted here, not in SQL: the two databases order NULLs and text differently.
         return found.sorted { isNewer($0.facts, than: $1.facts) }
     }
@@ -592,9 +605,12 @@ enum LedgerStatements {
     static func renewals(
         originalTransactionIDs ids: [String], _ connection: any SQLConnection
     ) throws(LedgerError) -> [(facts: RenewalFacts, updatedAt: Int64)] {
-        var found: [(facts: RenewalFacts, updatedAt: Int64)] = []
-        for chunk in chunks(Array(Set(ids)).sorted()) {
-            let rows = try connection.query(
+        try renewals(connection.queries(renewalStatements(ids)).flatMap { $0 })
+    }
+
+    static func renewalStatements(_ ids: [String]) -> [SQLStatement] {
+        chunks(Array(Set(ids)).sorted()).map { chunk in
+            SQLStatement(
                 """
                 SELECT original_transaction_id, product_id, auto_renew_product_id, auto_renew_status, expiration_intent,
                     is_in_billing_retry_period, grace_period_expires_date, price_increase_status, environment,
@@ -603,22 +619,26 @@ enum LedgerStatements {
                 """,
                 chunk.map(SQLValue.text)
             )
-            for row in rows {
-                let facts = RenewalFacts(
-                        originalTransactionID: try row.requiredString(0),
-                        productID: row.string(1),
-                        autoRenewProductID: row.string(2),
-                        autoRenewStatus: row.bool(3),
-                        expirationIntent: row.int(4),
-                        isInBillingRetryPeriod: row.bool(5),
-                        gracePeriodExpiresDate: row.int64(6),
-                        priceIncreaseStatus: row.int(7),
-                        environment: row.string(8),
-                        signedDate: try row.requiredInt64(9),
-                        payloadJSON: try row.requiredString(10)
-                    )
-                found.append((facts, try row.requiredInt64(11)))
-            }
+        }
+    }
+
+    static func renewals(_ rows: [SQLRow]) throws(LedgerError) -> [(facts: RenewalFacts, updatedAt: Int64)] {
+        var found: [(facts: RenewalFacts, updatedAt: Int64)] = []
+        for row in rows {
+            let facts = RenewalFacts(
+                originalTransactionID: try row.requiredString(0),
+                productID: row.string(1),
+                autoRenewProductID: row.string(2),
+                autoRenewStatus: row.bool(3),
+                expirationIntent: row.int(4),
+                isInBillingRetryPeriod: row.bool(5),
+                gracePeriodExpiresDate: row.int64(6),
+                priceIncreaseStatus: row.int(7),
+                environment: row.string(8),
+                signedDate: try row.requiredInt64(9),
+                payloadJSON: try row.requiredString(10)
+            )
+            found.append((facts, try row.requiredInt64(11)))
         }
         return found.sorted { $0.facts.originalTransactionID < $1.facts.originalTransactionID }
     }
@@ -628,24 +648,33 @@ enum LedgerStatements {
     static func notifications(
         originalTransactionIDs ids: [String], _ connection: any SQLConnection
     ) throws(LedgerError) -> [String: [(summary: NotificationSummary, receivedAt: Int64)]] {
-        var found: [String: [(summary: NotificationSummary, receivedAt: Int64)]] = [:]
-        for chunk in chunks(Array(Set(ids)).sorted()) {
-            let rows = try connection.query(
+        try notifications(connection.queries(notificationStatements(ids)).flatMap { $0 })
+    }
+
+    static func notificationStatements(_ ids: [String]) -> [SQLStatement] {
+        chunks(Array(Set(ids)).sorted()).map { chunk in
+            SQLStatement(
                 """
                 SELECT original_transaction_id, uuid, type, subtype, signed_date, received_at FROM notifications
                 WHERE original_transaction_id IN (\(placeholders(chunk.count)))
                 """,
                 chunk.map(SQLValue.text)
             )
-            for row in rows {
-                let summary = NotificationSummary(
-                    uuid: try row.requiredString(1),
-                    type: try row.requiredString(2),
-                    subtype: row.string(3),
-                    signedDate: try row.requiredInt64(4)
-                )
-                found[try row.requiredString(0), default: []].append((summary, try row.requiredInt64(5)))
-            }
+        }
+    }
+
+    static func notifications(
+        _ rows: [SQLRow]
+    ) throws(LedgerError) -> [String: [(summary: NotificationSummary, receivedAt: Int64)]] {
+        var found: [String: [(summary: NotificationSummary, receivedAt: Int64)]] = [:]
+        for row in rows {
+            let summary = NotificationSummary(
+                uuid: try row.requiredString(1),
+                type: try row.requiredString(2),
+                subtype: row.string(3),
+                signedDate: try row.requiredInt64(4)
+            )
+            found[try row.requiredString(0), default: []].append((summary, try row.requiredInt64(5)))
         }
         return found.mapValues { notifications in notifications.sorted { isEarlier($0.summary, than: $1.summary) } }
     }

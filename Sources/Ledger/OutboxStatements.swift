@@ -453,25 +453,32 @@ extension LedgerStatements {
     ) throws(LedgerError) -> OutboxBefore? {
         guard outbox.isActive, !originals.isEmpty else { return nil }
         let ids = Array(Set(originals)).sorted()
+        let (rows, owners) = try SubscriptionRows.read(ids, connection, with: ownerStatements(ids))
         return OutboxBefore(
-            originalTransactionIDs: ids, rows: try SubscriptionRows.read(ids, connection),
-            owners: try owners(ids, connection), followsWrites: followingWrites && !(connection is PostgresConnection)
+            originalTransactionIDs: ids, rows: rows, owners: try Self.owners(owners.flatMap { $0 }),
+            followsWrites: followingWrites && !(connection is PostgresConnection)
         )
     }
 
     static func owners(_ originals: [String], _ connection: any SQLConnection) throws(LedgerError) -> [String: String] {
-        var owners: [String: String] = [:]
-        for chunk in chunks(originals) {
-            for row in try connection.query(
+        try owners(connection.queries(ownerStatements(originals)).flatMap { $0 })
+    }
+
+    static func ownerStatements(_ originals: [String]) -> [SQLStatement] {
+        chunks(originals).map { chunk in
+            SQLStatement(
                 """
                 SELECT original_transaction_id, account FROM account_links
                 WHERE original_transaction_id IN (\(placeholders(chunk.count)))
                 """,
                 chunk.map(SQLValue.text)
-            ) {
-                owners[try row.requiredString(0)] = try row.requiredString(1)
-            }
+            )
         }
+    }
+
+    static func owners(_ rows: [SQLRow]) throws(LedgerError) -> [String: String] {
+        var owners: [String: String] = [:]
+        for row in rows { owners[try row.requiredString(0)] = try row.requiredString(1) }
         return owners
     }
 
@@ -651,7 +658,7 @@ extension LedgerStatements {
                 }
                 rows.append("(\(id), \(webhook), \(stream), \(sequence), 'pending', 0, \(nextAttempt))")
             }
-            try connection.execute(
+            try connection.executeWithNext(
                 """
                 INSERT INTO event_deliveries (event_id, webhook, stream, sequence, state, attempts, next_attempt_at)
                 VALUES \(rows.joined(separator: ", "))
@@ -666,11 +673,12 @@ extension LedgerStatements {
     /// the due index (schema version 9), so a claim finds a long backlog's heads without walking it.
     static let waitingForTurn = Int64.max
 
-    /// Locks the streams' rows, in the order given (sorted by every caller), creating those that are missing.
+    /// Locks the streams' rows, in the order given (sorted by every caller), creating those that are missing. Sent
+    /// with the connection's next statement: that statement runs after the locks are held.
     static func lockStreams(_ streams: [String], _ connection: any SQLConnection) throws(LedgerError) {
         for chunk in chunks(streams) {
             let rows = (1...chunk.count).map { "($\($0), 0)" }.joined(separator: ", ")
-            try connection.execute(
+            try connection.executeWithNext(
                 """
                 INSERT INTO event_streams (stream, last_sequence) VALUES \(rows)
                 ON CONFLICT (stream) DO UPDATE SET last_sequence = event_streams.last_sequence
