@@ -27,11 +27,12 @@ struct LedgerRecords<Database: LedgerDatabase>: Sendable {
         let outbox = outbox
         let original = notification.transaction?.originalTransactionID ?? notification.renewal?.originalTransactionID
         return try database.write { connection throws(LedgerError) in
-            let before = try LedgerStatements.outboxBefore(
-                original.map { [$0] } ?? [], outbox, connection, followingWrites: true
+            let (before, inserted) = try LedgerStatements.outboxBefore(
+                original.map { [$0] } ?? [], outbox, connection, followingWrites: true,
+                then: [LedgerStatements.insertStatement(notification, receivedAt: receivedAt)]
             )
             let (write, tokenLookup) = try LedgerStatements.insert(
-                notification, receivedAt: receivedAt, noting: before, connection
+                notification, receivedAt: receivedAt, noting: before, inserted: inserted.first, connection
             )
             if let tokenLookup {
                 try LedgerStatements.linkByAppAccountToken([tokenLookup], at: receivedAt, connection)
@@ -218,27 +219,20 @@ struct LedgerRecords<Database: LedgerDatabase>: Sendable {
 enum LedgerStatements {
     /// Also returns what storing its transaction found of the transaction's `appAccountToken`. Notes the rows it
     /// stores in `noting`.
+    ///
+    /// `inserted`: the answer of ``insertStatement(_:receivedAt:)``, when the caller sent it along with its reads.
     static func insert(
         _ notification: NotificationFacts, receivedAt: Int64, noting before: OutboxBefore? = nil,
-        _ connection: any SQLConnection
+        inserted answer: [SQLRow]? = nil, _ connection: any SQLConnection
     ) throws(LedgerError) -> (write: NotificationWrite, tokenLookup: AppAccountTokenLookup?) {
         let originalID = notification.transaction?.originalTransactionID ?? notification.renewal?.originalTransactionID
-        let inserted = try connection.query(
-            """
-            INSERT INTO notifications (uuid, type, subtype, signed_date, environment, bundle_id, signed_payload,
-                transaction_id, original_transaction_id, app_transaction_json, received_at)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-            ON CONFLICT (uuid) DO NOTHING
-            RETURNING uuid
-            """,
-            [
-                .text(notification.uuid), .text(notification.type), SQLValue(notification.subtype),
-                .integer(notification.signedDate), SQLValue(notification.environment),
-                SQLValue(notification.bundleID), .text(notification.signedPayload),
-                SQLValue(notification.transaction?.transactionID), SQLValue(originalID),
-                SQLValue(notification.appTransactionJSON), .integer(receivedAt),
-            ]
-        )
+        let inserted: [SQLRow]
+        if let answer {
+            inserted = answer
+        } else {
+            let statement = insertStatement(notification, receivedAt: receivedAt)
+            inserted = try connection.query(statement.sql, statement.parameters)
+        }
         // A retried delivery must not touch anything, not even first_seen of its transaction's sources.
         guard !inserted.isEmpty else {
             let stored = try connection.query(
@@ -270,6 +264,27 @@ enum LedgerStatements {
             )
         }
         return (.stored, tokenLookup)
+    }
+
+    /// Stores the notification unless its uuid is stored already; answers its uuid when it stored it.
+    static func insertStatement(_ notification: NotificationFacts, receivedAt: Int64) -> SQLStatement {
+        SQLStatement(
+            """
+            INSERT INTO notifications (uuid, type, subtype, signed_date, environment, bundle_id, signed_payload,
+                transaction_id, original_transaction_id, app_transaction_json, received_at)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+            ON CONFLICT (uuid) DO NOTHING
+            RETURNING uuid
+            """,
+            [
+                .text(notification.uuid), .text(notification.type), SQLValue(notification.subtype),
+                .integer(notification.signedDate), SQLValue(notification.environment),
+                SQLValue(notification.bundleID), .text(notification.signedPayload),
+                SQLValue(notification.transaction?.transactionID),
+                SQLValue(notification.transaction?.originalTransactionID ?? notification.renewal?.originalTransactionID),
+                SQLValue(notification.appTransactionJSON), .integer(receivedAt),
+            ]
+        )
     }
 
     /// What a compact JWS says, without how it was signed: its payload segment. ES256 signatures differ on every
@@ -437,7 +452,7 @@ enum LedgerStatements {
             .integer(facts.signedDate), .text(facts.payloadJSON), .text(source.rawValue), .integer(now),
             SQLValue(notificationUUID),
         ]
-        let inserted = try connection.query(
+        let insert = SQLStatement(
             """
             INSERT INTO renewal_infos (original_transaction_id, product_id, auto_renew_product_id,
                 auto_renew_status, expiration_intent, is_in_billing_retry_period, grace_period_expires_date,
@@ -448,16 +463,22 @@ enum LedgerStatements {
             """,
             values
         )
-        guard inserted.isEmpty else {
-            before?.stored(facts, at: now)
-            return
-        }
-        let rows = try connection.query(
+        let read = SQLStatement(
             """
             SELECT signed_date, notification_uuid, payload_json FROM renewal_infos WHERE original_transaction_id = $1
             """ + forUpdate(connection),
             [.text(facts.originalTransactionID)]
         )
+        // A subscription has one renewal info, which each of its notifications but the first replaces: on PostgreSQL
+        // the stored one is read in the insert's round trip (the read then waits on the insert as it did after it),
+        // on SQLite, with no round trip to save, only after a conflict.
+        let readsAlong = connection is PostgresConnection
+        let answers = try connection.queries(readsAlong ? [insert, read] : [insert])
+        guard answers[0].isEmpty else {
+            before?.stored(facts, at: now)
+            return
+        }
+        let rows = readsAlong ? answers[1] : try connection.query(read.sql, read.parameters)
         guard let row = rows.first else {
             throw LedgerError(.queryFailed, "a renewal info conflicted but cannot be read back")
         }

@@ -55,7 +55,7 @@ extension LedgerRecords {
             // the lease end at every claim, and pulling them back at every finish, rewrote a stream's whole backlog
             // for each of its events: on PostgreSQL 92,741 dead row versions for 4,000 deliveries.)
             for chunk in LedgerStatements.chunks(claimed.map(\.eventID)) {
-                try connection.execute(
+                try connection.executeWithNext(
                     """
                     UPDATE event_deliveries SET lease_holder = $1, lease_until = $2
                     WHERE webhook = $3 AND event_id IN (\(LedgerStatements.placeholders(chunk.count, from: 4)))
@@ -135,7 +135,7 @@ extension LedgerRecords {
     private static func makeNextDue(
         webhook: String, stream: String, at time: Int64, _ connection: any SQLConnection
     ) throws(LedgerError) {
-        try connection.execute(
+        try connection.executeWithNext(
             """
             UPDATE event_deliveries
             SET next_attempt_at = CASE WHEN next_attempt_at > $3 THEN $3 ELSE next_attempt_at END
@@ -451,13 +451,24 @@ extension LedgerStatements {
     static func outboxBefore(
         _ originals: [String], _ outbox: OutboxRules, _ connection: any SQLConnection, followingWrites: Bool = false
     ) throws(LedgerError) -> OutboxBefore? {
-        guard outbox.isActive, !originals.isEmpty else { return nil }
+        try outboxBefore(originals, outbox, connection, followingWrites: followingWrites, then: []).before
+    }
+
+    /// Also runs `next`, the write's first statements, after the reads (in their round trip on PostgreSQL), and
+    /// returns their answers; runs only those when there is nothing to read.
+    static func outboxBefore(
+        _ originals: [String], _ outbox: OutboxRules, _ connection: any SQLConnection, followingWrites: Bool = false,
+        then next: [SQLStatement]
+    ) throws(LedgerError) -> (before: OutboxBefore?, next: [[SQLRow]]) {
+        guard outbox.isActive, !originals.isEmpty else { return (nil, try connection.queries(next)) }
         let ids = Array(Set(originals)).sorted()
-        let (rows, owners) = try SubscriptionRows.read(ids, connection, with: ownerStatements(ids))
-        return OutboxBefore(
-            originalTransactionIDs: ids, rows: rows, owners: try Self.owners(owners.flatMap { $0 }),
+        let owned = ownerStatements(ids)
+        let (rows, answers) = try SubscriptionRows.read(ids, connection, with: owned + next)
+        let before = OutboxBefore(
+            originalTransactionIDs: ids, rows: rows, owners: try Self.owners(answers.prefix(owned.count).flatMap { $0 }),
             followsWrites: followingWrites && !(connection is PostgresConnection)
         )
+        return (before, Array(answers.dropFirst(owned.count)))
     }
 
     static func owners(_ originals: [String], _ connection: any SQLConnection) throws(LedgerError) -> [String: String] {
