@@ -246,7 +246,7 @@ final class PostgresConnection: PooledConnection, @unchecked Sendable {
         }
     }
 
-    static func isRollback(_ sql: String) -> Bool { sql.prefix(8).uppercased() == "ROLLBACK" }
+    private static func isRollback(_ sql: String) -> Bool { sql.prefix(8).uppercased() == "ROLLBACK" }
 
     /// The name `sql` is prepared under on this connection, preparing it first; nil for statements sent unnamed:
     /// transaction control (which may have to run in an aborted transaction, where the server refuses to prepare

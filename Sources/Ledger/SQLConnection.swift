@@ -64,7 +64,7 @@ protocol SQLConnection: AnyObject {
 
     /// Runs a statement whose answer the caller does not need. PostgreSQL sends it with the connection's next
     /// statement, in its round trip, and that statement reports its failure; a rollback drops the failure with the
-    /// work it undoes.
+    /// work it undoes. The statements sent with it are prepared before it runs: it must not create what they use.
     func executeWithNext(_ sql: String, _ parameters: [SQLValue]) throws(LedgerError)
 }
 
