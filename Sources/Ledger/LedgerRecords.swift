@@ -27,11 +27,12 @@ struct LedgerRecords<Database: LedgerDatabase>: Sendable {
         let outbox = outbox
         let original = notification.transaction?.originalTransactionID ?? notification.renewal?.originalTransactionID
         return try database.write { connection throws(LedgerError) in
-            let before = try LedgerStatements.outboxBefore(
-                original.map { [$0] } ?? [], outbox, connection, followingWrites: true
+            let (before, inserted) = try LedgerStatements.outboxBefore(
+                original.map { [$0] } ?? [], outbox, connection, followingWrites: true,
+                then: [LedgerStatements.insertStatement(notification, receivedAt: receivedAt)]
             )
             let (write, tokenLookup) = try LedgerStatements.insert(
-                notification, receivedAt: receivedAt, noting: before, connection
+                notification, receivedAt: receivedAt, noting: before, inserted: inserted.first, connection
             )
             if let tokenLookup {
                 try LedgerStatements.linkByAppAccountToken([tokenLookup], at: receivedAt, connection)
@@ -218,27 +219,20 @@ struct LedgerRecords<Database: LedgerDatabase>: Sendable {
 enum LedgerStatements {
     /// Also returns what storing its transaction found of the transaction's `appAccountToken`. Notes the rows it
     /// stores in `noting`.
+    ///
+    /// `inserted`: the answer of ``insertStatement(_:receivedAt:)``, when the caller sent it along with its reads.
     static func insert(
         _ notification: NotificationFacts, receivedAt: Int64, noting before: OutboxBefore? = nil,
-        _ connection: any SQLConnection
+        inserted answer: [SQLRow]? = nil, _ connection: any SQLConnection
     ) throws(LedgerError) -> (write: NotificationWrite, tokenLookup: AppAccountTokenLookup?) {
         let originalID = notification.transaction?.originalTransactionID ?? notification.renewal?.originalTransactionID
-        let inserted = try connection.query(
-            """
-            INSERT INTO notifications (uuid, type, subtype, signed_date, environment, bundle_id, signed_payload,
-                transaction_id, original_transaction_id, app_transaction_json, received_at)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-            ON CONFLICT (uuid) DO NOTHING
-            RETURNING uuid
-            """,
-            [
-                .text(notification.uuid), .text(notification.type), SQLValue(notification.subtype),
-                .integer(notification.signedDate), SQLValue(notification.environment),
-                SQLValue(notification.bundleID), .text(notification.signedPayload),
-                SQLValue(notification.transaction?.transactionID), SQLValue(originalID),
-                SQLValue(notification.appTransactionJSON), .integer(receivedAt),
-            ]
-        )
+        let inserted: [SQLRow]
+        if let answer {
+            inserted = answer
+        } else {
+            let statement = insertStatement(notification, receivedAt: receivedAt)
+            inserted = try connection.query(statement.sql, statement.parameters)
+        }
         // A retried delivery must not touch anything, not even first_seen of its transaction's sources.
         guard !inserted.isEmpty else {
             let stored = try connection.query(
@@ -270,6 +264,27 @@ enum LedgerStatements {
             )
         }
         return (.stored, tokenLookup)
+    }
+
+    /// Stores the notification unless its uuid is stored already; answers its uuid when it stored it.
+    static func insertStatement(_ notification: NotificationFacts, receivedAt: Int64) -> SQLStatement {
+        SQLStatement(
+            """
+            INSERT INTO notifications (uuid, type, subtype, signed_date, environment, bundle_id, signed_payload,
+                transaction_id, original_transaction_id, app_transaction_json, received_at)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+            ON CONFLICT (uuid) DO NOTHING
+            RETURNING uuid
+            """,
+            [
+                .text(notification.uuid), .text(notification.type), SQLValue(notification.subtype),
+                .integer(notification.signedDate), SQLValue(notification.environment),
+                SQLValue(notification.bundleID), .text(notification.signedPayload),
+                SQLValue(notification.transaction?.transactionID),
+                SQLValue(notification.transaction?.originalTransactionID ?? notification.renewal?.originalTransactionID),
+                SQLValue(notification.appTransactionJSON), .integer(receivedAt),
+            ]
+        )
     }
 
     /// What a compact JWS says, without how it was signed: its payload segment. ES256 signatures differ on every
@@ -405,15 +420,20 @@ enum LedgerStatements {
         }
         // Not registered as of the statement that took the token's lock: this later statement looks again, under it.
         let looksAgain = tokenLookup?.isUnderLock == false
-        let sourceRows = try connection.query(
-            """
+        let insertSource = """
             INSERT INTO transaction_sources (transaction_id, source, first_seen) VALUES ($1, $2, $3)
             ON CONFLICT (transaction_id, source) DO NOTHING
-            """ + (looksAgain ? " RETURNING " + AppAccountTokenLookup.columns(token: 4, original: 5, connection) : ""),
-            [.text(facts.transactionID), .text(source.rawValue), .integer(now)]
-                + (looksAgain ? [SQLValue(token), .text(facts.originalTransactionID)] : [])
+            """
+        let sourceValues: [SQLValue] = [.text(facts.transactionID), .text(source.rawValue), .integer(now)]
+        guard looksAgain, let token else {
+            try connection.executeWithNext(insertSource, sourceValues)
+            return tokenLookup
+        }
+        let sourceRows = try connection.query(
+            insertSource + " RETURNING " + AppAccountTokenLookup.columns(token: 4, original: 5, connection),
+            sourceValues + [.text(token), .text(facts.originalTransactionID)]
         )
-        if looksAgain, let token, let row = sourceRows.first {
+        if let row = sourceRows.first {
             tokenLookup = AppAccountTokenLookup(facts.originalTransactionID, token, row, from: 0, isUnderLock: true)
         }
         return tokenLookup
@@ -432,7 +452,7 @@ enum LedgerStatements {
             .integer(facts.signedDate), .text(facts.payloadJSON), .text(source.rawValue), .integer(now),
             SQLValue(notificationUUID),
         ]
-        let inserted = try connection.query(
+        let insert = SQLStatement(
             """
             INSERT INTO renewal_infos (original_transaction_id, product_id, auto_renew_product_id,
                 auto_renew_status, expiration_intent, is_in_billing_retry_period, grace_period_expires_date,
@@ -443,16 +463,22 @@ enum LedgerStatements {
             """,
             values
         )
-        guard inserted.isEmpty else {
-            before?.stored(facts, at: now)
-            return
-        }
-        let rows = try connection.query(
+        let read = SQLStatement(
             """
             SELECT signed_date, notification_uuid, payload_json FROM renewal_infos WHERE original_transaction_id = $1
             """ + forUpdate(connection),
             [.text(facts.originalTransactionID)]
         )
+        // A subscription has one renewal info, which each of its notifications but the first replaces: on PostgreSQL
+        // the stored one is read in the insert's round trip (the read then waits on the insert as it did after it),
+        // on SQLite, with no round trip to save, only after a conflict.
+        let readsAlong = connection is PostgresConnection
+        let answers = try connection.queries(readsAlong ? [insert, read] : [insert])
+        guard answers[0].isEmpty else {
+            before?.stored(facts, at: now)
+            return
+        }
+        let rows = readsAlong ? answers[1] : try connection.query(read.sql, read.parameters)
         guard let row = rows.first else {
             throw LedgerError(.queryFailed, "a renewal info conflicted but cannot be read back")
         }
@@ -568,17 +594,25 @@ enum LedgerStatements {
     static func transactions(
         originalTransactionIDs ids: [String], _ connection: any SQLConnection
     ) throws(LedgerError) -> [(facts: TransactionFacts, updatedAt: Int64)] {
-        var found: [(facts: TransactionFacts, updatedAt: Int64)] = []
-        for chunk in chunks(Array(Set(ids)).sorted()) {
-            let rows = try connection.query(
+        try transactions(connection.queries(transactionStatements(ids)).flatMap { $0 })
+    }
+
+    static func transactionStatements(_ ids: [String]) -> [SQLStatement] {
+        chunks(Array(Set(ids)).sorted()).map { chunk in
+            SQLStatement(
                 """
                 SELECT \(transactionColumns) FROM transactions
                 WHERE original_transaction_id IN (\(placeholders(chunk.count)))
                 """,
                 chunk.map(SQLValue.text)
             )
-            for row in rows { found.append((try transactionFacts(row), try row.requiredInt64(15))) }
         }
+    }
+
+    static func transactions(_ rows: [SQLRow]) throws(LedgerError) -> [(facts: TransactionFacts, updatedAt: Int64)] {
+        var found: [(facts: TransactionFacts, updatedAt: Int64)] = []
+        found.reserveCapacity(rows.count)
+        for row in rows { found.append((try transactionFacts(row), try row.requiredInt64(15))) }
         // Sorted here, not in SQL: the two databases order NULLs and text differently.
         return found.sorted { isNewer($0.facts, than: $1.facts) }
     }
@@ -592,9 +626,12 @@ enum LedgerStatements {
     static func renewals(
         originalTransactionIDs ids: [String], _ connection: any SQLConnection
     ) throws(LedgerError) -> [(facts: RenewalFacts, updatedAt: Int64)] {
-        var found: [(facts: RenewalFacts, updatedAt: Int64)] = []
-        for chunk in chunks(Array(Set(ids)).sorted()) {
-            let rows = try connection.query(
+        try renewals(connection.queries(renewalStatements(ids)).flatMap { $0 })
+    }
+
+    static func renewalStatements(_ ids: [String]) -> [SQLStatement] {
+        chunks(Array(Set(ids)).sorted()).map { chunk in
+            SQLStatement(
                 """
                 SELECT original_transaction_id, product_id, auto_renew_product_id, auto_renew_status, expiration_intent,
                     is_in_billing_retry_period, grace_period_expires_date, price_increase_status, environment,
@@ -603,22 +640,26 @@ enum LedgerStatements {
                 """,
                 chunk.map(SQLValue.text)
             )
-            for row in rows {
-                let facts = RenewalFacts(
-                        originalTransactionID: try row.requiredString(0),
-                        productID: row.string(1),
-                        autoRenewProductID: row.string(2),
-                        autoRenewStatus: row.bool(3),
-                        expirationIntent: row.int(4),
-                        isInBillingRetryPeriod: row.bool(5),
-                        gracePeriodExpiresDate: row.int64(6),
-                        priceIncreaseStatus: row.int(7),
-                        environment: row.string(8),
-                        signedDate: try row.requiredInt64(9),
-                        payloadJSON: try row.requiredString(10)
-                    )
-                found.append((facts, try row.requiredInt64(11)))
-            }
+        }
+    }
+
+    static func renewals(_ rows: [SQLRow]) throws(LedgerError) -> [(facts: RenewalFacts, updatedAt: Int64)] {
+        var found: [(facts: RenewalFacts, updatedAt: Int64)] = []
+        for row in rows {
+            let facts = RenewalFacts(
+                originalTransactionID: try row.requiredString(0),
+                productID: row.string(1),
+                autoRenewProductID: row.string(2),
+                autoRenewStatus: row.bool(3),
+                expirationIntent: row.int(4),
+                isInBillingRetryPeriod: row.bool(5),
+                gracePeriodExpiresDate: row.int64(6),
+                priceIncreaseStatus: row.int(7),
+                environment: row.string(8),
+                signedDate: try row.requiredInt64(9),
+                payloadJSON: try row.requiredString(10)
+            )
+            found.append((facts, try row.requiredInt64(11)))
         }
         return found.sorted { $0.facts.originalTransactionID < $1.facts.originalTransactionID }
     }
@@ -628,24 +669,33 @@ enum LedgerStatements {
     static func notifications(
         originalTransactionIDs ids: [String], _ connection: any SQLConnection
     ) throws(LedgerError) -> [String: [(summary: NotificationSummary, receivedAt: Int64)]] {
-        var found: [String: [(summary: NotificationSummary, receivedAt: Int64)]] = [:]
-        for chunk in chunks(Array(Set(ids)).sorted()) {
-            let rows = try connection.query(
+        try notifications(connection.queries(notificationStatements(ids)).flatMap { $0 })
+    }
+
+    static func notificationStatements(_ ids: [String]) -> [SQLStatement] {
+        chunks(Array(Set(ids)).sorted()).map { chunk in
+            SQLStatement(
                 """
                 SELECT original_transaction_id, uuid, type, subtype, signed_date, received_at FROM notifications
                 WHERE original_transaction_id IN (\(placeholders(chunk.count)))
                 """,
                 chunk.map(SQLValue.text)
             )
-            for row in rows {
-                let summary = NotificationSummary(
-                    uuid: try row.requiredString(1),
-                    type: try row.requiredString(2),
-                    subtype: row.string(3),
-                    signedDate: try row.requiredInt64(4)
-                )
-                found[try row.requiredString(0), default: []].append((summary, try row.requiredInt64(5)))
-            }
+        }
+    }
+
+    static func notifications(
+        _ rows: [SQLRow]
+    ) throws(LedgerError) -> [String: [(summary: NotificationSummary, receivedAt: Int64)]] {
+        var found: [String: [(summary: NotificationSummary, receivedAt: Int64)]] = [:]
+        for row in rows {
+            let summary = NotificationSummary(
+                uuid: try row.requiredString(1),
+                type: try row.requiredString(2),
+                subtype: row.string(3),
+                signedDate: try row.requiredInt64(4)
+            )
+            found[try row.requiredString(0), default: []].append((summary, try row.requiredInt64(5)))
         }
         return found.mapValues { notifications in notifications.sorted { isEarlier($0.summary, than: $1.summary) } }
     }

@@ -343,6 +343,20 @@ enum LedgerSchema {
             WHERE state = 'pending' AND next_attempt_at = 9223372036854775807
             """,
         ]),
+        // An event's body (4 KB of JSON for a renewal) is compressed when stored: with pglz, PostgreSQL's default, to
+        // the same size as with lz4 (1 KB) at about three times the CPU (2,000 rows: 48 to 66 µs a row against 16 to
+        // 21), the costliest part of the event's INSERT. lz4 only where the server was built with it (its setting
+        // then lists it); rows already stored stay as they are. SQLite never compresses.
+        Migration(
+            version: 10, statements: [],
+            afterStatements: { connection throws(LedgerError) in
+                guard connection is PostgresConnection else { return }
+                let hasLZ4 = try connection.query(
+                    "SELECT 1 FROM pg_settings WHERE name = 'default_toast_compression' AND 'lz4' = ANY(enumvals)", []
+                )
+                guard !hasLZ4.isEmpty else { return }
+                try connection.execute("ALTER TABLE events ALTER COLUMN body SET COMPRESSION lz4")
+            }),
     ]
 
     /// Every StoreKit 2 payload stored before version 5 kept its `appAccountToken`; the new column gets it, so that

@@ -55,7 +55,7 @@ extension LedgerRecords {
             // the lease end at every claim, and pulling them back at every finish, rewrote a stream's whole backlog
             // for each of its events: on PostgreSQL 92,741 dead row versions for 4,000 deliveries.)
             for chunk in LedgerStatements.chunks(claimed.map(\.eventID)) {
-                try connection.execute(
+                try connection.executeWithNext(
                     """
                     UPDATE event_deliveries SET lease_holder = $1, lease_until = $2
                     WHERE webhook = $3 AND event_id IN (\(LedgerStatements.placeholders(chunk.count, from: 4)))
@@ -135,7 +135,7 @@ extension LedgerRecords {
     private static func makeNextDue(
         webhook: String, stream: String, at time: Int64, _ connection: any SQLConnection
     ) throws(LedgerError) {
-        try connection.execute(
+        try connection.executeWithNext(
             """
             UPDATE event_deliveries
             SET next_attempt_at = CASE WHEN next_attempt_at > $3 THEN $3 ELSE next_attempt_at END
@@ -451,27 +451,45 @@ extension LedgerStatements {
     static func outboxBefore(
         _ originals: [String], _ outbox: OutboxRules, _ connection: any SQLConnection, followingWrites: Bool = false
     ) throws(LedgerError) -> OutboxBefore? {
-        guard outbox.isActive, !originals.isEmpty else { return nil }
+        try outboxBefore(originals, outbox, connection, followingWrites: followingWrites, then: []).before
+    }
+
+    /// Also runs `next`, the write's first statements, after the reads (in their round trip on PostgreSQL), and
+    /// returns their answers; runs only those when there is nothing to read.
+    static func outboxBefore(
+        _ originals: [String], _ outbox: OutboxRules, _ connection: any SQLConnection, followingWrites: Bool = false,
+        then next: [SQLStatement]
+    ) throws(LedgerError) -> (before: OutboxBefore?, next: [[SQLRow]]) {
+        guard outbox.isActive, !originals.isEmpty else { return (nil, try connection.queries(next)) }
         let ids = Array(Set(originals)).sorted()
-        return OutboxBefore(
-            originalTransactionIDs: ids, rows: try SubscriptionRows.read(ids, connection),
-            owners: try owners(ids, connection), followsWrites: followingWrites && !(connection is PostgresConnection)
+        let owned = ownerStatements(ids)
+        let (rows, answers) = try SubscriptionRows.read(ids, connection, with: owned + next)
+        let before = OutboxBefore(
+            originalTransactionIDs: ids, rows: rows, owners: try Self.owners(answers.prefix(owned.count).flatMap { $0 }),
+            followsWrites: followingWrites && !(connection is PostgresConnection)
         )
+        return (before, Array(answers.dropFirst(owned.count)))
     }
 
     static func owners(_ originals: [String], _ connection: any SQLConnection) throws(LedgerError) -> [String: String] {
-        var owners: [String: String] = [:]
-        for chunk in chunks(originals) {
-            for row in try connection.query(
+        try owners(connection.queries(ownerStatements(originals)).flatMap { $0 })
+    }
+
+    static func ownerStatements(_ originals: [String]) -> [SQLStatement] {
+        chunks(originals).map { chunk in
+            SQLStatement(
                 """
                 SELECT original_transaction_id, account FROM account_links
                 WHERE original_transaction_id IN (\(placeholders(chunk.count)))
                 """,
                 chunk.map(SQLValue.text)
-            ) {
-                owners[try row.requiredString(0)] = try row.requiredString(1)
-            }
+            )
         }
+    }
+
+    static func owners(_ rows: [SQLRow]) throws(LedgerError) -> [String: String] {
+        var owners: [String: String] = [:]
+        for row in rows { owners[try row.requiredString(0)] = try row.requiredString(1) }
         return owners
     }
 
@@ -568,10 +586,21 @@ extension LedgerStatements {
         }
         let createdAt = JSONValue.string(outbox.formatTime(time)).serializedText
         var deliveries: [(values: [SQLValue], headsIfAlone: Bool)] = []
+        let isPostgres = connection is PostgresConnection
         for (stream, entries) in byStream.sorted(by: { $0.key < $1.key }) {
             var queued = Set<String>()
             for text in [stream] + entries.flatMap({ [$0.draft.type, $0.draft.dedupeKey, $0.draft.bodyMembers] }) {
                 try checkStorable(text)
+            }
+            if isPostgres, entries.count == 1, let (draft, webhooks) = entries.first {
+                // A write's one event of a stream, the usual case: numbered and stored in one statement, one round
+                // trip less.
+                guard let (id, sequence) = try storeNumbered(draft, stream: stream, createdAt: createdAt, time, connection)
+                else { continue }
+                for webhook in webhooks {
+                    deliveries.append(([.text(id), .text(webhook), .text(stream), .integer(sequence)], true))
+                }
+                continue
             }
             guard
                 let last = try connection.query(
@@ -651,7 +680,7 @@ extension LedgerStatements {
                 }
                 rows.append("(\(id), \(webhook), \(stream), \(sequence), 'pending', 0, \(nextAttempt))")
             }
-            try connection.execute(
+            try connection.executeWithNext(
                 """
                 INSERT INTO event_deliveries (event_id, webhook, stream, sequence, state, attempts, next_attempt_at)
                 VALUES \(rows.joined(separator: ", "))
@@ -661,16 +690,58 @@ extension LedgerStatements {
         }
     }
 
+    /// Takes the stream's next number and stores the event under it in one statement (PostgreSQL: SQLite has no
+    /// INSERT in a WITH); nil, and the number given back, when the event's dedupe key is stored already. The body is
+    /// the one ``store(_:at:_:_:)`` writes, its sequence spliced in by the server as the decimal digits Swift writes.
+    private static func storeNumbered(
+        _ draft: EventDraft, stream: String, createdAt: String, _ time: Int64, _ connection: any SQLConnection
+    ) throws(LedgerError) -> (id: String, sequence: Int64)? {
+        let id = newEventID()
+        let type = JSONValue.string(draft.type).serializedText
+        let head = #"{"id":"\#(id)","type":\#(type),"created_at":\#(createdAt),"sequence":"#
+        let tail = (draft.bodyMembers.isEmpty ? "" : "," + draft.bodyMembers) + "}"
+        let stored = try connection.query(
+            """
+            WITH numbered AS (
+                INSERT INTO event_streams (stream, last_sequence) VALUES ($6, 1)
+                ON CONFLICT (stream) DO UPDATE SET last_sequence = event_streams.last_sequence + 1
+                RETURNING last_sequence
+            )
+            INSERT INTO events (event_id, dedupe_key, type, account, original_transaction_id, stream, sequence,
+                created_at, body)
+            SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, last_sequence, $7::bigint,
+                $8::text || last_sequence || $9::text
+            FROM numbered
+            ON CONFLICT (dedupe_key) DO NOTHING
+            RETURNING sequence
+            """,
+            [
+                .text(id), .text(draft.dedupeKey), .text(draft.type), SQLValue(draft.account),
+                .text(draft.originalTransactionID), .text(stream), .integer(time), .text(head), .text(tail),
+            ]
+        )
+        guard let sequence = try stored.first?.requiredInt64(0) else {
+            // This fact's event is stored already. The stream's row is locked by this transaction since the number
+            // was taken, so nobody took a later one: giving it back leaves no gap.
+            try connection.executeWithNext(
+                "UPDATE event_streams SET last_sequence = last_sequence - 1 WHERE stream = $1", [.text(stream)]
+            )
+            return nil
+        }
+        return (id, sequence)
+    }
+
     /// `next_attempt_at` of a pending delivery that waits for an earlier one of its stream (its webhook's) to be
     /// delivered or to fail: never due by time, only made due by that finish (or a replay). Such deliveries are not in
     /// the due index (schema version 9), so a claim finds a long backlog's heads without walking it.
     static let waitingForTurn = Int64.max
 
-    /// Locks the streams' rows, in the order given (sorted by every caller), creating those that are missing.
+    /// Locks the streams' rows, in the order given (sorted by every caller), creating those that are missing. Sent
+    /// with the connection's next statement: that statement runs after the locks are held.
     static func lockStreams(_ streams: [String], _ connection: any SQLConnection) throws(LedgerError) {
         for chunk in chunks(streams) {
             let rows = (1...chunk.count).map { "($\($0), 0)" }.joined(separator: ", ")
-            try connection.execute(
+            try connection.executeWithNext(
                 """
                 INSERT INTO event_streams (stream, last_sequence) VALUES \(rows)
                 ON CONFLICT (stream) DO UPDATE SET last_sequence = event_streams.last_sequence

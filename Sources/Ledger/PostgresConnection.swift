@@ -17,6 +17,8 @@ final class PostgresConnection: PooledConnection, @unchecked Sendable {
     /// Statements parsed and planned once on this connection, by SQL text: the server otherwise spends more time
     /// parsing and planning the ledger's short statements than running them.
     private var preparedNames: [String: String] = [:]
+    /// Statements sent ahead of the next one (``executeWithNext(_:_:)``).
+    private var sentWithNext: [SQLStatement] = []
     /// Beyond this many, statements go unnamed: SQL built for a number of ids must not fill the server's memory.
     static let maximumPreparedStatements = 128
 
@@ -58,8 +60,9 @@ final class PostgresConnection: PooledConnection, @unchecked Sendable {
 
     /// Reconnects with the same parameters within `deadline`, after the server went away and came back.
     func reset() throws(LedgerError) {
-        // A new session knows none of the old one's prepared statements.
+        // A new session knows none of the old one's prepared statements, nor the old transaction's pending ones.
         preparedNames = [:]
+        sentWithNext = []
         guard PQresetStart(handle) == 1 else { throw connectionError("reconnecting") }
         try awaitConnection("reconnecting", until: deadline) { PQresetPoll($0) }
     }
@@ -105,10 +108,94 @@ final class PostgresConnection: PooledConnection, @unchecked Sendable {
     }
 
     func query(_ sql: String, _ parameters: [SQLValue]) throws(LedgerError) -> [SQLRow] {
+        try queries([SQLStatement(sql, parameters)]).first ?? []
+    }
+
+    func executeWithNext(_ sql: String, _ parameters: [SQLValue]) throws(LedgerError) {
         guard !abandoned else { throw LedgerError(.unavailable, "PostgreSQL: connection abandoned", reason: .timeout) }
+        sentWithNext.append(SQLStatement(sql, parameters))
+    }
+
+    func queries(_ statements: [SQLStatement]) throws(LedgerError) -> [[SQLRow]] {
+        guard !abandoned else { throw LedgerError(.unavailable, "PostgreSQL: connection abandoned", reason: .timeout) }
+        var waiting = sentWithNext
+        sentWithNext = []
+        if !waiting.isEmpty, let first = statements.first, Self.isRollback(first.sql) {
+            // A pipeline skips everything after a failure up to its end: a rollback sent behind a failing statement
+            // would not run, and the transaction would stay open and aborted. What it undoes goes first, on its own,
+            // and its failure, undone with it, does not matter.
+            _ = try? pipeline(waiting)
+            waiting = []
+        }
+        guard waiting.isEmpty && statements.count == 1 else {
+            return Array(try pipeline(waiting + statements).suffix(statements.count))
+        }
+        let statement = statements[0]
+        let (name, texts) = try prepare(statement)
+        let sent = send(statement, name: name, texts: texts)
+        guard sent == 1 else { throw connectionError("sending a statement") }
+        try flush()
+        let result = try awaitResult()
+        defer { PQclear(result) }
+        return [try rows(of: result)]
+    }
+
+    /// Runs `statements` in libpq's pipeline mode: all sent, one sync, then every answer read.
+    private func pipeline(_ statements: [SQLStatement]) throws(LedgerError) -> [[SQLRow]] {
+        // Statements are prepared first, each in its own round trip, once per connection: a prepare inside the
+        // pipeline would need its name before its answer says whether it exists.
+        var prepared: [(name: String?, texts: [String?])] = []
+        prepared.reserveCapacity(statements.count)
+        for statement in statements { prepared.append(try prepare(statement)) }
+        guard PQenterPipelineMode(handle) == 1 else { throw connectionError("entering pipeline mode") }
+        do throws(LedgerError) {
+            return try exchange(statements, prepared)
+        } catch where PQpipelineStatus(handle) != PQ_PIPELINE_OFF {
+            // Left mid-pipeline, libpq still owes answers nobody will read.
+            abandoned = true
+            throw error
+        }
+    }
+
+    private func exchange(
+        _ statements: [SQLStatement], _ prepared: [(name: String?, texts: [String?])]
+    ) throws(LedgerError) -> [[SQLRow]] {
+        for (statement, (name, texts)) in zip(statements, prepared) {
+            guard send(statement, name: name, texts: texts) == 1 else { throw connectionError("sending a statement") }
+        }
+        guard PQpipelineSync(handle) == 1 else { throw connectionError("sending a statement") }
+        try flush()
+        var results: [[SQLRow]] = []
+        results.reserveCapacity(statements.count)
+        var failure: LedgerError?
+        for _ in statements {
+            let result = try awaitResult()
+            defer { PQclear(result) }
+            // The statements after a failed one come back aborted, unrun.
+            guard failure == nil else {
+                results.append([])
+                continue
+            }
+            do throws(LedgerError) {
+                results.append(try rows(of: result))
+            } catch {
+                failure = error
+                results.append([])
+            }
+        }
+        let sync = try awaitResult(expectingMore: false)
+        let synced = PQresultStatus(sync) == PGRES_PIPELINE_SYNC
+        PQclear(sync)
+        guard synced, PQexitPipelineMode(handle) == 1 else { throw connectionError("ending a pipeline") }
+        if let failure { throw failure }
+        return results
+    }
+
+    /// The statement's prepared name (nil to send it unnamed) and its parameters as text.
+    private func prepare(_ statement: SQLStatement) throws(LedgerError) -> (name: String?, texts: [String?]) {
         var texts: [String?] = []
-        texts.reserveCapacity(parameters.count)
-        for parameter in parameters {
+        texts.reserveCapacity(statement.parameters.count)
+        for parameter in statement.parameters {
             switch parameter {
             case .null: texts.append(nil)
             case .integer(let number): texts.append(String(number))
@@ -117,18 +204,22 @@ final class PostgresConnection: PooledConnection, @unchecked Sendable {
                 texts.append(text)
             }
         }
-        let name = try preparedName(sql, parameterCount: texts.count)
+        return (try preparedName(statement.sql, parameterCount: texts.count), texts)
+    }
+
+    /// Queues the statement in libpq; 1 when it was accepted.
+    private func send(_ statement: SQLStatement, name: String?, texts: [String?]) -> Int32 {
         // Parameters travel apart from the SQL text, in text format, typed by the server from their context.
-        let sent = withOptionalCStringArray(texts) { values in
+        withOptionalCStringArray(texts) { values in
             if let name {
                 PQsendQueryPrepared(handle, name, Int32(texts.count), values, nil, nil, 0)
             } else {
-                PQsendQueryParams(handle, sql, Int32(texts.count), nil, values, nil, nil, 0)
+                PQsendQueryParams(handle, statement.sql, Int32(texts.count), nil, values, nil, nil, 0)
             }
         }
-        guard sent == 1 else { throw connectionError("sending a statement") }
-        let result = try awaitResult()
-        defer { PQclear(result) }
+    }
+
+    private func rows(of result: OpaquePointer) throws(LedgerError) -> [SQLRow] {
         switch PQresultStatus(result) {
         case PGRES_COMMAND_OK:
             return []
@@ -155,6 +246,8 @@ final class PostgresConnection: PooledConnection, @unchecked Sendable {
         }
     }
 
+    private static func isRollback(_ sql: String) -> Bool { sql.prefix(8).uppercased() == "ROLLBACK" }
+
     /// The name `sql` is prepared under on this connection, preparing it first; nil for statements sent unnamed:
     /// transaction control (which may have to run in an aborted transaction, where the server refuses to prepare
     /// anything) and any beyond ``maximumPreparedStatements``.
@@ -175,17 +268,22 @@ final class PostgresConnection: PooledConnection, @unchecked Sendable {
         return name
     }
 
-    /// Sends what libpq buffered and collects the statement's one result, waiting on the socket until `deadline`.
-    private func awaitResult() throws(LedgerError) -> OpaquePointer {
+    /// Sends what libpq buffered, waiting on the socket until `deadline`.
+    private func flush() throws(LedgerError) {
         while true {
             let flushed = PQflush(handle)
-            if flushed == 0 { break }
+            if flushed == 0 { return }
             guard flushed == 1 else { throw connectionError("sending a statement") }
             guard awaitSocket(POLLIN | POLLOUT, until: deadline) else {
                 throw abandon("sending a statement: no answer")
             }
             guard PQconsumeInput(handle) == 1 else { throw connectionError("sending a statement") }
         }
+    }
+
+    /// Collects one statement's result, waiting on the socket until `deadline`; with `expectingMore` (every result but
+    /// a pipeline's sync) also reads up to the null result that ends it.
+    private func awaitResult(expectingMore: Bool = true) throws(LedgerError) -> OpaquePointer {
         var first: OpaquePointer?
         while true {
             while PQisBusy(handle) == 1 {
@@ -200,6 +298,7 @@ final class PostgresConnection: PooledConnection, @unchecked Sendable {
             }
             guard let next = PQgetResult(handle) else { break }
             if first == nil { first = next } else { PQclear(next) }
+            if !expectingMore { break }
         }
         guard let first else { throw connectionError("reading an answer") }
         return first

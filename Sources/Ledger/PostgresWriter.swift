@@ -127,9 +127,12 @@ final class PostgresWriter: Sendable {
 
     private func commit(_ group: [any GroupedWrite], on lane: Lane) {
         let deadline = DispatchTime.now() + timeout
+        var failures: [Int: LedgerError] = [:]
         do throws(LedgerError) {
             let connection = try begin(on: lane, until: deadline)
-            for write in group { try run(write, on: connection) }
+            for (index, write) in group.enumerated() {
+                if let failure = try run(write, on: connection) { failures[index] = failure }
+            }
             try connection.execute("COMMIT")
         } catch {
             let failure = groupFailure(error)
@@ -141,7 +144,7 @@ final class PostgresWriter: Sendable {
             for write in group { write.finish(failure) }
             return
         }
-        for write in group { write.finish(nil) }
+        for (index, write) in group.enumerated() { write.finish(failures[index]) }
     }
 
     /// The writer's connection with a transaction begun, connecting first if there is none or it broke.
@@ -165,14 +168,25 @@ final class PostgresWriter: Sendable {
         return connection
     }
 
-    /// Runs one piece in its own savepoint; throws only when the whole group's transaction is lost.
-    private func run(_ write: any GroupedWrite, on connection: PostgresConnection) throws(LedgerError) {
+    /// Runs one piece in its own savepoint; throws only when the whole group's transaction is lost. Returns the
+    /// failure of a piece that ran without one but whose statements sent with its release failed, undone since.
+    ///
+    /// The savepoint goes with the piece's first statement and its release carries the statements the piece sent
+    /// with the next (``PostgresConnection/executeWithNext(_:_:)``): a piece of a group costs no round trip of its
+    /// own, and a failure stays its own.
+    private func run(_ write: any GroupedWrite, on connection: PostgresConnection) throws(LedgerError) -> LedgerError? {
         for attempt in 1...2 {
-            try connection.execute("SAVEPOINT grouped_write")
-            guard let failure = write.run(connection) else {
-                try connection.execute("RELEASE grouped_write")
-                return
+            try connection.executeWithNext("SAVEPOINT grouped_write", [])
+            var failure = write.run(connection)
+            if failure == nil {
+                do throws(LedgerError) {
+                    try connection.execute("RELEASE grouped_write")
+                    return nil
+                } catch {
+                    failure = error
+                }
             }
+            guard let failure else { return nil }
             // A lost or abandoned connection takes the transaction, and every piece before this one, with it.
             guard connection.isUsable else { throw failure }
             try connection.execute("ROLLBACK TO grouped_write")
@@ -180,8 +194,9 @@ final class PostgresWriter: Sendable {
             // The server chose this piece as a deadlock's victim or found it conflicting: rolling back to the savepoint
             // released what it had locked, so the other side went on and a second try usually passes. Once only: the
             // pieces before it in the group keep their locks until the commit.
-            guard failure.reason == .locked, attempt == 1 else { return }
+            guard failure.reason == .locked, attempt == 1 else { return failure }
         }
+        return nil
     }
 
     /// What the callers of a group that did not commit are told: their work is not stored, and the database, not their

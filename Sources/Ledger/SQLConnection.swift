@@ -55,11 +55,45 @@ struct SQLRow: Sendable {
 protocol SQLConnection: AnyObject {
     /// Runs one statement and returns its rows (none for statements without a result).
     func query(_ sql: String, _ parameters: [SQLValue]) throws(LedgerError) -> [SQLRow]
+
+    /// Runs statements in order, none of whose parameters depend on another's answer, and returns each one's rows.
+    /// PostgreSQL sends them together and waits once: each statement is otherwise a round trip, and the round trips,
+    /// not the statements, were most of a write's time there. The first failure fails the call; the statements after
+    /// it do not run.
+    func queries(_ statements: [SQLStatement]) throws(LedgerError) -> [[SQLRow]]
+
+    /// Runs a statement whose answer the caller does not need. PostgreSQL sends it with the connection's next
+    /// statement, in its round trip, and that statement reports its failure; a rollback drops the failure with the
+    /// work it undoes. The statements sent with it are prepared before it runs: it must not create what they use.
+    func executeWithNext(_ sql: String, _ parameters: [SQLValue]) throws(LedgerError)
+}
+
+/// A statement and its parameters, for ``SQLConnection/queries(_:)``.
+struct SQLStatement {
+    var sql: String
+    var parameters: [SQLValue]
+
+    init(_ sql: String, _ parameters: [SQLValue] = []) {
+        self.sql = sql
+        self.parameters = parameters
+    }
 }
 
 extension SQLConnection {
     func execute(_ sql: String, _ parameters: [SQLValue] = []) throws(LedgerError) {
         _ = try query(sql, parameters)
+    }
+
+    /// One after the other: SQLite answers in the calling thread, with no round trip to save.
+    func queries(_ statements: [SQLStatement]) throws(LedgerError) -> [[SQLRow]] {
+        var results: [[SQLRow]] = []
+        results.reserveCapacity(statements.count)
+        for statement in statements { results.append(try query(statement.sql, statement.parameters)) }
+        return results
+    }
+
+    func executeWithNext(_ sql: String, _ parameters: [SQLValue]) throws(LedgerError) {
+        try execute(sql, parameters)
     }
 
     /// Runs `body` between `begin` and COMMIT; rolls back if `body` or the commit fails.

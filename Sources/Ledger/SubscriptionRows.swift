@@ -7,22 +7,35 @@ struct SubscriptionRows {
     var renewals: [String: (facts: RenewalFacts, updatedAt: Int64)] = [:]
     var notifications: [String: [(summary: NotificationSummary, receivedAt: Int64)]] = [:]
 
-    /// One statement per table whatever the number of ids.
+    /// One statement per table whatever the number of ids, sent together.
     static func read(_ ids: [String], _ connection: any SQLConnection) throws(LedgerError) -> SubscriptionRows {
-        guard !ids.isEmpty else { return SubscriptionRows() }
-        return SubscriptionRows(
+        try read(ids, connection, with: []).rows
+    }
+
+    /// Also runs `others` after the reads, in the same round trip on PostgreSQL, and returns their answers.
+    static func read(
+        _ ids: [String], _ connection: any SQLConnection, with others: [SQLStatement]
+    ) throws(LedgerError) -> (rows: SubscriptionRows, others: [[SQLRow]]) {
+        let transactions = LedgerStatements.transactionStatements(ids)
+        let renewals = LedgerStatements.renewalStatements(ids)
+        let notifications = LedgerStatements.notificationStatements(ids)
+        guard !(ids.isEmpty && others.isEmpty) else { return (SubscriptionRows(), []) }
+        var answers = try connection.queries(transactions + renewals + notifications + others)[...]
+        func take(_ statements: [SQLStatement]) -> [SQLRow] {
+            defer { answers = answers.dropFirst(statements.count) }
+            return answers.prefix(statements.count).flatMap { $0 }
+        }
+        let rows = SubscriptionRows(
             transactions: Dictionary(
-                grouping: try LedgerStatements.transactions(originalTransactionIDs: ids, connection),
-                by: \.facts.originalTransactionID
+                grouping: try LedgerStatements.transactions(take(transactions)), by: \.facts.originalTransactionID
             ),
             renewals: Dictionary(
-                try LedgerStatements.renewals(originalTransactionIDs: ids, connection).map {
-                    ($0.facts.originalTransactionID, $0)
-                },
+                try LedgerStatements.renewals(take(renewals)).map { ($0.facts.originalTransactionID, $0) },
                 uniquingKeysWith: { first, _ in first }
             ),
-            notifications: try LedgerStatements.notifications(originalTransactionIDs: ids, connection)
+            notifications: try LedgerStatements.notifications(take(notifications))
         )
+        return (rows, Array(answers))
     }
 
     /// The facts of each of `ids` the rows hold anything of.

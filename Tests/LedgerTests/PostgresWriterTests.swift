@@ -122,6 +122,62 @@ struct PostgresWriterTests {
         #expect(try gated.probeIDs() == [1, 2])
     }
 
+    /// A statement sent with the next one fails only when the piece's RELEASE carries it: the piece, which had
+    /// returned, is still the one undone and told, and a piece before it in the group keeps its row.
+    @Test func pieceWhoseStatementSentWithTheNextFails_isRolledBackAlone_andToldItsOwnError() throws {
+        let gated = try GatedLedger()
+        let writes = Writes()
+        try gated.holdWriter(writes)
+        try writes.start("first", on: gated.ledger, Self.insert(1))
+        try writes.start("deferred duplicate", on: gated.ledger) { connection throws(LedgerError) in
+            try connection.executeWithNext("INSERT INTO probe VALUES (3)", [])
+            try connection.executeWithNext("INSERT INTO probe VALUES (1)", [])
+            return 0
+        }
+        // Its rollback must still run: sent behind the failing statement, a pipeline would skip it.
+        try writes.start("fails with statements waiting", on: gated.ledger) { connection throws(LedgerError) in
+            try connection.executeWithNext("INSERT INTO probe VALUES (4)", [])
+            try connection.executeWithNext("INSERT INTO probe VALUES (1)", [])
+            throw LedgerError(.queryFailed, "the piece's own failure")
+        }
+        try writes.start("second", on: gated.ledger, Self.insert(2))
+        try gated.openGate()
+        let outcomes = try writes.all()
+
+        let first = try #require(try outcomes["first"]?.get())
+        let second = try #require(try outcomes["second"]?.get())
+        #expect(first == second, "both pieces should commit in one group transaction")
+        #expect(ledgerError { _ = try outcomes["deferred duplicate"]?.get() }?.code == .invalidData)
+        #expect(ledgerError { _ = try outcomes["fails with statements waiting"]?.get() }?.code == .queryFailed)
+        #expect(try gated.probeIDs() == [1, 2])
+    }
+
+    /// Several statements sent together answer each in its place, and one that fails stops the ones after it.
+    @Test func statementsSentTogether_answerInOrder_andAFailureStopsTheRest() throws {
+        let connectionString = try PostgresCluster.shared.get().newDatabase()
+        let connection = try PostgresConnection(connectionString: connectionString, timeout: 30)
+        try connection.execute("CREATE TABLE probe (id integer PRIMARY KEY)")
+        let answers = try connection.queries([
+            SQLStatement("INSERT INTO probe VALUES ($1) RETURNING id", [.integer(7)]),
+            SQLStatement("SELECT count(*) FROM probe", []),
+            SQLStatement("SELECT $1::integer + 1", [.integer(41)]),
+        ])
+        #expect(answers.map { $0.map { $0.int64(0) } } == [[7], [1], [42]])
+
+        #expect(
+            ledgerError {
+                _ = try connection.queries([
+                    SQLStatement("INSERT INTO probe VALUES ($1)", [.integer(8)]),
+                    SQLStatement("INSERT INTO probe VALUES ($1)", [.integer(7)]),
+                    SQLStatement("INSERT INTO probe VALUES ($1)", [.integer(9)]),
+                ])
+            }?.code == .invalidData)
+        #expect(connection.isUsable)
+        // Outside a transaction the pipeline's statements before the failure commit with it or not at all: the
+        // failure rolls back the implicit transaction they share up to the sync.
+        #expect(try connection.query("SELECT id FROM probe ORDER BY id", []).compactMap { $0.int64(0) } == [7])
+    }
+
     @Test func connectionLostMidGroup_failsEveryCallerOfTheGroup_andTheNextGroupReconnects() throws {
         let gated = try GatedLedger()
         let writes = Writes()
