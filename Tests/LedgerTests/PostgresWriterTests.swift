@@ -104,6 +104,20 @@ struct PostgresWriterTests {
         }
     }
 
+    /// Queues a piece named "second" behind the others, lets the group run, and checks that it committed in the same
+    /// transaction as the piece named "first"; every piece's outcome.
+    static func secondQueuedThenAll(
+        _ gated: GatedLedger, _ writes: Writes
+    ) throws -> [String: Result<Int64, LedgerError>] {
+        try writes.start("second", on: gated.ledger, insert(2))
+        try gated.openGate()
+        let outcomes = try writes.all()
+        let first = try #require(try outcomes["first"]?.get())
+        let second = try #require(try outcomes["second"]?.get())
+        #expect(first == second, "both pieces should commit in one group transaction")
+        return outcomes
+    }
+
     @Test func failingPiece_isRolledBackAlone_andTheRestOfItsGroupCommitsTogether() throws {
         let gated = try GatedLedger()
         let writes = Writes()
@@ -111,13 +125,7 @@ struct PostgresWriterTests {
         try writes.start("first", on: gated.ledger, Self.insert(1))
         // Not an ON CONFLICT insert: the unique violation aborts what it ran, and only its savepoint undoes that.
         try writes.start("duplicate", on: gated.ledger, Self.insert(1))
-        try writes.start("second", on: gated.ledger, Self.insert(2))
-        try gated.openGate()
-        let outcomes = try writes.all()
-
-        let first = try #require(try outcomes["first"]?.get())
-        let second = try #require(try outcomes["second"]?.get())
-        #expect(first == second, "both pieces should commit in one group transaction")
+        let outcomes = try Self.secondQueuedThenAll(gated, writes)
         #expect(ledgerError { _ = try outcomes["duplicate"]?.get() }?.code == .invalidData)
         #expect(try gated.probeIDs() == [1, 2])
     }
@@ -140,13 +148,7 @@ struct PostgresWriterTests {
             try connection.executeWithNext("INSERT INTO probe VALUES (1)", [])
             throw LedgerError(.queryFailed, "the piece's own failure")
         }
-        try writes.start("second", on: gated.ledger, Self.insert(2))
-        try gated.openGate()
-        let outcomes = try writes.all()
-
-        let first = try #require(try outcomes["first"]?.get())
-        let second = try #require(try outcomes["second"]?.get())
-        #expect(first == second, "both pieces should commit in one group transaction")
+        let outcomes = try Self.secondQueuedThenAll(gated, writes)
         #expect(ledgerError { _ = try outcomes["deferred duplicate"]?.get() }?.code == .invalidData)
         #expect(ledgerError { _ = try outcomes["fails with statements waiting"]?.get() }?.code == .queryFailed)
         #expect(try gated.probeIDs() == [1, 2])
