@@ -11,6 +11,8 @@
 #   then takes turns with the server's work instead of overlapping it.
 #   CPU_TIME=1 also prints the CPU each request cost the server and wrk (perf stat task-clock), which other work on the
 #   machine moves far less than the rates; their sums' ratio is what one core would see.
+#   Each binary serves its own copy of the ledger: a newer one migrates the file it opens, which an older one then
+#   refuses.
 set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 OLD_BINARY NEW_BINARY [ROUNDS] [SECONDS]" >&2; exit 2; }
 here=$(cd "$(dirname "$0")" && pwd)
@@ -35,10 +37,14 @@ for round in $(seq 1 "$rounds"); do
     for side in old new; do
         if [ "$side" = old ]; then binary=$1; else binary=$2; fi
         port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-        python3 - "$work/config.json" "$port" >"$work/serve.json" <<'PY'
+        if [ ! -e "$work/ledger-$side.sqlite" ]; then
+            cp "$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["store"]["sqlite"])' \
+                "$work/config.json")" "$work/ledger-$side.sqlite"
+        fi
+        python3 - "$work/config.json" "$port" "$work/ledger-$side.sqlite" >"$work/serve.json" <<'PY'
 import json, sys
 config = json.load(open(sys.argv[1]))
-config.update(host="127.0.0.1", port=int(sys.argv[2]))
+config.update(host="127.0.0.1", port=int(sys.argv[2]), store={"sqlite": sys.argv[3]})
 print(json.dumps(config))
 PY
         "${pin[@]}" "$binary" serve --config "$work/serve.json" >/dev/null 2>"$work/server.log" &
