@@ -129,7 +129,12 @@ public struct AccountReport: Sendable {
         sink.key("account")
         sink.string(record.account)
         sink.key("entitlements")
-        sink.value(.object(entitlements.map { ($0.name, $0.json) }))
+        sink.beginObject()
+        for entitlement in entitlements {
+            sink.key(utf8: Array(entitlement.name.utf8))
+            entitlement.write(to: &sink)
+        }
+        sink.endObject()
         sink.key("subscriptions")
         sink.beginArray()
         for (original, latest) in subscriptions {

@@ -91,25 +91,40 @@ public struct Entitlement: Sendable, Hashable {
     var grantsUntil: Int64?
 
     /// The entitlement's object in `GET /v1/accounts/{account}`; `ended_date` and `ended_reason` only once inactive.
-    public var json: JSONValue {
-        var members: [(key: String, value: JSONValue)] = [
-            ("active", .bool(isActive)),
-            ("product_id", .string(productID)),
-            ("original_transaction_id", .string(originalTransactionID)),
-            ("expires_date", Self.date(expiresDate)),
-            ("grace_period_expires_date", Self.date(gracePeriodExpiresDate)),
-            ("will_renew", willRenew.map(JSONValue.bool) ?? .null),
-            ("is_in_billing_retry_period", .bool(isInBillingRetryPeriod)),
-            ("period_type", .string(periodType.rawValue)),
-            ("ownership", .string(ownership)),
-            ("environment", .string(environment)),
-            ("purchase_date", Self.date(purchaseDate)),
-        ]
+    public var json: JSONValue { .building { sink in write(to: &sink) } }
+
+    /// ``json`` told to `sink`: an account's answer writes it straight as text, without a tree to build and free.
+    func write<Sink: JSONSink>(to sink: inout Sink) {
+        sink.beginObject()
+        sink.key("active")
+        sink.bool(isActive)
+        sink.key("product_id")
+        sink.string(productID)
+        sink.key("original_transaction_id")
+        sink.string(originalTransactionID)
+        sink.key("expires_date")
+        sink.value(Self.date(expiresDate))
+        sink.key("grace_period_expires_date")
+        sink.value(Self.date(gracePeriodExpiresDate))
+        sink.key("will_renew")
+        sink.bool(willRenew)
+        sink.key("is_in_billing_retry_period")
+        sink.bool(isInBillingRetryPeriod)
+        sink.key("period_type")
+        sink.string(periodType.rawValue)
+        sink.key("ownership")
+        sink.string(ownership)
+        sink.key("environment")
+        sink.string(environment)
+        sink.key("purchase_date")
+        sink.value(Self.date(purchaseDate))
         if let end {
-            members.append(("ended_date", Self.date(end.date)))
-            members.append(("ended_reason", .string(end.reason.rawValue)))
+            sink.key("ended_date")
+            sink.value(Self.date(end.date))
+            sink.key("ended_reason")
+            sink.string(end.reason.rawValue)
         }
-        return .object(members)
+        sink.endObject()
     }
 
     static func date(_ milliseconds: Int64?) -> JSONValue {
