@@ -14,7 +14,8 @@ public enum HTTPResponseEncoder {
     public static let continueResponse: [UInt8] = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
 
     /// The response's head, and the body's pieces to send after it (none when none is sent): the connection writes
-    /// them with one `sendmsg`, so that an answer of hundreds of kilobytes (an account's) is not copied behind its head.
+    /// them with one `sendmsg`, so that an answer of hundreds of kilobytes (an account's) is not copied behind its
+    /// head.
     /// `Content-Length`, `Transfer-Encoding` and `Connection` set by the handler are replaced; header fields that could
     /// split the response (bad names, CR/LF/NUL in values) are dropped. `headOnly` (HEAD) keeps `Content-Length` of
     /// the body it leaves out.

@@ -281,7 +281,8 @@ enum LedgerStatements {
                 .integer(notification.signedDate), SQLValue(notification.environment),
                 SQLValue(notification.bundleID), .text(notification.signedPayload),
                 SQLValue(notification.transaction?.transactionID),
-                SQLValue(notification.transaction?.originalTransactionID ?? notification.renewal?.originalTransactionID),
+                SQLValue(
+                    notification.transaction?.originalTransactionID ?? notification.renewal?.originalTransactionID),
                 SQLValue(notification.appTransactionJSON), .integer(receivedAt),
             ]
         )

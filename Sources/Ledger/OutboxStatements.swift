@@ -465,7 +465,8 @@ extension LedgerStatements {
         let owned = ownerStatements(ids)
         let (rows, answers) = try SubscriptionRows.read(ids, connection, with: owned + next)
         let before = OutboxBefore(
-            originalTransactionIDs: ids, rows: rows, owners: try Self.owners(answers.prefix(owned.count).flatMap { $0 }),
+            originalTransactionIDs: ids, rows: rows,
+            owners: try Self.owners(answers.prefix(owned.count).flatMap { $0 }),
             followsWrites: followingWrites && !(connection is PostgresConnection)
         )
         return (before, Array(answers.dropFirst(owned.count)))
@@ -595,7 +596,9 @@ extension LedgerStatements {
             if isPostgres, entries.count == 1, let (draft, webhooks) = entries.first {
                 // A write's one event of a stream, the usual case: numbered and stored in one statement, one round
                 // trip less.
-                guard let (id, sequence) = try storeNumbered(draft, stream: stream, createdAt: createdAt, time, connection)
+                guard
+                    let (id, sequence) = try storeNumbered(
+                        draft, stream: stream, createdAt: createdAt, time, connection)
                 else { continue }
                 for webhook in webhooks {
                     deliveries.append(([.text(id), .text(webhook), .text(stream), .integer(sequence)], true))
