@@ -5,6 +5,7 @@ import Ledger
 import ReceiptEngine
 import ReceiptForge
 import StoreKitJWS
+import Synchronization
 import TestSupport
 import Testing
 
@@ -18,7 +19,10 @@ struct AccountRoutesTests {
     static let token = "6f2b9c1e-3a4d-4c5e-8f90-1a2b3c4d5e6f"
 
     /// The ledger tests' service with `pro` granted by `pro.monthly`, over a ledger that links under `restore`.
-    static func routes(restore: RestoreBehavior = .transfer, _ backend: Backend = .sqlite) throws -> ReceiptRoutes {
+    static func routes(
+        restore: RestoreBehavior = .transfer, _ backend: Backend = .sqlite,
+        clock: @escaping @Sendable () -> Date = { fixedNow }
+    ) throws -> ReceiptRoutes {
         var configuration = LedgerService.configuration
         configuration.apps[0].entitlements = ["pro": ["pro.monthly"]]
         configuration.apps[0].restoreBehavior = restore
@@ -35,7 +39,7 @@ struct AccountRoutesTests {
         let validator = configuration.makeValidator()
         return ReceiptRoutes(
             configuration: configuration, validator: validator, jwsVerifier: JWSVerifier(policy: validator.policy),
-            ledger: PurchaseLedger(store: store), metrics: ServiceMetrics(), clock: { fixedNow })
+            ledger: PurchaseLedger(store: store), metrics: ServiceMetrics(), clock: clock)
     }
 
     static func put(_ target: String) -> HTTPRequest { request(.put, target) }
@@ -221,6 +225,45 @@ struct AccountRoutesTests {
         #expect(Self.originals(alice().json) == [])
         #expect(alice().json?["entitlements"]?["pro"]?["ended_reason"] == .string("transferred"))
 
+        #expect(routes.handle(request(.delete, "/v1/accounts/alice"), on: .main).status == 200)
+        #expect(alice().errorCode == "account_not_found")
+    }
+
+    /// An account asked again is answered from memory only while that says what the rules say at the clock's instant:
+    /// passing the expiry by a millisecond ends the entitlement, going back brings it back, and `at` is always the
+    /// instant asked about.
+    @Test func accountAskedAgain_followsTheClockPastItsExpiry() throws {
+        let now = Mutex(fixedNow)
+        let routes = try Self.routes(clock: { now.withLock { $0 } })
+        func set(_ milliseconds: Int64) {
+            // Read back rounding down: half a millisecond later is that millisecond exactly.
+            now.withLock { $0 = Date(timeIntervalSince1970: (Double(milliseconds) + 0.5) / 1000) }
+        }
+        func alice() -> JSONValue? { routes.handle(get("/v1/accounts/alice"), on: .main).json }
+        #expect(Self.purchase(routes, account: "alice", jws: try Self.signed(Self.firstMonth())).status == 200)
+        let first = try #require(alice())
+        #expect(first["entitlements"]?["pro"]?["active"] == .bool(true))
+        let expires = first["entitlements"]?["pro"]?["expires_date"]?.stringValue.flatMap(ReceiptDate.init(rfc3339:))
+        let expiry = try #require(expires).millisecondsSince1970
+        let steps = [(expiry - 1, true), (expiry - 1, true), (expiry, false), (expiry + 1, false), (expiry - 1, true)]
+        for (instant, active) in steps {
+            set(instant)
+            let answer = alice()
+            #expect(answer?["entitlements"]?["pro"]?["active"] == .bool(active), "\(instant - expiry) ms from expiry")
+            #expect(answer?["subscriptions"]?[0]?["status"] == .string(active ? "active" : "expired"))
+            #expect(answer?["at"] == .string(ReceiptDate(millisecondsSince1970: instant).rfc3339))
+        }
+    }
+
+    /// Writes that change an account but none of its transactions (a token registered, the account deleted) end the
+    /// answer kept from before them all the same.
+    @Test func accountAskedAgain_afterAWriteOfItsOwn_showsTheWrite() throws {
+        let routes = try Self.routes()
+        func alice() -> HTTPResponse { routes.handle(get("/v1/accounts/alice"), on: .main) }
+        #expect(Self.purchase(routes, account: "alice", jws: try Self.signed(Self.firstMonth())).status == 200)
+        for _ in 0..<2 { #expect(alice().json?["app_account_tokens"] == .array([])) }
+        #expect(routes.handle(Self.put("/v1/accounts/alice/app_account_tokens/\(Self.token)"), on: .main).status == 200)
+        for _ in 0..<2 { #expect(alice().json?["app_account_tokens"] == .array([.string(Self.token)])) }
         #expect(routes.handle(request(.delete, "/v1/accounts/alice"), on: .main).status == 200)
         #expect(alice().errorCode == "account_not_found")
     }

@@ -143,6 +143,97 @@ struct AccountsReportTests {
         }
     }
 
+    // MARK: - The span an answer holds for
+
+    /// Renewals, a refund, billing retry with a grace period, an upgrade told by its replacement and one told only by
+    /// Apple's signing, a one-time purchase, a non-renewing month pass, a family-shared purchase revoked, and a
+    /// subscription transferred away: every kind of date the rules compare an instant with, all on day boundaries.
+    private var everyKindOfDate: AccountSnapshot {
+        let renewed = S.facts(
+            [
+                S.transaction("1", purchase: t0, expires: t0 + 30 * day),
+                S.transaction(
+                    "2", original: "1", purchase: t0 + 30 * day, expires: t0 + 60 * day, revoked: t0 + 45 * day),
+                S.transaction("3", original: "1", purchase: t0 + 60 * day, expires: t0 + 90 * day),
+            ],
+            renewal: S.renewal("1", retry: true, grace: t0 + 96 * day))
+        let upgraded = S.facts(
+            [
+                S.transaction("20", purchase: t0 + 5 * day, expires: t0 + 35 * day),
+                S.transaction(
+                    "21", original: "20", purchase: t0 + 35 * day, expires: t0 + 65 * day, signed: t0 + 40 * day,
+                    upgraded: true),
+                S.transaction(
+                    "22", original: "20", product: S.yearly, purchase: t0 + 50 * day, expires: t0 + 415 * day),
+            ],
+            renewal: S.renewal("20"))
+        let upgradedAlone = S.facts([
+            S.transaction(
+                "60", product: S.basic, purchase: t0 + day, expires: t0 + 31 * day, signed: t0 + 25 * day,
+                upgraded: true)
+        ])
+        let pass = S.oneTime("30", product: S.monthPass, type: S.nonRenewing, purchase: t0 + 12 * day)
+        let family = S.oneTime(
+            "40", product: S.lifetime, purchase: t0 + 3 * day, revoked: t0 + 70 * day, ownership: "FAMILY_SHARED")
+        return S.snapshot(
+            [renewed, upgraded, upgradedAlone, pass, family, S.oneTime("9", product: S.noAds, purchase: t0 + 10 * day)],
+            transferredAway: [(S.month("50", purchase: t0 + 2 * day), t0 + 20 * day)])
+    }
+
+    /// What the memory of answers keeps: the answer up to its `at`.
+    private func answerBeforeAt(_ snapshot: AccountSnapshot, at instant: Int64, _ texts: NormalizedTransactionTexts)
+        -> [UInt8]
+    {
+        let report = AccountReport(snapshot: snapshot, rules: S.rules, at: instant, texts: texts)
+        return Array(report.memberPieces(texts: texts).joined())
+    }
+
+    /// An answer is given again at any instant of its span (the memory of answers relies on it): the same bytes but
+    /// `at` at both ends of the span, from instants around each day the facts name (a month pass bought on day 12
+    /// ends on day 43) and between them.
+    @Test func answer_readsTheSame_atBothEndsOfItsSpan() {
+        let snapshot = everyKindOfDate
+        let texts = NormalizedTransactionTexts()
+        var spansChecked = 0
+        let days: [Int64] = [
+            -2, 0, 1, 2, 3, 4, 5, 8, 10, 11, 12, 15, 20, 25, 30, 31, 32, 33, 35, 40, 43, 45, 50, 55, 60, 65, 70, 80, 90,
+            96, 100, 415, 416,
+        ]
+        for days in days {
+            for offset: Int64 in [-1, 0, 1, day / 2] {
+                let instant = t0 + days * day + offset
+                let report = AccountReport(snapshot: snapshot, rules: S.rules, at: instant, texts: texts)
+                guard let span = report.unchangedSpan(rules: S.rules) else { continue }
+                #expect(span.contains(instant))
+                let answer = answerBeforeAt(snapshot, at: instant, texts)
+                for end in [span.lowerBound, span.upperBound &- 1] where end != .min && end != .max - 1 {
+                    // Compared as a flag: the answers are kilobytes long.
+                    let isSame = answerBeforeAt(snapshot, at: end, texts) == answer
+                    #expect(isSame, "the answer at \(instant) differs at \(end), which its span holds")
+                }
+                spansChecked += 1
+            }
+        }
+        #expect(spansChecked > 100)
+        // Between two dates an answer holds for the whole time between them: from the start of a day to its end.
+        let quiet = AccountReport(snapshot: snapshot, rules: S.rules, at: t0 + 100 * day + day / 2, texts: texts)
+        #expect(quiet.unchangedSpan(rules: S.rules) == (t0 + 96 * day)..<(t0 + 415 * day))
+    }
+
+    /// A product the subscription moved away from, whose last transaction has not expired and was replaced by
+    /// nothing later, ends at the instant asked about: such an answer holds for that instant only.
+    @Test func answerNamingItsOwnInstant_hasNoSpan() {
+        let facts = S.facts([
+            S.transaction("1", purchase: t0, expires: t0 + 30 * day),
+            S.transaction("2", original: "1", product: S.basic, purchase: t0 + 5 * day, expires: t0 + 20 * day),
+        ])
+        let during = AccountReport(snapshot: S.snapshot([facts]), rules: S.rules, at: t0 + 10 * day)
+        #expect(during.entitlements.first { $0.name == "basic" }?.end?.date == t0 + 10 * day)
+        #expect(during.unchangedSpan(rules: S.rules) == nil)
+        let after = AccountReport(snapshot: S.snapshot([facts]), rules: S.rules, at: t0 + 25 * day)
+        #expect(after.unchangedSpan(rules: S.rules) == (t0 + 20 * day)..<(t0 + 30 * day))
+    }
+
     // MARK: - Facts as of an instant
 
     @Test func asOf_leavesOutLaterPurchases_andIgnoresLaterRevocations() {

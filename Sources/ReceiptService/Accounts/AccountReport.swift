@@ -70,6 +70,8 @@ public struct AccountReport: Sendable {
                     for purchase in purchases { sink.value(normalized[purchase.original][purchase.index]) }
                     sink.endArray()
                 })
+            sink.key("at")
+            sink.value(Entitlement.date(instant))
             sink.endObject()
         }
     }
@@ -82,22 +84,44 @@ public struct AccountReport: Sendable {
     /// when `validationText` is given: `POST /v1/accounts/{account}/purchases` embeds `/v1/validate`'s answer exactly
     /// as that route writes it, without parsing it back into a tree.
     func jsonPieces(validation validationText: [UInt8]?, texts: NormalizedTransactionTexts) -> [ArraySlice<UInt8>] {
+        memberPieces(texts: texts) + [Self.closing(at: instant, validation: validationText)[...]]
+    }
+
+    /// ``jsonPieces(validation:texts:)`` up to its `at`: the same at every instant of ``unchangedSpan(rules:)``.
+    func memberPieces(texts: NormalizedTransactionTexts) -> [ArraySlice<UInt8>] {
         let owned = ownedFacts
         let written = owned.map(texts.texts(of:))
         let purchases = texts.purchases(of: written, account: account)
-        var writer = JSONWriter(capacity: 4096 * written.count + 16 * 1024 + (validationText?.count ?? 0))
+        var writer = JSONWriter(capacity: 4096 * written.count + 16 * 1024)
         writer.beginObject()
         writeMembers(
             owned, latest: written.map(\.latest), to: &writer,
             transaction: { original, index, writer in writer.compactText(written[original].texts[index]) },
             transactions: { original, writer in writer.keptText(written[original].array) },
             purchases: { writer in writer.keptText(purchases) })
-        if let validationText {
-            writer.key("validation")
-            writer.compactText(validationText)
-        }
-        writer.endObject()
         return writer.takePieces()
+    }
+
+    /// What follows ``memberPieces(texts:)``: `at`, then `validation` when given, and the closing brace.
+    static func closing(at instant: Int64, validation validationText: [UInt8]?) -> [UInt8] {
+        // A date's text is digits, `-`, `:`, `.`, `T` and `Z`: nothing to escape.
+        var text = Array(#","at":""#.utf8)
+        text += ReceiptDate(millisecondsSince1970: instant).rfc3339.utf8
+        text.append(UInt8(ascii: "\""))
+        if let validationText {
+            text += #","validation":"#.utf8
+            text += validationText
+        }
+        text.append(UInt8(ascii: "}"))
+        return text
+    }
+
+    /// The instants this answer holds for, but its `at`: ``EntitlementRules/unchangedSpan(of:around:)``; nil when an
+    /// entitlement ended at `instant` itself (a product moved away from, replaced by nothing, ends "now"), which no
+    /// other instant would say.
+    func unchangedSpan(rules: EntitlementRules) -> Range<Int64>? {
+        guard !entitlements.contains(where: { $0.end?.date == instant }) else { return nil }
+        return rules.unchangedSpan(of: snapshot, around: instant)
     }
 
     /// The facts of the originals the account owned at `instant`, as of `instant`, in ownership order.
@@ -105,11 +129,11 @@ public struct AccountReport: Sendable {
         ownership.owned.compactMap { snapshot.subscriptions[$0] }.map { $0.asOf(instant) }
     }
 
-    /// The answer's members, each transaction written by `writeTransaction` from its place in `owned` (which original,
-    /// which of its transactions), each subscription's `transactions` array by `writeTransactions` when given, and the
-    /// `purchases` array (every owned transaction, newest first) by `writePurchases`. `latest` is each original's
-    /// latest transaction's place. Subscriptions are the owned auto-renewable ones with a transaction by `instant`,
-    /// newest latest transaction first.
+    /// The answer's members but `at`, each transaction written by `writeTransaction` from its place in `owned` (which
+    /// original, which of its transactions), each subscription's `transactions` array by `writeTransactions` when
+    /// given, and the `purchases` array (every owned transaction, newest first) by `writePurchases`. `latest` is each
+    /// original's latest transaction's place. Subscriptions are the owned auto-renewable ones with a transaction by
+    /// `instant`, newest latest transaction first.
     private func writeMembers<Sink: JSONSink>(
         _ owned: [SubscriptionFacts], latest: [Int?], to sink: inout Sink,
         transaction writeTransaction: (_ original: Int, _ index: Int, inout Sink) -> Void,
@@ -156,7 +180,5 @@ public struct AccountReport: Sendable {
         sink.value(Entitlement.date(record.firstSeen))
         sink.key("updated_at")
         sink.value(Entitlement.date(snapshot.subscriptions.values.map(\.updatedAt).reduce(record.updatedAt, max)))
-        sink.key("at")
-        sink.value(Entitlement.date(instant))
     }
 }

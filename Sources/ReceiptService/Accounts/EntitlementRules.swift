@@ -255,6 +255,39 @@ public struct EntitlementRules: Sendable {
         return false
     }
 
+    // MARK: - When anything could change
+
+    /// From the latest date of the account's facts at or before `instant` to the earliest one after it: every rule
+    /// above, ``SubscriptionFacts/asOf(_:)`` and ``AccountRecord/ownership(at:)`` compare the instant with such a
+    /// date (a purchase, an expiry, a revocation, a signing that tells an upgrade, a grace period's end, a
+    /// non-renewing purchase's end, a transfer), each as "the date is at or before the instant", so that within the
+    /// span every one of them decides alike. A rule that compares the instant with anything else must add it here.
+    func unchangedSpan(of snapshot: AccountSnapshot, around instant: Int64) -> Range<Int64> {
+        var lower = Int64.min
+        var upper = Int64.max
+        func consider(_ date: Int64?) {
+            guard let date else { return }
+            if date <= instant { lower = max(lower, date) } else { upper = min(upper, date) }
+        }
+        for transfer in snapshot.record.transfers { consider(transfer.transferredAt) }
+        for facts in snapshot.subscriptions.values {
+            consider(facts.renewal?.gracePeriodExpiresDate)
+            for transaction in facts.transactions {
+                consider(transaction.purchaseDate)
+                consider(transaction.expiresDate)
+                consider(transaction.revocationDate)
+                consider(transaction.signedDate)
+                // Whichever app's duration the rules take, every one that names the product is considered.
+                for app in apps.values {
+                    if let duration = app.durations[transaction.productID] {
+                        consider(duration.adding(to: transaction.purchaseDate ?? .min))
+                    }
+                }
+            }
+        }
+        return lower..<upper
+    }
+
     // MARK: - Offers
 
     /// The transaction the entitlement was decided by, whose offer is its `period_type`.

@@ -429,6 +429,23 @@ public final class PurchaseLedger: Sendable {
         return AccountSnapshot(record: record, subscriptions: subscriptions)
     }
 
+    /// What this process's memory of the ledger holds at one moment: the groups its writer ended, and the forgetting
+    /// of subscriptions after each write (which ends after its commit is counted) or after another process's commit.
+    /// Two equal stamps, each taken before a read, mean the second read sees what the first saw, so that an answer
+    /// worked out from the first may be given again.
+    struct MemoryStamp: Equatable, Sendable {
+        var writes: UInt64
+        var generation: Int
+    }
+
+    /// nil where nothing is remembered: PostgreSQL, whose other replicas write too.
+    func memoryStamp(in store: any LedgerStore) -> MemoryStamp? {
+        guard isExclusiveWriter, let sqlite = store as? SQLiteLedger else { return nil }
+        forgetIfOthersCommitted(to: store)
+        let writes = sqlite.writesByThisLedger()
+        return MemoryStamp(writes: writes, generation: subscriptions.withLock { $0.generation })
+    }
+
     /// The account's links, tokens and transfers; from memory while neither this ledger's writer nor another process
     /// wrote anything since they were read. Every write counts, not only those that link: tokens, claims, posts,
     /// notifications and deletions all may change an account, and each is a write of that one writer.

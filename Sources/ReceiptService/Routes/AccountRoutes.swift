@@ -32,15 +32,28 @@ extension ReceiptRoutes {
         } catch {
             return problem(error)
         }
-        let snapshot: AccountSnapshot?
+        let read: (stamp: PurchaseLedger.MemoryStamp?, answer: [ArraySlice<UInt8>]?, snapshot: AccountSnapshot?)
         do {
-            snapshot = try ledger.withStore { (store) throws(LedgerError) in try ledger.account(account, in: store) }
+            read = try ledger.withStore { (store) throws(LedgerError) in
+                // Taken before the read: a write that ends during it changes the stamp the answer is kept with.
+                let stamp = ledger.memoryStamp(in: store)
+                if let stamp, let answer = accountAnswers.pieces(of: account, stamp: stamp, at: at) {
+                    return (stamp, answer, nil)
+                }
+                return (stamp, nil, try ledger.account(account, in: store))
+            }
         } catch {
             return problem(Self.storeProblem(error))
         }
-        guard let snapshot else { return problem(Self.accountNotFound) }
+        let closing = AccountReport.closing(at: at, validation: nil)[...]
+        if let answer = read.answer { return json(status: .ok, pieces: answer + [closing]) }
+        guard let snapshot = read.snapshot else { return problem(Self.accountNotFound) }
         let report = AccountReport(snapshot: snapshot, rules: entitlementRules, at: at, texts: transactionTexts)
-        return json(status: .ok, pieces: report.jsonPieces(validation: nil, texts: transactionTexts))
+        let answer = report.memberPieces(texts: transactionTexts)
+        if let stamp = read.stamp, let span = report.unchangedSpan(rules: entitlementRules) {
+            accountAnswers.keep(answer, of: account, stamp: stamp, span: span)
+        }
+        return json(status: .ok, pieces: answer + [closing])
     }
 
     /// `?at=`: the instant the rules are applied at (Unix milliseconds), sent as RFC 3339; nil when not asked.

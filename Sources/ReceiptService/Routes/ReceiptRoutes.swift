@@ -202,6 +202,8 @@ public struct ReceiptRoutes: Sendable {
     public let appleCallNudge = WorkerNudge()
     /// Normalized transactions' texts, kept across the subscription and account answers that copy them.
     let transactionTexts = NormalizedTransactionTexts()
+    /// `GET /v1/accounts/{account}`'s answers, given again while nothing they depend on changed.
+    let accountAnswers = AccountAnswers()
     /// App Store Server API clients, kept across requests (their tokens are reused).
     public var serverAPIClients: ServerAPIClients { intake.serverAPIClients }
     /// The apps' offer signature creators, their keys read when the routes are made.
