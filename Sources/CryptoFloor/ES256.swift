@@ -45,6 +45,11 @@ extension PublicKey {
     /// Verifies a JOSE ES256 signature (raw r‖s) over `signingInput`. False for any other length, and for a key
     /// that is not on P-256 (callers check `isP256` once per certificate; this guards the contract).
     package func verifyES256(signature raw: some Collection<UInt8>, over signingInput: [UInt8]) -> Bool {
+        verifyES256(signature: raw, over: signingInput[...])
+    }
+
+    /// `verifyES256` over part of a buffer (a compact JWS's `header.payload`, read in place).
+    package func verifyES256(signature raw: some Collection<UInt8>, over signingInput: ArraySlice<UInt8>) -> Bool {
         guard let der = ES256.derSignature(raw: raw) else { return false }
         return verify(signature: der, over: signingInput, digest: .sha256)
     }

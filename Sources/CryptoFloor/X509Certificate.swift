@@ -109,13 +109,21 @@ package final class PublicKey: @unchecked Sendable {
 
     /// RSA PKCS#1 v1.5 or ECDSA, as the key's type dictates.
     package func verify(signature: [UInt8], over data: [UInt8], digest: Digest) -> Bool {
+        verify(signature: signature, over: data[...], digest: digest)
+    }
+
+    /// `verify` over part of a buffer: a JWS's signing input is most of its text, and copying it out cost a copy of
+    /// kilobytes per verification.
+    package func verify(signature: [UInt8], over data: ArraySlice<UInt8>, digest: Digest) -> Bool {
         guard let context = EVP_MD_CTX_new() else { return false }
         defer { EVP_MD_CTX_free(context) }
         guard let template = preparedContext(digest), EVP_MD_CTX_copy_ex(context, template.pointer) == 1 else {
             ERR_clear_error()
             return false
         }
-        let result = EVP_DigestVerify(context, signature, signature.count, data, data.count)
+        let result = data.withUnsafeBufferPointer { data in
+            EVP_DigestVerify(context, signature, signature.count, data.baseAddress, data.count)
+        }
         if result != 1 { ERR_clear_error() }
         return result == 1
     }

@@ -122,13 +122,12 @@ extension SQLConnection {
 ///
 /// Every text bound is checked, kilobytes of signed payload per notification: walking the UTF-8 view a byte at a time
 /// was 4% of an ingest's CPU, all of it on SQLite's one writer thread; a native string's bytes read through a span cost
-/// next to nothing, and need no unsafe pointer outside the files that own C objects.
+/// next to nothing, and need no unsafe pointer outside the files that own C objects. The smallest byte is taken over
+/// the whole text rather than stopping at the first NUL: a loop without an early exit is one the compiler vectorizes
+/// (32 bytes a step), and a NUL is the rare case, so reading past it costs nothing that matters.
 func checkStorable(_ text: String) throws(LedgerError) {
     let bytes = text.utf8.span
-    var hasNUL = false
-    for index in bytes.indices where bytes[index] == 0 {
-        hasNUL = true
-        break
-    }
-    if hasNUL { throw LedgerError(.invalidData, "text contains a NUL character") }
+    var smallest: UInt8 = .max
+    for index in bytes.indices { smallest = min(smallest, bytes[index]) }
+    if smallest == 0 { throw LedgerError(.invalidData, "text contains a NUL character") }
 }

@@ -26,8 +26,9 @@ struct CompactJWS {
         case known(JWSSigner)
     }
 
-    /// The exact ASCII of `header.payload` as received: what the signature covers (RFC 7515 §5.2).
-    let signingInput: [UInt8]
+    /// The exact ASCII of `header.payload` as received: what the signature covers (RFC 7515 §5.2). A slice of the
+    /// text, not a copy: it is most of the JWS (kilobytes of nested JWS in a notification's payload).
+    let signingInput: ArraySlice<UInt8>
     /// The header's base64url text, as received (a prefix of `signingInput`).
     let headerSegment: ArraySlice<UInt8>
     let header: Header
@@ -100,8 +101,8 @@ struct CompactJWS {
             throw Self.malformed(.payloadNotBase64URL, "segment 2 of 3, the payload, is not base64url without padding")
         }
         (payload, self.payloadText) = try Self.object(payloadBytes, "payload")
-        signingInput = Array(bytes[start..<dots[1]])
-        headerSegment = signingInput[..<(dots[0] - start)]
+        signingInput = bytes[start..<dots[1]]
+        headerSegment = bytes[start..<dots[0]]
     }
 
     static func malformed(_ detail: ValidationError.Detail, _ message: String) -> ValidationError {

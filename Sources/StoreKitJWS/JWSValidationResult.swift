@@ -6,6 +6,15 @@ public struct NestedPayload: Sendable, Hashable {
     /// `signedTransactionInfo`, `signedRenewalInfo` or `signedAppTransactionInfo`.
     public var member: String
     public var payload: JSONValue
+    /// The payload's text as signed, when it is byte for byte what `payload.serialized()` writes: the ledger stores
+    /// it rather than write the payload again (see `JWSValidationResult.payloadText`).
+    package var payloadText: [UInt8]?
+
+    init(member: String, payload: JSONValue, payloadText: [UInt8]?) {
+        self.member = member
+        self.payload = payload
+        self.payloadText = payloadText
+    }
 }
 
 /// The verdict on one StoreKit 2 JWS, with what it signs whenever its signature verified.

@@ -301,7 +301,8 @@ public final class JWSVerifier: Sendable {
                     error.code, "\(slot.member): \(error.message)", reason: error.reason, detail: error.detail)))
             }
             guard let nestedPayload = nested.payload else { continue }
-            result.nestedPayloads.append(NestedPayload(member: slot.member, payload: nestedPayload))
+            result.nestedPayloads.append(
+                NestedPayload(member: slot.member, payload: nestedPayload, payloadText: nested.payloadText))
             if let transaction = nested.transaction { result.transaction = transaction }
             if let renewalInfo = nested.renewalInfo { result.renewalInfo = renewalInfo }
             if let appTransaction = nested.appTransaction { result.appTransaction = appTransaction }

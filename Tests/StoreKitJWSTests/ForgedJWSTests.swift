@@ -68,6 +68,25 @@ struct ForgedJWSTests {
         #expect(verifier.verify(" \r\n\t" + jws + "\n\n").isValid)
     }
 
+    /// The signing input is read in place, after the whitespace: it must still be exactly `header.payload`, whether
+    /// the header is decoded or known from before, so that one changed byte of either part fails.
+    @Test func signingInputReadInPlace_afterWhitespace_coversHeaderAndPayloadExactly() throws {
+        let jws = try JWSPKI.forged(.transaction)
+        let wrapped = "\n  " + jws + " "
+        #expect(verifier.verify(wrapped).isValid)
+        // The header's chain is known now: the second verification takes the remembered signer.
+        #expect(verifier.verify(wrapped).isValid)
+        let parts = jws.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        var payload = Array(parts[1].utf8)
+        let middle = payload.count / 2
+        payload[middle] = payload[middle] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
+        let changed = parts[0] + "." + String(decoding: payload, as: UTF8.self) + "." + parts[2]
+        let result = verifier.verify("\n  " + changed + " ")
+        #expect(result.error?.code == .signatureInvalid || result.error?.code == .malformedJWS)
+        #expect(!result.isValid)
+        #expect(verifier.verify("\t" + parts[0] + "." + parts[1] + "X." + parts[2]).isValid == false)
+    }
+
     @Test(arguments: ["", "   ", "abc", "a.b", "a.b.c", "a.b.c.d", "eyJ.eyJ.", "e30.e30.AAAA"])
     func nonsense_isMalformed(_ text: String) {
         #expect(verifier.verify(text).error?.code == .malformedJWS)

@@ -8,7 +8,9 @@ import StoreKitJWS
 /// Only what verified is ever mapped: callers hand over results whose signature and chain held.
 enum LedgerFacts {
     /// A transaction's facts, from its verified payload; nil when the payload lacks an id the ledger keys on.
-    static func transaction(_ payload: JSONValue) -> TransactionFacts? {
+    /// - Parameter text: the payload's text when it is exactly what `payload.serialized()` writes (the verifier's
+    ///   `payloadText`): stored as it is, rather than the payload written again.
+    static func transaction(_ payload: JSONValue, text payloadText: [UInt8]? = nil) -> TransactionFacts? {
         let transaction = SignedTransaction(payload: payload)
         guard let transactionID = transaction.transactionID, let signedDate = transaction.signedDate else { return nil }
         let isUpgraded: Bool? = if case .bool(let upgraded)? = payload["isUpgraded"] { upgraded } else { nil }
@@ -24,11 +26,11 @@ enum LedgerFacts {
             environment: transaction.environment, isUpgraded: isUpgraded,
             appAccountToken: transaction.appAccountToken?.lowercased(),
             signedDate: signedDate.millisecondsSince1970,
-            payloadJSON: text(payload))
+            payloadJSON: text(payload, payloadText))
     }
 
-    /// Renewal info's facts, from its verified payload.
-    static func renewal(_ payload: JSONValue) -> RenewalFacts? {
+    /// Renewal info's facts, from its verified payload (`text` as for ``transaction(_:text:)``).
+    static func renewal(_ payload: JSONValue, text payloadText: [UInt8]? = nil) -> RenewalFacts? {
         let info = SignedRenewalInfo(payload: payload)
         guard let originalTransactionID = info.originalTransactionID, let signedDate = info.signedDate else { return nil }
         let priceIncreaseStatus: Int? =
@@ -39,7 +41,7 @@ enum LedgerFacts {
             expirationIntent: info.expirationIntent.map { Int($0) }, isInBillingRetryPeriod: info.isInBillingRetryPeriod,
             gracePeriodExpiresDate: info.gracePeriodExpiresDate?.millisecondsSince1970,
             priceIncreaseStatus: priceIncreaseStatus, environment: info.environment,
-            signedDate: signedDate.millisecondsSince1970, payloadJSON: text(payload))
+            signedDate: signedDate.millisecondsSince1970, payloadJSON: text(payload, payloadText))
     }
 
     /// A verified notification with its verified nested payloads; nil when it lacks a uuid or a signing date.
@@ -47,13 +49,13 @@ enum LedgerFacts {
         guard result.isValid, let notification = result.notification, let uuid = notification.notificationUUID,
             let type = notification.notificationType, let signedDate = notification.signedDate
         else { return nil }
-        func nested(_ member: String) -> JSONValue? { result.nestedPayloads.first { $0.member == member }?.payload }
+        func nested(_ member: String) -> NestedPayload? { result.nestedPayloads.first { $0.member == member } }
         return NotificationFacts(
             uuid: uuid, type: type, subtype: notification.subtype, signedDate: signedDate.millisecondsSince1970,
             environment: notification.environment, bundleID: notification.bundleID, signedPayload: signedPayload,
-            transaction: nested("signedTransactionInfo").flatMap(transaction),
-            renewal: nested("signedRenewalInfo").flatMap(renewal),
-            appTransactionJSON: nested("signedAppTransactionInfo").map(text),
+            transaction: nested("signedTransactionInfo").flatMap { transaction($0.payload, text: $0.payloadText) },
+            renewal: nested("signedRenewalInfo").flatMap { renewal($0.payload, text: $0.payloadText) },
+            appTransactionJSON: nested("signedAppTransactionInfo").map { text($0.payload, $0.payloadText) },
             consumptionRequestReason: notification.consumptionRequestReason)
     }
 
@@ -121,4 +123,9 @@ enum LedgerFacts {
     }
 
     private static func text(_ value: JSONValue) -> String { String(decoding: value.serialized(), as: UTF8.self) }
+
+    /// `serialized` is what `text` would write again byte for byte, when given (the verifier checked it).
+    private static func text(_ value: JSONValue, _ serialized: [UInt8]?) -> String {
+        serialized.map { String(decoding: $0, as: UTF8.self) } ?? text(value)
+    }
 }

@@ -165,8 +165,9 @@ public struct LedgerIntake: Sendable {
         var renewal: RenewalFacts?
         if result.isValid, let payload = result.payload, let kind = result.kind {
             switch kind {
-            case .transaction: transactions = LedgerFacts.transaction(payload).map { [$0] } ?? []
-            case .renewalInfo: renewal = LedgerFacts.renewal(payload)
+            case .transaction:
+                transactions = LedgerFacts.transaction(payload, text: result.payloadText).map { [$0] } ?? []
+            case .renewalInfo: renewal = LedgerFacts.renewal(payload, text: result.payloadText)
             // A notification is taken only from Apple's delivery (`takeNotification`), where its uuid makes it one;
             // an app transaction and a receipt's JWS have nothing of a purchase to record.
             case .notification, .appTransaction, .receipt: break
@@ -254,7 +255,9 @@ public struct LedgerIntake: Sendable {
         for text in signed {
             let result = jwsVerifier.verify(text, requiredKind: .transaction, at: clock())
             metrics.recordVerdict(kind: result.kind, error: result.error)
-            guard result.isValid, let payload = result.payload, let transaction = LedgerFacts.transaction(payload) else {
+            guard result.isValid, let payload = result.payload,
+                let transaction = LedgerFacts.transaction(payload, text: result.payloadText)
+            else {
                 var fields = [("code", result.error?.code.rawValue ?? "malformed_jws")]
                 if let reason = result.error?.reason { fields.append(("reason", reason.rawValue)) }
                 log?.event("server api transaction refused", fields)
