@@ -195,13 +195,13 @@ struct AccountsReportTests {
         let snapshot = everyKindOfDate
         let texts = NormalizedTransactionTexts()
         var spansChecked = 0
-        let days: [Int64] = [
+        let namedDays: [Int64] = [
             -2, 0, 1, 2, 3, 4, 5, 8, 10, 11, 12, 15, 20, 25, 30, 31, 32, 33, 35, 40, 43, 45, 50, 55, 60, 65, 70, 80, 90,
             96, 100, 415, 416,
         ]
-        for days in days {
+        for namedDay in namedDays {
             for offset: Int64 in [-1, 0, 1, day / 2] {
-                let instant = t0 + days * day + offset
+                let instant = t0 + namedDay * day + offset
                 let report = AccountReport(snapshot: snapshot, rules: S.rules, at: instant, texts: texts)
                 guard let span = report.unchangedSpan(rules: S.rules) else { continue }
                 #expect(span.contains(instant))
@@ -215,7 +215,8 @@ struct AccountsReportTests {
             }
         }
         #expect(spansChecked > 100)
-        // Between two dates an answer holds for the whole time between them: from the start of a day to its end.
+        // Between two dates an answer holds for all the time between them: here from the grace period's end (day 96) to
+        // the yearly subscription's expiry (day 415).
         let quiet = AccountReport(snapshot: snapshot, rules: S.rules, at: t0 + 100 * day + day / 2, texts: texts)
         #expect(quiet.unchangedSpan(rules: S.rules) == (t0 + 96 * day)..<(t0 + 415 * day))
     }
