@@ -201,8 +201,7 @@ final class HTTPConnection: @unchecked Sendable {
                 response, headOnly: request.method == .head, persistence: persistence)
             server.log(
                 method: request.method.rawValue, path: request.path, status: response.status,
-                bytes: head.count + body.reduce(0) { $0 + $1.count }, started: started, requestID: requestID,
-                peer: peer.address,
+                bytes: head.count + body.byteCount, started: started, requestID: requestID, peer: peer.address,
                 user: response.authenticatedUser
             )
             return (head, body, closes)
@@ -237,7 +236,7 @@ final class HTTPConnection: @unchecked Sendable {
         let (head, body) = HTTPResponseEncoder.encode(response, headOnly: method == "HEAD", persistence: .close)
         server.log(
             method: method ?? "-", path: target.map { HTTPRequest.split($0).path } ?? "-", status: response.status,
-            bytes: head.count + body.reduce(0) { $0 + $1.count },
+            bytes: head.count + body.byteCount,
             started: .now(), requestID: requestID, peer: peer.address
         )
         slots.append(.ready(head: head, body: body, closeAfter: true))

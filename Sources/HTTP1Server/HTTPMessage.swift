@@ -236,7 +236,7 @@ public struct HTTPResponse: Sendable, Hashable {
         set { bodyPieces = newValue.isEmpty ? [] : [newValue[...]] }
     }
 
-    public var bodyCount: Int { bodyPieces.reduce(0) { $0 + $1.count } }
+    public var bodyCount: Int { bodyPieces.byteCount }
 
     /// Equal bodies are equal however they are cut into pieces.
     public static func == (lhs: HTTPResponse, rhs: HTTPResponse) -> Bool {
@@ -273,4 +273,9 @@ extension String {
         if let contiguous, let equal = contiguous { return equal }
         return zip(utf8, other.utf8).allSatisfy { lowercasedASCII($0) == lowercasedASCII($1) }
     }
+}
+
+extension [ArraySlice<UInt8>] {
+    /// The bytes of every piece together: what a body in pieces holds, or sends.
+    var byteCount: Int { reduce(0) { $0 + $1.count } }
 }
