@@ -59,9 +59,8 @@ public final class PurchaseLedger: Sendable {
     /// replicas write too, and every read goes to the database.
     private let isExclusiveWriter: Bool
     private let subscriptions = Mutex(SubscriptionMemory())
-    /// Accounts as last read, with the writes counted when they were: see ``rememberedAccountRecord``.
-    private let accountRecords = Mutex(
-        BoundedMemory<(record: AccountRecord, writes: UInt64, othersCommits: UInt64)>())
+    /// Accounts as last read, with the memory's stamp taken before they were: see ``rememberedAccountRecord``.
+    private let accountRecords = Mutex(BoundedMemory<(record: AccountRecord, stamp: MemoryStamp)>())
 
     private struct State {
         var store: (any LedgerStore)?
@@ -418,10 +417,7 @@ public final class PurchaseLedger: Sendable {
     /// gives them, so that an account costs what its subscriptions cost rather than a read of every transaction.
     public func account(_ account: String, in store: any LedgerStore) throws(LedgerError) -> AccountSnapshot? {
         guard isExclusiveWriter else { return try store.account(account) }
-        let othersCommits = forgetIfOthersCommitted(to: store)
-        guard let record = try rememberedAccountRecord(account, in: store, othersCommits: othersCommits) else {
-            return nil
-        }
+        guard let record = try rememberedAccountRecord(account, in: store) else { return nil }
         var subscriptions: [String: SubscriptionFacts] = [:]
         for original in record.originalTransactionIDsWithFacts {
             subscriptions[original] = try rememberedSubscription(originalTransactionID: original, in: store)
@@ -450,22 +446,15 @@ public final class PurchaseLedger: Sendable {
     /// wrote anything since they were read. Every write counts, not only those that link: tokens, claims, posts,
     /// notifications and deletions all may change an account, and each is a write of that one writer.
     private func rememberedAccountRecord(
-        _ account: String, in store: any LedgerStore, othersCommits: UInt64
+        _ account: String, in store: any LedgerStore
     ) throws(LedgerError) -> AccountRecord? {
-        guard let sqlite = store as? SQLiteLedger else { return try store.accountRecord(account) }
-        // Taken before the read: a write that ends during it makes the count grow past what is kept with it.
-        let writes = sqlite.writesByThisLedger()
-        if let kept = accountRecords.withLock({ $0[account] }), kept.writes == writes,
-            kept.othersCommits == othersCommits
-        {
-            return kept.record
-        }
+        // Taken before the read: a write that ends during it changes the stamp past what is kept with it.
+        guard let stamp = memoryStamp(in: store) else { return try store.accountRecord(account) }
+        if let kept = accountRecords.withLock({ $0[account] }), kept.stamp == stamp { return kept.record }
         guard let record = try store.accountRecord(account) else { return nil }
         // Links, tokens and transfers hold a hundred bytes or two each.
         let bytes = 160 * (record.links.count + record.appAccountTokens.count + record.transfers.count)
-        accountRecords.withLock {
-            $0.remember((record, writes, othersCommits), for: account, bytes: bytes)
-        }
+        accountRecords.withLock { $0.remember((record, stamp), for: account, bytes: bytes) }
         return record
     }
 
