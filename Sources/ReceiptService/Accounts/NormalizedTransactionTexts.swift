@@ -70,10 +70,12 @@ final class NormalizedTransactionTexts: Sendable {
             }
         }
         if let kept { return kept }
-        // Written outside the lock: other requests' lookups do not wait for it.
+        // Written outside the lock: other requests' lookups do not wait for it. The payload is parsed once for both.
+        let payload = LedgerFacts.payload(facts.payloadJSON)
         let entry = Entry(
             payloadJSON: facts.payloadJSON, isUpgraded: isUpgraded,
-            text: ReceiptRoutes.transactionJSON(facts).serialized(), periodType: EntitlementRules.periodType(of: facts))
+            text: ReceiptRoutes.transactionJSON(facts, payload: payload).serialized(),
+            periodType: EntitlementRules.periodType(of: payload))
         generations.withLock { $0.insert(entry, for: facts.transactionID, byteLimit: byteLimit) }
         return entry
     }

@@ -259,7 +259,12 @@ extension ReceiptRoutes {
     /// The StoreKit 2 issue's normalized keys, read from the payload the ledger stored, and `upgraded`: whether the
     /// ledger counts it as replaced by a higher product of its group.
     static func transactionJSON(_ facts: TransactionFacts) -> JSONValue {
-        let normalized = JWSResultJSON.transaction(SignedTransaction(payload: LedgerFacts.payload(facts.payloadJSON)))
+        transactionJSON(facts, payload: LedgerFacts.payload(facts.payloadJSON))
+    }
+
+    /// ``transactionJSON(_:)`` with `facts.payloadJSON` already parsed, for a caller that reads it for more.
+    static func transactionJSON(_ facts: TransactionFacts, payload: JSONValue) -> JSONValue {
+        let normalized = JWSResultJSON.transaction(SignedTransaction(payload: payload))
         guard case .object(let members) = normalized else { return normalized }
         return .object(members + [("upgraded", .bool(facts.isUpgraded == true))])
     }
