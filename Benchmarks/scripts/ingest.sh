@@ -15,6 +15,10 @@
 #   STATEMENTS=1 STORES=postgres Benchmarks/scripts/ingest.sh
 #                                                         also print PostgreSQL's statements per notification and
 #                                                         where its time went (pg_stat_statements, loaded for the run)
+#   WEBHOOK=none Benchmarks/scripts/ingest.sh            without the webhook: no events stored, nothing delivered
+#   WEBHOOK=hung Benchmarks/scripts/ingest.sh            the webhook's receiver accepts connections and never answers:
+#                                                         events stored, almost none delivered during the run (what
+#                                                         the deliveries cost is the difference with the default)
 #   CPU=1 Benchmarks/scripts/ingest.sh                   also print the CPU time each process spent per notification
 #                                                         (receiptd by thread name, wrk, PostgreSQL's processes, the
 #                                                         receiver), and receiptd's and PostgreSQL's fsyncs and context
@@ -93,6 +97,10 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 "$BENCH" forge-notifications --count "$count" --out "$work/forged" >/dev/null
 receiver_port=$(free_port)
 head -c 32 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=' >"$work/webhook.secret"
+case ${WEBHOOK:-live} in
+live | hung | none) ;;
+*) echo "WEBHOOK is live, hung or none, not $WEBHOOK" >&2; exit 2 ;;
+esac
 webhooks="\"webhooks\": [{\"name\": \"bench\", \"url\": \"http://127.0.0.1:$receiver_port/events\", \"secret_file\": \"$work/webhook.secret\", \"allow_http\": true}],"
 
 echo "== $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); $count distinct notifications, $senders senders"
@@ -149,11 +157,20 @@ for store in $stores; do
     esac
     # A fresh receiver per store: it reports once COUNT distinct events (one RENEWAL per DID_RENEW) arrived.
     rm -f "$work/delivery.txt"
-    python3 "$benchmarks/scripts/webhook_receiver.py" --port "$receiver_port" --expect "$count" \
-        --report "$work/delivery.txt" >/dev/null &
+    if [ "${WEBHOOK:-live}" = hung ]; then
+        # A listening socket nobody accepts from: the kernel completes the handshakes, the requests go unanswered.
+        python3 -c 'import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(1024); time.sleep(86400)' "$receiver_port" &
+    else
+        python3 "$benchmarks/scripts/webhook_receiver.py" --port "$receiver_port" --expect "$count" \
+            --report "$work/delivery.txt" >/dev/null &
+    fi
     receiver=$!
-    events="with one webhook (events stored)"
-    if ! start_server "$store_json" "$webhooks"; then
+    events="with one webhook (events stored, receiver ${WEBHOOK:-live})"
+    if [ "${WEBHOOK:-live}" = none ]; then
+        events="WITHOUT the webhook (WEBHOOK=none): no events"
+        start_server "$store_json" "" || { cat "$work/server.log" >&2; exit 1; }
+    elif ! start_server "$store_json" "$webhooks"; then
         grep -q webhooks "$work/server.log" || { cat "$work/server.log" >&2; exit 1; }
         events="WITHOUT events: this receiptd does not know \"webhooks\" yet"
         start_server "$store_json" "" || { cat "$work/server.log" >&2; exit 1; }
@@ -167,7 +184,7 @@ for store in $stores; do
         [ "$store" = postgres ] && pg_pids=$(postgres_pids)
         pg_before=$(cpu_ms ${pg_pids//,/ })
         receiver_before=$(cpu_ms "$receiver")
-        perf stat -x, -e syscalls:sys_enter_fsync,syscalls:sys_enter_fdatasync,syscalls:sys_enter_pread64,syscalls:sys_enter_pwrite64,context-switches \
+        perf stat -x, -e ${PERF_EVENTS:+$PERF_EVENTS,}syscalls:sys_enter_fsync,syscalls:sys_enter_fdatasync,syscalls:sys_enter_pread64,syscalls:sys_enter_pwrite64,context-switches \
             -p "$server${pg_pids:+,$pg_pids}" -o "$work/perf.txt" &
         perf_pid=$!
         times >"$work/times-before"
