@@ -22,7 +22,12 @@
 #   CPU=1 Benchmarks/scripts/ingest.sh                   also print the CPU time each process spent per notification
 #                                                         (receiptd by thread name, wrk, PostgreSQL's processes, the
 #                                                         receiver), and receiptd's and PostgreSQL's fsyncs and context
-#                                                         switches (perf stat on syscall tracepoints; needs perf)
+#                                                         switches (perf stat on syscall tracepoints; needs perf;
+#                                                         it follows the PostgreSQL processes there were at the start,
+#                                                         not the writers' backends, which start with the first writes)
+#   PERF_EVENTS=syscalls:sys_enter_sendto CPU=1 Benchmarks/scripts/ingest.sh
+#                                                         also count these perf events (comma-separated) per
+#                                                         notification, receiptd's and PostgreSQL's together
 # Prints, per store, notifications/s from the first request to the last answer, and what the store then holds.
 set -euo pipefail
 
@@ -68,6 +73,11 @@ cpu_ms() {
     done
     echo $((ticks * 1000 / $(getconf CLK_TCK)))
 }
+# Every CPU's busy time in ms since boot (/proc/stat: all but idle and iowait): what the processes above leave out
+# (interrupts, perf itself, anything else running) shows as the difference.
+machine_busy_ms() {
+    awk -v hz="$(getconf CLK_TCK)" '$1 == "cpu" {print int(($2 + $3 + $4 + $7 + $8 + $9) * 1000 / hz)}' /proc/stat
+}
 # receiptd's CPU ms by thread name ("name ms" lines).
 thread_cpu_ms() {
     local task stat
@@ -84,6 +94,11 @@ tid_ticks() {
         stat=$(cat "$task/stat" 2>/dev/null) || continue
         echo "${task##*/} $(echo "${stat##*) }" | awk '{print $12 + $13}')"
     done | LC_ALL=C sort
+}
+# CPU ms of each pid given ("pid ms" lines, sorted for join).
+pid_cpu_ms() {
+    local pid
+    for pid in "$@"; do echo "$pid $(cpu_ms "$pid")"; done | LC_ALL=C sort
 }
 # This cluster's postmaster and its children (other clusters on the machine are not ours to count).
 postgres_pids() {
@@ -182,12 +197,13 @@ s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(1024); ti
         tids_before=$(tid_ticks "$server")
         pg_pids=""
         [ "$store" = postgres ] && pg_pids=$(postgres_pids)
-        pg_before=$(cpu_ms ${pg_pids//,/ })
+        pg_before=$(pid_cpu_ms ${pg_pids//,/ })
         receiver_before=$(cpu_ms "$receiver")
         perf stat -x, -e ${PERF_EVENTS:+$PERF_EVENTS,}syscalls:sys_enter_fsync,syscalls:sys_enter_fdatasync,syscalls:sys_enter_pread64,syscalls:sys_enter_pwrite64,context-switches \
             -p "$server${pg_pids:+,$pg_pids}" -o "$work/perf.txt" &
         perf_pid=$!
         times >"$work/times-before"
+        machine_before=$(machine_busy_ms)
     fi
     started=$(date +%s.%N)
     BODY_DIR=$work/forged/notifications wrk -t1 -c"$senders" -d600s -s "$benchmarks/scripts/wrk_post_dir_count.lua" \
@@ -195,6 +211,7 @@ s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(1024); ti
     finished=$(date +%s.%N)
     if [ -n "${CPU:-}" ]; then
         times >"$work/times-after"
+        machine_after=$(machine_busy_ms)
         kill -INT "$perf_pid"; wait "$perf_pid" 2>/dev/null || true
         seconds=$(python3 -c "print($finished - $started)")
         # `times` (in this shell: a subshell's would be its own) gives the children's user and system time; wrk is the
@@ -214,8 +231,13 @@ PY
         LC_ALL=C join -a2 -e0 -o 0,1.2,2.2 <(echo "$server_before") <(thread_cpu_ms "$server" | LC_ALL=C sort) |
             awk -v n="$count" '$3 - $2 > 0 {printf "      threads named %-20s %6.0f\n", $1, ($3 - $2) * 1000 / n}' | sort -k4 -rn
         echo "    wrk (16 senders, one thread)            $(python3 -c "print(round($wrk_ms * 1000 / $count))")"
-        [ -n "$pg_pids" ] && echo "    postgres (every process)                $(python3 -c "print(round(($(cpu_ms ${pg_pids//,/ }) - $pg_before) * 1000 / $count))")"
+        # The writers' backends start with the first writes, after `pg_pids` was read: counted whole.
+        [ -n "$pg_pids" ] && echo "    postgres (every process)                $(LC_ALL=C join -a2 -e0 -o 0,1.2,2.2 \
+            <(echo "$pg_before") <(pid_cpu_ms $(postgres_pids | tr , ' ')) |
+            awk -v n="$count" '{sum += $3 - $2} END {printf "%d", sum * 1000 / n}')"
         echo "    webhook receiver (python)               $(python3 -c "print(round(($(cpu_ms "$receiver") - $receiver_before) * 1000 / $count))")"
+        machine_ms=$(((machine_after - machine_before) * 1000 / count))
+        echo "    the whole machine (every process, interrupts, perf itself) $machine_ms"
         awk -F, -v n="$count" -v s="$seconds" 'NF > 2 && $1 ~ /^[0-9]+$/ {printf "    %-39s %6.2f per notification, %.0f/s\n", $3, $1 / n, $1 / s}' "$work/perf.txt"
     fi
     delivery=""
