@@ -656,12 +656,15 @@ extension LedgerStatements {
                 )
             }
         }
-        // The first delivery of a stream in this write waits for its turn only behind one that waits already; the
-        // others of the write wait behind it (nobody can finish it before this commits, so its finish will see them).
-        // Behind a lone head it is stored due, and the claim's head test holds it back: that head may be finished by
-        // another transaction while this one is open, and that finish would not see this delivery. Behind a waiting
-        // one the same can happen only if the stream moves two steps meanwhile; `releaseStrandedDeliveries` makes it
-        // due a few seconds later.
+        // The first delivery of a stream in this write waits for its turn only behind one that waits already or one
+        // that was tried before; the others of the write wait behind it (nobody can finish it before this commits, so
+        // its finish will see them). Behind a lone head not tried yet it is stored due, and the claim's head test holds
+        // it back: that head may be finished by another transaction while this one is open, and that finish would not
+        // see this delivery. Behind a head being retried the same can happen only while a retry is under way, once
+        // per back-off; every claim would otherwise walk what a failing receiver left behind its heads, each time a
+        // write nudged the dispatcher (on SQLite on the writer, whose time per notification doubled with 4,000
+        // pending, BENCHMARKS.md). Behind a waiting one a miss can happen only if the stream moves two steps meanwhile.
+        // `releaseStrandedDeliveries` makes a missed one due a few seconds later.
         let rowsPerStatement = idsPerStatement / 5
         for start in stride(from: 0, to: deliveries.count, by: rowsPerStatement) {
             var values: [SQLValue] = []
@@ -677,7 +680,7 @@ extension LedgerStatements {
                     nextAttempt = """
                         CASE WHEN EXISTS (SELECT 1 FROM event_deliveries earlier WHERE earlier.webhook = \(webhook)
                             AND earlier.stream = \(stream) AND earlier.state = 'pending'
-                            AND earlier.next_attempt_at = \(nextAttempt)) THEN \(nextAttempt)
+                            AND (earlier.next_attempt_at = \(nextAttempt) OR earlier.attempts > 0)) THEN \(nextAttempt)
                         ELSE $\(first + 5) END
                         """
                 }

@@ -446,6 +446,40 @@ struct OutboxTests {
         #expect(failed.first?.deliveries.first?.attempts == 2)
     }
 
+    /// Stored due behind a head being retried, what a failing receiver leaves behind would be walked, and held back by
+    /// the head test, by every claim until the receiver recovers: on SQLite on the writer, at every write's nudge.
+    @Test(arguments: Backend.tested)
+    func anEventStoredBehindAHeadBeingRetried_waitsForItsTurn(_ backend: Backend) throws {
+        let ledger = try Self.threeAndOne(backend)
+        func claimB(at time: Int64) throws -> ClaimedDelivery? {
+            try ledger.claimDeliveries(
+                webhook: "backend", holder: "r1", now: time, leaseUntil: time + 60_000, limit: 10
+            ).first { $0.stream == "otx:b" }
+        }
+        // b's first event delivered; its second, a head alone now, answered 500.
+        let first = try #require(try claimB(at: Self.now))
+        #expect(
+            try ledger.finishDelivery(
+                eventID: first.eventID, webhook: "backend", holder: "r1", result: .delivered(status: 200),
+                at: Self.now + 1))
+        let second = try #require(try claimB(at: Self.now + 2))
+        #expect(second.sequence == 2)
+        #expect(
+            try ledger.finishDelivery(
+                eventID: second.eventID, webhook: "backend", holder: "r1",
+                result: .retry(at: Self.now + 10_000, status: 500, error: "HTTP 500"), at: Self.now + 3))
+
+        try ledger.record(transactions: [Self.transaction("b2", original: "b")], source: .jws)
+        #expect(try Self.turns(ledger, stream: "otx:b") == ["2: due 10000", "3: waits"])
+        // The head's delivery gives it its turn.
+        let retried = try #require(try claimB(at: Self.now + 10_000))
+        #expect(
+            try ledger.finishDelivery(
+                eventID: retried.eventID, webhook: "backend", holder: "r1", result: .delivered(status: 200),
+                at: Self.now + 10_001))
+        #expect(try claimB(at: Self.now + 10_002)?.sequence == 3)
+    }
+
     @Test(arguments: Backend.tested)
     func finishDeliveries_recordsEachTry_andKeepsOnlyWhatTheHolderHolds(_ backend: Backend) throws {
         let ledger = try Self.threeAndOne(backend)
