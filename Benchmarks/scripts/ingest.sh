@@ -19,6 +19,8 @@
 #   WEBHOOK=hung Benchmarks/scripts/ingest.sh            the webhook's receiver accepts connections and never answers:
 #                                                         events stored, almost none delivered during the run (what
 #                                                         the deliveries cost is the difference with the default)
+#   WEBHOOK=failing Benchmarks/scripts/ingest.sh         the receiver answers every event 500: each is tried once, then
+#                                                         waits out its back-off while the backlog grows behind it
 #   CPU=1 Benchmarks/scripts/ingest.sh                   also print the CPU time each process spent per notification
 #                                                         (receiptd by thread name, wrk, PostgreSQL's processes, the
 #                                                         receiver), and receiptd's and PostgreSQL's fsyncs and context
@@ -113,7 +115,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 receiver_port=$(free_port)
 head -c 32 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=' >"$work/webhook.secret"
 case ${WEBHOOK:-live} in
-live | hung | none) ;;
+live | hung | failing | none) ;;
 *) echo "WEBHOOK is live, hung or none, not $WEBHOOK" >&2; exit 2 ;;
 esac
 webhooks="\"webhooks\": [{\"name\": \"bench\", \"url\": \"http://127.0.0.1:$receiver_port/events\", \"secret_file\": \"$work/webhook.secret\", \"allow_http\": true}],"
@@ -177,8 +179,10 @@ for store in $stores; do
         python3 -c 'import socket, sys, time
 s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(1024); time.sleep(86400)' "$receiver_port" &
     else
+        status=200
+        [ "${WEBHOOK:-live}" = failing ] && status=500
         python3 "$benchmarks/scripts/webhook_receiver.py" --port "$receiver_port" --expect "$count" \
-            --report "$work/delivery.txt" >/dev/null &
+            --report "$work/delivery.txt" --status "$status" >/dev/null &
     fi
     receiver=$!
     events="with one webhook (events stored, receiver ${WEBHOOK:-live})"

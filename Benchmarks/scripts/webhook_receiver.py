@@ -10,6 +10,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--port", type=int, required=True)
 parser.add_argument("--expect", type=int, default=0, help="distinct events after which to report (0: never)")
 parser.add_argument("--report", help="file that receives the report line")
+parser.add_argument("--status", type=int, default=200, help="the status every POST gets (500: a failing receiver)")
 arguments = parser.parse_args()
 
 seen = set()
@@ -57,7 +58,7 @@ async def serve(reader, writer):
             body = await reader.readexactly(length)
             if head.startswith(b"POST"):
                 record(event_id or body)
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+            writer.write(b"HTTP/1.1 %d Answer\r\nContent-Length: 0\r\n\r\n" % arguments.status)
     except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
         pass
     finally:
