@@ -116,7 +116,7 @@ receiver_port=$(free_port)
 head -c 32 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=' >"$work/webhook.secret"
 case ${WEBHOOK:-live} in
 live | hung | failing | none) ;;
-*) echo "WEBHOOK is live, hung or none, not $WEBHOOK" >&2; exit 2 ;;
+*) echo "WEBHOOK is live, hung, failing or none, not $WEBHOOK" >&2; exit 2 ;;
 esac
 webhooks="\"webhooks\": [{\"name\": \"bench\", \"url\": \"http://127.0.0.1:$receiver_port/events\", \"secret_file\": \"$work/webhook.secret\", \"allow_http\": true}],"
 

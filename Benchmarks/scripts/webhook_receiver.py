@@ -1,6 +1,6 @@
-"""A local webhook receiver for the ingest and delivery benchmarks: answers every POST 200 on keep-alive
-connections, counts events by their Receiptd-Event-Id, and writes a line to --report once --expect distinct events
-arrived (events/s from the first to the last). Loopback only."""
+"""A local webhook receiver for the ingest and delivery benchmarks: answers every POST 200 (or --status) on keep-alive
+connections, counts the events it took (2xx) by their Receiptd-Event-Id, and writes a line to --report once --expect
+distinct events arrived (events/s from the first to the last). Loopback only."""
 
 import argparse
 import asyncio
@@ -56,7 +56,7 @@ async def serve(reader, writer):
                 # libcurl asks before sending a body over 1 KiB, and would otherwise wait a second for the answer.
                 writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
             body = await reader.readexactly(length)
-            if head.startswith(b"POST"):
+            if head.startswith(b"POST") and arguments.status < 300:
                 record(event_id or body)
             writer.write(b"HTTP/1.1 %d Answer\r\nContent-Length: 0\r\n\r\n" % arguments.status)
     except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
