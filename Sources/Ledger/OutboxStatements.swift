@@ -656,15 +656,16 @@ extension LedgerStatements {
                 )
             }
         }
-        // The first delivery of a stream in this write waits for its turn only behind one that waits already or one
-        // that was tried before; the others of the write wait behind it (nobody can finish it before this commits, so
-        // its finish will see them). Behind a lone head not tried yet it is stored due, and the claim's head test holds
-        // it back: that head may be finished by another transaction while this one is open, and that finish would not
-        // see this delivery. Behind a head being retried the same can happen only while a retry is under way, once
-        // per back-off; every claim would otherwise walk what a failing receiver left behind its heads, each time a
-        // write nudged the dispatcher (on SQLite on the writer, whose time per notification doubled with 4,000
-        // pending, BENCHMARKS.md). Behind a waiting one a miss can happen only if the stream moves two steps meanwhile.
-        // `releaseStrandedDeliveries` makes a missed one due a few seconds later.
+        // The first delivery of a stream in this write waits for its turn only behind one that waits already or a head
+        // that was tried before (each found by one index probe: only a head is ever tried); the others of the write
+        // wait behind it (nobody can finish it before this commits, so its finish will see them). Behind a lone head
+        // not tried yet it is stored due, and the claim's head test holds it back: that head may be finished by another
+        // transaction while this one is open, and that finish would not see this delivery. Behind a head being retried
+        // the same can happen only while a retry is under way, once per back-off; every claim would otherwise walk what
+        // a failing receiver left behind its heads, each time a write nudged the dispatcher (on SQLite on the writer,
+        // whose time per notification doubled with 4,000 pending, BENCHMARKS.md). Behind a waiting one a miss can
+        // happen only if the stream moves two steps meanwhile. `releaseStrandedDeliveries` makes a missed one due a few
+        // seconds later.
         let rowsPerStatement = idsPerStatement / 5
         for start in stride(from: 0, to: deliveries.count, by: rowsPerStatement) {
             var values: [SQLValue] = []
@@ -680,8 +681,10 @@ extension LedgerStatements {
                     nextAttempt = """
                         CASE WHEN EXISTS (SELECT 1 FROM event_deliveries earlier WHERE earlier.webhook = \(webhook)
                             AND earlier.stream = \(stream) AND earlier.state = 'pending'
-                            AND (earlier.next_attempt_at = \(nextAttempt) OR earlier.attempts > 0)) THEN \(nextAttempt)
-                        ELSE $\(first + 5) END
+                            AND earlier.next_attempt_at = \(nextAttempt))
+                        OR (SELECT head.attempts FROM event_deliveries head WHERE head.webhook = \(webhook)
+                            AND head.stream = \(stream) AND head.state = 'pending' ORDER BY head.sequence LIMIT 1) > 0
+                        THEN \(nextAttempt) ELSE $\(first + 5) END
                         """
                 }
                 rows.append("(\(id), \(webhook), \(stream), \(sequence), 'pending', 0, \(nextAttempt))")
