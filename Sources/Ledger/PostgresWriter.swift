@@ -10,10 +10,15 @@ internal import Synchronization
 /// fails, a unique violation say, is undone alone), commits once, then wakes each caller with its own result. Pieces
 /// of a group run in arrival order, so a duplicate uuid later in a group sees the earlier insert.
 ///
-/// Other processes sharing the database still write beside it: the pieces take the same row locks as before, only
-/// held until the group commits. A piece that loses a deadlock or a serialization conflict is retried once in a fresh
-/// savepoint, then fails on its own (`unavailable`, reason `locked`). A group whose connection is lost or stops
-/// answering fails every caller `unavailable` (nothing of it was committed) and the next group connects anew.
+/// Other groups (this process's other connections, or replicas sharing the database) write beside it: the pieces take
+/// the same row locks as before, only held until their group commits. Two groups whose pieces lock the same rows in
+/// different orders would deadlock, and PostgreSQL takes its deadlock_timeout (1 s) to pick a victim, holding both
+/// groups' callers meanwhile. So a piece after a group's first waits at most `lockWait` for a lock another transaction
+/// holds, then steps aside: it is undone alone, the group commits without it, releasing what it held, and the piece
+/// runs first in the next group, where it holds nothing but what it takes itself. A piece that loses a deadlock or a
+/// serialization conflict steps aside the same way. Only past store_timeout does it fail on its own (`unavailable`,
+/// reason `locked`). A group whose connection is lost or stops answering fails every caller `unavailable` (nothing of
+/// it was committed) and the next group connects anew.
 final class PostgresWriter: Sendable {
     /// How many writes one group holds at most, and how many may wait beyond the group being written before a new
     /// one is turned away `busy`: a server that stalls must not gather callers (and their memory) without bound.
@@ -23,6 +28,10 @@ final class PostgresWriter: Sendable {
         /// Writer connections. A group waits on round trips to the server statement by statement; more than one lets
         /// the server work on one group while receiptd prepares the next.
         var writers = PostgresWriter.defaultWriters
+        /// How long a piece after its group's first waits for a lock held elsewhere before it steps aside. Longer
+        /// than most groups take to commit, so that a piece behind another group's write to the same account usually
+        /// waits it out rather than run twice; far shorter than a deadlock's second.
+        var lockWait = 0.05
     }
 
     /// As many as the reading pool's default: the server sees no more concurrent writers than it did before group
@@ -40,10 +49,17 @@ final class PostgresWriter: Sendable {
     private let state: Mutex<State>
 
     private struct State {
-        var pending: [any GroupedWrite] = []
+        var pending: [Queued] = []
         /// Lanes not draining, ready to take the next write.
         var idleLanes: [Int]
         var isClosed = false
+    }
+
+    /// A write waiting for its group, and the instant after which it is not tried again: its caller has stopped
+    /// waiting by then.
+    private struct Queued {
+        let write: any GroupedWrite
+        let giveUpAt: DispatchTime
     }
 
     /// One writer connection and the serial queue it is used on.
@@ -77,7 +93,7 @@ final class PostgresWriter: Sendable {
             guard state.pending.count < limits.pending else {
                 throw LedgerError(.busy, "\(limits.pending) writes already wait for the PostgreSQL writer")
             }
-            state.pending.append(write)
+            state.pending.append(Queued(write: write, giveUpAt: .now() + timeout))
             return state.idleLanes.popLast()
         }
         if let idleLane { lanes[idleLane].queue.async { self.drain(lane: idleLane) } }
@@ -100,7 +116,7 @@ final class PostgresWriter: Sendable {
         var previousGroupSize = 0
         while true {
             if previousGroupSize > 1 { awaitReturningWriters(previousGroupSize) }
-            let group: [any GroupedWrite] = state.withLock { state in
+            let group: [Queued] = state.withLock { state in
                 guard !state.pending.isEmpty else {
                     state.idleLanes.append(lane)
                     return []
@@ -125,13 +141,23 @@ final class PostgresWriter: Sendable {
         }
     }
 
-    private func commit(_ group: [any GroupedWrite], on lane: Lane) {
+    private func commit(_ group: [Queued], on lane: Lane) {
         let deadline = DispatchTime.now() + timeout
         var failures: [Int: LedgerError] = [:]
+        var steppedAside = Set<Int>()
         do throws(LedgerError) {
             let connection = try begin(on: lane, until: deadline)
-            for (index, write) in group.enumerated() {
-                if let failure = try run(write, on: connection) { failures[index] = failure }
+            for (index, queued) in group.enumerated() {
+                if index == 1 {
+                    // From here on the group holds locks of its own, and a wait may close a cycle with another group.
+                    try connection.executeWithNext("SET LOCAL lock_timeout = \(lockWaitMilliseconds)", [])
+                }
+                guard let failure = try run(queued.write, on: connection) else { continue }
+                if failure.reason == .locked && DispatchTime.now() < queued.giveUpAt {
+                    steppedAside.insert(index)
+                } else {
+                    failures[index] = failure
+                }
             }
             try connection.execute("COMMIT")
         } catch {
@@ -141,11 +167,20 @@ final class PostgresWriter: Sendable {
                 if open.isUsable { try? open.execute("ROLLBACK") }
                 if !open.isUsable { connection = nil }
             }
-            for write in group { write.finish(failure) }
+            for queued in group { queued.write.finish(failure) }
             return
         }
-        for (index, write) in group.enumerated() { write.finish(failures[index]) }
+        if !steppedAside.isEmpty {
+            // At the queue's front, so this lane's next group starts with them.
+            let again = steppedAside.sorted().map { group[$0] }
+            state.withLock { $0.pending.insert(contentsOf: again, at: 0) }
+        }
+        for (index, queued) in group.enumerated() where !steppedAside.contains(index) {
+            queued.write.finish(failures[index])
+        }
     }
+
+    private var lockWaitMilliseconds: Int { max(1, Int((limits.lockWait * 1000).rounded(.up))) }
 
     /// The writer's connection with a transaction begun, connecting first if there is none or it broke.
     private func begin(on lane: Lane, until deadline: DispatchTime) throws(LedgerError) -> PostgresConnection {
@@ -169,34 +204,29 @@ final class PostgresWriter: Sendable {
     }
 
     /// Runs one piece in its own savepoint; throws only when the whole group's transaction is lost. Returns the
-    /// failure of a piece that ran without one but whose statements sent with its release failed, undone since.
+    /// piece's failure, undone since, including that of statements it sent with its release.
     ///
     /// The savepoint goes with the piece's first statement and its release carries the statements the piece sent
     /// with the next (``PostgresConnection/executeWithNext(_:_:)``): a piece of a group costs no round trip of its
     /// own, and a failure stays its own.
     private func run(_ write: any GroupedWrite, on connection: PostgresConnection) throws(LedgerError) -> LedgerError? {
-        for attempt in 1...2 {
-            try connection.executeWithNext("SAVEPOINT grouped_write", [])
-            var failure = write.run(connection)
-            if failure == nil {
-                do throws(LedgerError) {
-                    try connection.execute("RELEASE grouped_write")
-                    return nil
-                } catch {
-                    failure = error
-                }
+        try connection.executeWithNext("SAVEPOINT grouped_write", [])
+        var failure = write.run(connection)
+        if failure == nil {
+            do throws(LedgerError) {
+                try connection.execute("RELEASE grouped_write")
+                return nil
+            } catch {
+                failure = error
             }
-            guard let failure else { return nil }
-            // A lost or abandoned connection takes the transaction, and every piece before this one, with it.
-            guard connection.isUsable else { throw failure }
-            try connection.execute("ROLLBACK TO grouped_write")
-            try connection.execute("RELEASE grouped_write")
-            // The server chose this piece as a deadlock's victim or found it conflicting: rolling back to the savepoint
-            // released what it had locked, so the other side went on and a second try usually passes. Once only: the
-            // pieces before it in the group keep their locks until the commit.
-            guard failure.reason == .locked, attempt == 1 else { return failure }
         }
-        return nil
+        guard let failure else { return nil }
+        // A lost or abandoned connection takes the transaction, and every piece before this one, with it.
+        guard connection.isUsable else { throw failure }
+        // Rolling back to the savepoint releases what the piece locked, so a group it waited on can go on.
+        try connection.execute("ROLLBACK TO grouped_write")
+        try connection.execute("RELEASE grouped_write")
+        return failure
     }
 
     /// What the callers of a group that did not commit are told: their work is not stored, and the database, not their

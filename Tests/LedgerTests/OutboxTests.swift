@@ -240,9 +240,9 @@ struct OutboxTests {
         onThreads(8) { thread in
             for index in 0..<perThread {
                 let original = "o\(index % 3)"
-                // Groups of two replicas lock the same streams in different orders, so PostgreSQL may pick a piece as
-                // a deadlock's victim twice (`unavailable`, `locked`): the caller retries, as Apple does a notification
-                // answered 503, and a write that committed after its caller gave up gives no second event.
+                // Groups of two replicas lock the same streams and wait on each other; on a loaded machine a write may
+                // still not commit within store_timeout (`unavailable`): the caller retries, as Apple does a
+                // notification answered 503, and a write that committed after its caller gave up gives no second event.
                 for attempt in 1...3 {
                     do {
                         try ledgers[thread % ledgers.count].record(
