@@ -310,7 +310,9 @@ public protocol LedgerOutbox: Sendable {
 
     /// Makes due every pending delivery that waits for its turn behind nothing: one a writer stored behind a delivery
     /// whose finish, running beside that write, could not see it and so made nothing due; how many. The dispatcher
-    /// runs it every few seconds, so such a delivery waits that long, never for good.
+    /// runs it every few seconds, so such a delivery waits that long, never for good. It looks on a reader, at the
+    /// first waiting delivery of each stream, and writes only when it found one: a backlog costs it a step per
+    /// stream, and intake nothing.
     func releaseStrandedDeliveries(at time: Int64) throws(LedgerError) -> Int
 
     /// Events matching `query`, newest first, with their deliveries.

@@ -148,22 +148,81 @@ extension LedgerRecords {
     }
 
     func releaseStrandedDeliveries(at time: Int64) throws(LedgerError) -> Int {
-        try database.write { connection throws(LedgerError) in
-            // Safe against every writer: a stream's events are numbered under its `event_streams` row, held until the
-            // writer commits, so an earlier delivery a writer has not committed cannot exist beside a later one that
-            // is committed. A stranded delivery is therefore the first pending of its stream for good.
-            try connection.query(
-                """
-                UPDATE event_deliveries SET next_attempt_at = $1
-                WHERE state = 'pending' AND next_attempt_at = \(LedgerStatements.waitingForTurn) AND NOT EXISTS (
-                    SELECT 1 FROM event_deliveries earlier
-                    WHERE earlier.webhook = event_deliveries.webhook AND earlier.stream = event_deliveries.stream
-                        AND earlier.state = 'pending' AND earlier.sequence < event_deliveries.sequence)
-                RETURNING event_id
-                """,
-                [.integer(time)]
-            ).count
+        // Found on a reader, so that a receiver down for days (every delivery but its streams' heads waiting) costs
+        // the writer nothing: only a found one is written, its condition checked again there.
+        let stranded = try database.read { connection throws(LedgerError) in
+            var found: [(webhook: String, stream: String, sequence: Int64)] = []
+            for webhook in try Self.webhooksWithWaitingDeliveries(connection) {
+                for row in try connection.query(Self.firstWaitingBehindNothing, [.text(webhook)]) {
+                    found.append((webhook, try row.requiredString(0), try row.requiredInt64(1)))
+                }
+            }
+            return found
         }
+        guard !stranded.isEmpty else { return 0 }
+        return try database.write { connection throws(LedgerError) in
+            var released = 0
+            for delivery in stranded {
+                // Safe against every writer: a stream's events are numbered under its `event_streams` row, held until
+                // the writer commits, so an earlier delivery a writer has not committed cannot exist beside a later
+                // one that is committed. A stranded delivery is therefore the first pending of its stream for good.
+                released += try connection.query(
+                    """
+                    UPDATE event_deliveries SET next_attempt_at = $1
+                    WHERE webhook = $2 AND stream = $3 AND sequence = $4 AND state = 'pending'
+                        AND next_attempt_at = \(LedgerStatements.waitingForTurn) AND NOT EXISTS (
+                            SELECT 1 FROM event_deliveries earlier
+                            WHERE earlier.webhook = $2 AND earlier.stream = $3 AND earlier.state = 'pending'
+                                AND earlier.sequence < $4)
+                    RETURNING event_id
+                    """,
+                    [.integer(time), .text(delivery.webhook), .text(delivery.stream), .integer(delivery.sequence)]
+                ).count
+            }
+            return released
+        }
+    }
+
+    /// The webhooks that have waiting deliveries, one index probe each rather than a walk of the waiting ones.
+    private static func webhooksWithWaitingDeliveries(_ connection: any SQLConnection) throws(LedgerError) -> [String] {
+        let waiting = "state = 'pending' AND next_attempt_at = \(LedgerStatements.waitingForTurn)"
+        return try connection.query(
+            """
+            WITH RECURSIVE hooks(webhook) AS (
+                SELECT min(webhook) FROM event_deliveries WHERE \(waiting)
+                UNION ALL
+                SELECT (SELECT min(webhook) FROM event_deliveries WHERE \(waiting) AND webhook > hooks.webhook)
+                FROM hooks WHERE hooks.webhook IS NOT NULL
+            )
+            SELECT webhook FROM hooks WHERE webhook IS NOT NULL
+            """, []
+        ).compactMap { $0.string(0) }
+    }
+
+    /// Of webhook `$1`'s streams, the first waiting delivery of each that waits behind no pending one: two index
+    /// probes a stream, from one stream to the next, rather than a step for each delivery waiting (only the first
+    /// waiting delivery of a stream can wait behind nothing, since the others wait behind it).
+    private static var firstWaitingBehindNothing: String {
+        let next = """
+            FROM event_deliveries n WHERE n.webhook = $1 AND n.state = 'pending'
+                AND n.next_attempt_at = \(LedgerStatements.waitingForTurn) AND n.stream > firsts.stream
+            ORDER BY n.stream, n.sequence LIMIT 1
+            """
+        return """
+            WITH RECURSIVE firsts(stream, sequence) AS (
+                SELECT stream, sequence FROM (
+                    SELECT stream, sequence FROM event_deliveries
+                    WHERE webhook = $1 AND state = 'pending' AND next_attempt_at = \(LedgerStatements.waitingForTurn)
+                    ORDER BY stream, sequence LIMIT 1) AS start
+                UNION ALL
+                SELECT (SELECT n.stream \(next)), (SELECT n.sequence \(next))
+                FROM firsts WHERE firsts.stream IS NOT NULL
+            )
+            SELECT stream, sequence FROM firsts WHERE stream IS NOT NULL AND NOT EXISTS (
+                SELECT 1 FROM event_deliveries earlier
+                WHERE earlier.webhook = $1 AND earlier.stream = firsts.stream AND earlier.state = 'pending'
+                    AND earlier.sequence < firsts.sequence)
+            """
     }
 
     func retryNow(webhook: String, at time: Int64) throws(LedgerError) -> Int {
@@ -311,20 +370,26 @@ extension LedgerRecords {
     func webhookBacklogs() throws(LedgerError) -> [WebhookBacklog] {
         try database.read { connection throws(LedgerError) in
             var backlogs: [WebhookBacklog] = []
+            // The oldest pending event of a webhook heads its stream, and heads are due: only they are joined with
+            // their events, not a backlog that may hold millions. (A delivery stranded behind nothing waits, and
+            // counts among the oldest again once the next sweep made it due.)
+            var oldest: [String: Int64] = [:]
             for row in try connection.query(
                 """
-                SELECT d.webhook, count(*), min(e.created_at)
+                SELECT d.webhook, min(e.created_at)
                 FROM event_deliveries d JOIN events e ON e.event_id = d.event_id
-                WHERE d.state = 'pending' GROUP BY d.webhook
+                WHERE d.state = 'pending' AND d.next_attempt_at < \(LedgerStatements.waitingForTurn) GROUP BY d.webhook
                 """,
                 []
             ) {
+                oldest[try row.requiredString(0)] = row.int64(1)
+            }
+            for row in try connection.query(
+                "SELECT webhook, count(*) FROM event_deliveries WHERE state = 'pending' GROUP BY webhook", []
+            ) {
+                let webhook = try row.requiredString(0)
                 backlogs.append(
-                    WebhookBacklog(
-                        webhook: try row.requiredString(0), pending: row.int(1) ?? 0,
-                        oldestPendingCreatedAt: row.int64(2)
-                    )
-                )
+                    WebhookBacklog(webhook: webhook, pending: row.int(1) ?? 0, oldestPendingCreatedAt: oldest[webhook]))
             }
             return backlogs.sorted { $0.webhook < $1.webhook }
         }

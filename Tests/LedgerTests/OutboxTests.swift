@@ -624,6 +624,26 @@ struct OutboxTests {
             try Self.orderByStream(Self.deliverAll(ledger, from: Self.now + 5)) == ["otx:a": [2, 3], "otx:b": [1, 2]])
     }
 
+    /// A receiver down for days leaves every delivery but its streams' heads waiting; the sweep looks for stranded
+    /// ones without the writer, so it neither waits on intake nor holds it up when none is found.
+    @Test(arguments: Backend.tested)
+    func sweepOfABacklogWithNothingStranded_leavesTheWriterAlone(_ backend: Backend) throws {
+        let location = try DatabaseLocation.fresh(backend)
+        let ledger = try Self.open(location, Rules(), timeout: 1)
+        for (id, original) in [("a1", "a"), ("a2", "a"), ("a3", "a"), ("b1", "b"), ("b2", "b")] {
+            try ledger.record(transactions: [Self.transaction(id, original: original)], source: .jws)
+        }
+        #expect(try Self.turns(ledger, stream: "otx:b") == ["1: due 0", "2: waits", "3: waits"])
+        let intake = try location.rawConnection()
+        try intake.execute(backend == .sqlite ? "BEGIN IMMEDIATE" : "BEGIN")
+        if backend == .postgres { try intake.execute("LOCK TABLE event_deliveries IN EXCLUSIVE MODE") }
+        let swept = Result { () throws(LedgerError) in try ledger.releaseStrandedDeliveries(at: Self.now + 5) }
+        try intake.execute("ROLLBACK")
+
+        #expect(try swept.get() == 0)
+        #expect(try Self.turns(ledger, stream: "otx:a") == ["1: due 0", "2: waits", "3: waits", "4: waits"])
+    }
+
     @Test(arguments: Backend.tested)
     func writersBesideADeliverer_leaveNoEventWaitingBehindADeliveredOne(_ backend: Backend) throws {
         // Writers of one stream store events while its heads are delivered: an event stored waiting behind a head
