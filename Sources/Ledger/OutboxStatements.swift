@@ -110,15 +110,15 @@ extension LedgerRecords {
             values += [SQLValue(status), .text(error)]
         }
         guard
-            let stream = try connection.query(
+            let head = try connection.query(
                 """
                 UPDATE event_deliveries SET \(assignments), attempts = attempts + 1, lease_holder = NULL,
                     lease_until = NULL
                 WHERE event_id = $1 AND webhook = $2 AND lease_holder = $3 AND state || '' = 'pending'
-                RETURNING stream
+                RETURNING stream, sequence
                 """,
                 values
-            ).first?.string(0)
+            ).first, let stream = head.string(0), let sequence = head.int64(1)
         else { return false }
         // A head that will be tried again keeps its stream: what waits behind it keeps waiting. When nothing is seen
         // waiting, a writer may be storing the stream's next event right now, waiting for its turn because it saw
@@ -126,7 +126,20 @@ extension LedgerRecords {
         // writer's lock on the stream instead was exact, but with group commit a lock held until a group commits
         // closed cycles with the writers' groups: PostgreSQL broke them after its one-second deadlock timeout, and
         // groups ran past store_timeout, so ingest answered 503.)
-        if case .retry = finish.result { return true }
+        if case .retry = finish.result {
+            // Events stored while this head's first try was in flight were stored due (it had not failed yet); they
+            // wait for their turn now, or every claim would walk them, and test them, until the receiver came back.
+            // `<>`, not `<`: the due index's predicate then does not match, so the stream's index finds them.
+            try connection.executeWithNext(
+                """
+                UPDATE event_deliveries SET next_attempt_at = \(LedgerStatements.waitingForTurn)
+                WHERE webhook = $1 AND stream = $2 AND state = 'pending' AND sequence > $3
+                    AND next_attempt_at <> \(LedgerStatements.waitingForTurn)
+                """,
+                [.text(webhook), .text(stream), .integer(sequence)]
+            )
+            return true
+        }
         try makeNextDue(webhook: webhook, stream: stream, at: time, connection)
         return true
     }

@@ -480,6 +480,39 @@ struct OutboxTests {
         #expect(try claimB(at: Self.now + 10_002)?.sequence == 3)
     }
 
+    /// A receiver that hangs: events stored while the head's first try is in flight are stored due, since it has not
+    /// failed yet; its failure makes them wait for their turn, so that claims stop walking them.
+    @Test(arguments: Backend.tested)
+    func eventsStoredDuringAHeadsFirstTry_waitForTheirTurnOnceItFails(_ backend: Backend) throws {
+        let ledger = try Self.threeAndOne(backend)
+        func claimB(at time: Int64) throws -> ClaimedDelivery? {
+            try ledger.claimDeliveries(
+                webhook: "backend", holder: "r1", now: time, leaseUntil: time + 60_000, limit: 10
+            ).first { $0.stream == "otx:b" }
+        }
+        let first = try #require(try claimB(at: Self.now))
+        #expect(
+            try ledger.finishDelivery(
+                eventID: first.eventID, webhook: "backend", holder: "r1", result: .delivered(status: 200),
+                at: Self.now + 1))
+        let inFlight = try #require(try claimB(at: Self.now + 2))
+        try ledger.record(transactions: [Self.transaction("b2", original: "b")], source: .jws)
+        try ledger.record(transactions: [Self.transaction("b3", original: "b")], source: .jws)
+        #expect(try Self.turns(ledger, stream: "otx:b") == ["2: due 1", "3: due 0", "4: due 0"])
+
+        #expect(
+            try ledger.finishDelivery(
+                eventID: inFlight.eventID, webhook: "backend", holder: "r1",
+                result: .retry(at: Self.now + 10_000, status: nil, error: "timed out"), at: Self.now + 10))
+        #expect(try Self.turns(ledger, stream: "otx:b") == ["2: due 10000", "3: waits", "4: waits"])
+        let retried = try #require(try claimB(at: Self.now + 10_000))
+        #expect(
+            try ledger.finishDelivery(
+                eventID: retried.eventID, webhook: "backend", holder: "r1", result: .delivered(status: 200),
+                at: Self.now + 10_001))
+        #expect(try Self.turns(ledger, stream: "otx:b") == ["3: due 10001", "4: waits"])
+    }
+
     @Test(arguments: Backend.tested)
     func finishDeliveries_recordsEachTry_andKeepsOnlyWhatTheHolderHolds(_ backend: Backend) throws {
         let ledger = try Self.threeAndOne(backend)
