@@ -22,10 +22,10 @@ if ! pg_available; then
     exit 0
 fi
 
-ACCOUNTS="${DRILL_ACCOUNTS:-100}"
-UNOWNED="${DRILL_UNOWNED:-30}"
+ACCOUNTS="${DRILL_ACCOUNTS:-150}"
+UNOWNED="${DRILL_UNOWNED:-40}"
 PER_ORIGINAL="${DRILL_PER_ORIGINAL:-4}"
-POST_SECONDS="${DRILL_POST_SECONDS:-30}"
+POST_SECONDS="${DRILL_POST_SECONDS:-45}"
 
 WORK="$(mktemp -d)"
 RECEIVER_PID="" POSTER_PID="" A_PID="" B_PID=""
@@ -377,7 +377,7 @@ for key, events in by_stream.items():
 report("order", problems, f"{len(streams)} streams, none went backwards at the receiver")
 
 # The ledger: each transaction an event arrived for is stored; each notification answered 200 is stored, and its
-# transaction has exactly one purchase event, on its account's stream.
+# transaction has exactly one purchase event of its kind, on its account's stream, however often it was sent.
 def lookup(transaction):
     try:
         with urllib.request.urlopen(f"{url}/v1/transactions/{transaction}", timeout=10) as answer:
@@ -414,8 +414,21 @@ for u in sorted(acknowledged):
     elif events[0]["account"] != entry["account"]:
         problems.append(f"{events[0]['id']} for transaction {entry['transaction']}: account "
                         f"{events[0]['account']}, expected {entry['account']}")
+    elif events[0]["type"] != ("INITIAL_PURCHASE" if entry["transaction"] == entry["original"] else "RENEWAL"):
+        problems.append(f"{events[0]['id']} for transaction {entry['transaction']} of {entry['original']} is "
+                        f"{events[0]['type']}")
+# Every transaction of every account lasts until 2099, so each account's names change once, from none to "pro",
+# whichever of its two originals, sent to whichever replica, is stored first: one ENTITLEMENTS_CHANGED each.
+changes = collections.defaultdict(list)
+for i, p in bodies.items():
+    if p["type"] == "ENTITLEMENTS_CHANGED":
+        changes[p["account"]].append(p)
+for account in sorted({plan[u]["account"] for u in acknowledged} - {None} | set(changes), key=str):
+    seen = [(p["id"], p.get("entitlements_before"), p["entitlements"]) for p in changes.get(account, [])]
+    if account is None or len(seen) != 1 or seen[0][1:] != ([], ["pro"]):
+        problems.append(f"account {account}: ENTITLEMENTS_CHANGED events {seen}, expected one from [] to ['pro']")
 report("ledger", problems, f"{len(acknowledged)} notifications answered 200, each stored with one purchase event; "
-       f"{len(transactions)} transactions looked up")
+       f"{len(transactions)} transactions looked up; one ENTITLEMENTS_CHANGED for each of {len(changes)} accounts")
 sys.exit(1 if failures else 0)
 PY
 
@@ -445,7 +458,7 @@ A_URL="http://127.0.0.1:$A_PORT" B_URL="http://127.0.0.1:$B_PORT"
 start_replica() {
     local name="$1" port pid
     port="$(eval echo "\$${name}_PORT")"
-    echo "--- start $((SECONDS - started)) s" >>"$WORK/$name.log"
+    echo "--- test: start at $((SECONDS - started)) s" >>"$WORK/$name.log"
     "$RECEIPTD" serve --config "$CONFIG" --port "$port" >>"$WORK/$name.log" 2>&1 &
     pid=$!
     eval "${name}_PID=$pid"
@@ -462,7 +475,7 @@ kill_replica() {
     kill -KILL "$pid"
     wait "$pid" 2>/dev/null || true
     eval "${name}_PID=''"
-    echo "--- kill -9 $((SECONDS - started)) s" >>"$WORK/$name.log"
+    echo "--- test: kill -9 at $((SECONDS - started)) s" >>"$WORK/$name.log"
 }
 # mid_delivery A|B: whether the replica has a connection open to a request the receiver is holding.
 mid_delivery() {
@@ -485,7 +498,8 @@ wait_until() {
 }
 accepted() { grep -c '"status": 200' "$LOG" 2>/dev/null || true; }
 more_accepted_than() { [ "$(accepted)" -gt "$1" ]; }
-set_mode() { echo "$1" >"$MODE"; echo "$((SECONDS - started)) s: receiver $1" >>"$WORK/timeline"; }
+note() { echo "$((SECONDS - started)) s: $*" >>"$WORK/timeline"; }
+set_mode() { echo "$1" >"$MODE"; note "receiver $1"; }
 
 start_replica A
 start_replica B
@@ -508,23 +522,29 @@ bad="$(grep -vc '^200 ' "$WORK/registered" || true)"
 [ "$bad" = 0 ] || fail "registering accounts' tokens: $(grep -v '^200 ' "$WORK/registered" | head -n 3)"
 echo "$NOTES notifications for $ACCOUNTS accounts and $UNOWNED unowned originals forged in $((SECONDS - started)) s"
 
-# --- the run: posting while the receiver misbehaves and the replicas die ----------------------------------------------
+# --- the run: posting while the receiver misbehaves and the replicas die --------------------------------------------
+# Two cycles. While posting: ok, 500, hang (kill -9 A holding one), reset (A restarted), ok, slow (kill -9 B while the
+# receiver answers it 200, so that an accepted delivery goes unrecorded), ok (B restarted). With a third of the posts
+# left: 500, hang (kill -9 A holding one), reset, ok, and A stays down until the outbox drains, so that B alone takes
+# over A's claims after their lease.
 : >"$WORK/timeline"
+posted() { [ "$(wc -l <"$WORK/results.jsonl")" -ge "$1" ]; }
 python3 "$WORK/post.py" "$WORK/plan.jsonl" "$WORK/results.jsonl" "$POST_SECONDS" "$A_URL" "$B_URL" \
     2>"$WORK/post.err" &
 POSTER_PID=$!
+note "posting starts"
 sleep 4
 set_mode 500
 sleep 4
 set_mode hang
 wait_until 20 "replica A holding a delivery the receiver hangs on" mid_delivery A
 kill_replica A
-echo "$((SECONDS - started)) s: kill -9 A mid-delivery" >>"$WORK/timeline"
+note "kill -9 A mid-delivery"
 sleep 2
 set_mode reset
 sleep 3
 start_replica A
-echo "$((SECONDS - started)) s: A restarted" >>"$WORK/timeline"
+note "A restarted"
 sleep 1
 set_mode ok
 before="$(accepted)"
@@ -532,11 +552,23 @@ wait_until 30 "deliveries resuming after the receiver came back" more_accepted_t
 set_mode slow
 wait_until 20 "replica B holding a delivery the receiver is answering" mid_delivery B
 kill_replica B
-echo "$((SECONDS - started)) s: kill -9 B while its delivery was being answered 200" >>"$WORK/timeline"
+note "kill -9 B while the receiver answered its delivery 200"
 set_mode ok
 sleep 2
 start_replica B
-echo "$((SECONDS - started)) s: B restarted" >>"$WORK/timeline"
+note "B restarted"
+PLANNED="$(wc -l <"$WORK/plan.jsonl")"
+wait_until $((POST_SECONDS + 60)) "two thirds of the notifications posted" posted $((PLANNED * 2 / 3))
+set_mode 500
+sleep 4
+set_mode hang
+wait_until 30 "replica A holding a delivery the receiver hangs on (second cycle)" mid_delivery A
+kill_replica A
+note "kill -9 A mid-delivery; it stays down"
+sleep 2
+set_mode reset
+sleep 3
+set_mode ok
 deadline=$((SECONDS + POST_SECONDS + 120))
 while kill -0 "$POSTER_PID" 2>/dev/null; do
     [ "$SECONDS" -lt "$deadline" ] || fail "the poster did not finish within $((POST_SECONDS + 120)) s"
@@ -544,7 +576,7 @@ while kill -0 "$POSTER_PID" 2>/dev/null; do
 done
 wait "$POSTER_PID" || fail "the poster failed: $(tail -n 5 "$WORK/post.err")"
 POSTER_PID=""
-echo "$((SECONDS - started)) s: every notification posted" >>"$WORK/timeline"
+note "every notification posted"
 
 # Retries back off from 10 s and a killed replica's claims wait out their lease (timeout + 5 s): a minute or two.
 nothing_pending() {
@@ -557,11 +589,14 @@ until nothing_pending; do
         "$RECEIPTD" webhooks list --status pending --json --limit 10000 --config "$CONFIG" >"$WORK/pending.json"
         cat "$WORK/timeline" >&2
         fail "$(jq length "$WORK/pending.json") events still pending 150 s after the last post, e.g." \
-            "$(jq -c '.[:3][] | {id, type, account, original_transaction_id, sequence, deliveries}' "$WORK/pending.json")"
+            "$(jq -c '.[:3][] | {id, type, account, original_transaction_id, sequence, deliveries}' \
+                "$WORK/pending.json")"
     fi
     sleep 1
 done
-echo "$((SECONDS - started)) s: the outbox drained in $((SECONDS - drain_started)) s" >>"$WORK/timeline"
+note "the outbox drained in $((SECONDS - drain_started)) s, B alone"
+start_replica A
+note "A restarted"
 "$RECEIPTD" webhooks list --json --limit 10000 --config "$CONFIG" >"$WORK/outbox.json"
 [ "$(jq length "$WORK/outbox.json")" -lt 10000 ] || fail "the outbox outgrew one listing (10,000): scale the run down"
 
