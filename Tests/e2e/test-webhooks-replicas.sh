@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Webhooks (issue 25) through two replicas sharing one PostgreSQL: a rehearsal of the acceptance run's replica half
-# (test-webhooks.sh covers one server on SQLite). Some 1,000 forged notifications for 100 accounts (two originals
-# each, a few nobody owns, some sent twice) are posted from 8 threads, split between replicas A and B, while one
-# receiver answers ok, then 500, hangs, resets connections and comes back; A is `kill -9`ed while a delivery of its
-# hangs at the receiver, B while one of its answers is on the way, and each is restarted on its port. A post that
-# does not get a 200 is sent to the other replica, as Apple retries. Once the outbox has drained (bounded; no replay),
-# checks every signature, that every event of the outbox arrived with a 2xx, that no stream's sequence went backwards
-# in the order the receiver first accepted its events, that nothing arrived outside the outbox or for a transaction
-# the ledger does not hold, and that every notification answered 200 is in the ledger with exactly one purchase event.
-# Skips when PostgreSQL is absent and RECEIPTD_SKIP_POSTGRES=1. KEEP_WORK=1 keeps the logs and listings.
+# (test-webhooks.sh covers one server on SQLite). 1,360 forged notifications for 150 accounts (two originals each,
+# four notifications an original) and 40 originals nobody owns, one in 25 sent twice, are posted from 8 threads over
+# 45 s, split between replicas A and B; a post answered anything but 200 is sent to the other replica, as Apple
+# retries. Two webhooks: audit's receiver always answers 200 (and must go on getting events while backend's hangs);
+# backend's answers 200, then 500, hangs, resets connections and comes back. A is `kill -9`ed while backend's
+# receiver hangs on one of its deliveries, B while the receiver answers one of its deliveries 200, each restarted on
+# its port; a second round kills A again and leaves it down, so B alone takes over its claims. Once the outbox has
+# drained (bounded; no replay), checks for each webhook every signature; that every event of the outbox arrived with
+# a 2xx; that no stream's sequence went backwards in the order the receiver first accepted its events; that nothing
+# arrived outside the outbox or for a transaction the ledger does not hold; that every notification answered 200 is
+# stored, with exactly one purchase event, and each account has one ENTITLEMENTS_CHANGED.
+# DRILL_ACCOUNTS, DRILL_UNOWNED, DRILL_PER_ORIGINAL and DRILL_POST_SECONDS scale it (400, 100, 4, 60: 3,600
+# notifications in about 90 s). Skips when PostgreSQL is absent and RECEIPTD_SKIP_POSTGRES=1. KEEP_WORK=1 keeps the
+# receivers' logs, the replicas' logs, the outbox listing and the posts' answers.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 . "$HERE/lib.sh"
@@ -28,15 +33,20 @@ PER_ORIGINAL="${DRILL_PER_ORIGINAL:-4}"
 POST_SECONDS="${DRILL_POST_SECONDS:-45}"
 
 WORK="$(mktemp -d)"
-RECEIVER_PID="" POSTER_PID="" A_PID="" B_PID=""
+RECEIVER_PIDS=() POSTER_PID="" A_PID="" B_PID=""
 cleanup() {
     local status=$?
     set +e
-    for pid in "$POSTER_PID" "$A_PID" "$B_PID" "$RECEIVER_PID"; do
+    for pid in "$POSTER_PID" "$A_PID" "$B_PID" "${RECEIVER_PIDS[@]}"; do
         [ -z "$pid" ] || { kill -KILL "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; }
     done
     pg_stop
-    if [ -n "${KEEP_WORK:-}" ]; then echo "kept $WORK" >&2; else rm -rf "$WORK"; fi
+    if [ -n "${KEEP_WORK:-}" ]; then
+        echo "kept $WORK" >&2
+    else
+        [ "$status" = 0 ] || echo "$NAME: KEEP_WORK=1 keeps the logs and listings" >&2
+        rm -rf "$WORK"
+    fi
     exit "$status"
 }
 trap cleanup EXIT
@@ -289,16 +299,20 @@ PY
 
 # --- the checks -----------------------------------------------------------------------------------------------------
 cat >"$WORK/check.py" <<'PY'
-"""check.py LOG OUTBOX PLAN RESULTS SECRET URL: what the receiver recorded, against the outbox, the plan and the
-ledger. Prints one line a check passed; on failures, each (at most 10 a check) and exits 1."""
+"""check.py WEBHOOK LOG OUTBOX PLAN RESULTS SECRET URL: what WEBHOOK's receiver recorded, against the outbox, the plan
+and the ledger. Prints one line saying what passed; for a failed check, its problems (at most 10), and exits 1."""
 import base64, collections, hashlib, hmac, json, sys, urllib.error, urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
-log_path, outbox_path, plan_path, results_path, secret_path, url = sys.argv[1:]
+webhook, log_path, outbox_path, plan_path, results_path, secret_path, url = sys.argv[1:]
 with open(log_path) as file:
     records = [json.loads(line) for line in file if line.strip()]
 with open(outbox_path) as file:
-    outbox = {event["id"]: event for event in json.load(file)}
+    outbox = {}
+    for event in json.load(file):
+        event["deliveries"] = [d for d in event["deliveries"] if d["webhook"] == webhook]
+        if event["deliveries"]:
+            outbox[event["id"]] = event
 with open(plan_path) as file:
     plan = {}
     for line in file:
@@ -308,17 +322,17 @@ with open(results_path) as file:
     results = [json.loads(line) for line in file]
 with open(secret_path, "rb") as file:
     secret = file.read().strip()
-failures = 0
+failures, passes = 0, []
 
 def report(check, problems, passed):
     global failures
     if problems:
         failures += 1
-        print(f"FAIL {check}: {len(problems)} problem(s)")
+        print(f"FAIL {webhook}: {check}: {len(problems)} problem(s)")
         for problem in problems[:10]:
             print("    " + problem)
     else:
-        print(passed)
+        passes.append(passed)
 
 def stream(event):
     return event["account"] if event.get("account") is not None else "otx:" + event["original_transaction_id"]
@@ -338,18 +352,18 @@ for r in records:
         problems.append(f"{payload['id']}: signed at t={fields['t']}, arrived at {r['at']:.0f}")
     if r["event_id"] != payload["id"]:
         problems.append(f"Receiptd-Event-Id {r['event_id']} on a body whose id is {payload['id']}")
-report("signatures", problems, f"{len(records)} POSTs ({len(accepted)} answered 200), every signature verified")
+report("signatures", problems, f"{len(records)} POSTs ({len(accepted)} answered 200) signed")
 
 delivered = {json.loads(base64.b64decode(r["body"]))["id"] for r in accepted}
 problems = [f"{i} ({e['type']}, stream {stream(e)}, sequence {e['sequence']}): never answered 2xx; deliveries "
             f"{e['deliveries']}" for i, e in outbox.items() if i not in delivered]
 problems += [f"{i}: received with a 2xx but the outbox says {e['deliveries']}" for i, e in outbox.items()
              if i in delivered and any(d["state"] != "delivered" for d in e["deliveries"])]
-report("complete", problems, f"{len(outbox)} events in the outbox, every one received with a 2xx and delivered")
+report("complete", problems, f"{len(outbox)} events of the outbox all received")
 
 problems = [f"{i} ({p['type']}, transaction {p['transaction']['transaction_id']}) arrived but is not in the outbox"
             for i, p in bodies.items() if i not in outbox]
-report("unknown events", problems, "nothing arrived that the outbox does not hold")
+report("unknown events", problems, "none from outside it")
 
 # Order: per stream, the events in the order the receiver first accepted each; a later first acceptance with a lower
 # sequence is disorder (a duplicate of an accepted event is at-least-once, not disorder).
@@ -374,7 +388,7 @@ for key, events in by_stream.items():
     if len(set(sequences)) != len(sequences):
         twice = sorted(s for s, n in collections.Counter(sequences).items() if n > 1)
         problems.append(f"stream {key}: the outbox gives sequences {twice} to more than one event")
-report("order", problems, f"{len(streams)} streams, none went backwards at the receiver")
+report("order", problems, f"{len(streams)} streams in order")
 
 # The ledger: each transaction an event arrived for is stored; each notification answered 200 is stored, and its
 # transaction has exactly one purchase event of its kind, on its account's stream, however often it was sent.
@@ -427,26 +441,39 @@ for account in sorted({plan[u]["account"] for u in acknowledged} - {None} | set(
     seen = [(p["id"], p.get("entitlements_before"), p["entitlements"]) for p in changes.get(account, [])]
     if account is None or len(seen) != 1 or seen[0][1:] != ([], ["pro"]):
         problems.append(f"account {account}: ENTITLEMENTS_CHANGED events {seen}, expected one from [] to ['pro']")
-report("ledger", problems, f"{len(acknowledged)} notifications answered 200, each stored with one purchase event; "
-       f"{len(transactions)} transactions looked up; one ENTITLEMENTS_CHANGED for each of {len(changes)} accounts")
+report("ledger", problems, f"{len(acknowledged)} notifications stored, one purchase event each, "
+       f"{len(transactions)} transactions in the ledger, one ENTITLEMENTS_CHANGED for each of {len(changes)} accounts")
+print(f"{webhook}: " + "; ".join(passes))
 sys.exit(1 if failures else 0)
 PY
 
-# --- the world: PostgreSQL, two replicas, one receiver --------------------------------------------------------------
+# --- the world: PostgreSQL, two replicas, two receivers ------------------------------------------------------------
 pg_start || fail "could not start PostgreSQL"
 WORLD="$WORK/world"
 make_ledger_world "$WORLD" "$(jq -cn --arg c "$PG_CONNINFO" '{postgres: $c}')"
-"$RECEIPTD" webhooks secret new >"$WORLD/webhook-secret"
-LOG="$WORK/received.jsonl" MODE="$WORK/mode" OPEN="$WORK/open"
-echo ok >"$MODE"
-python3 "$WORK/receiver.py" "$LOG" "$MODE" "$WORK/receiver-port" "$OPEN" 2>"$WORK/receiver.err" &
-RECEIVER_PID=$!
-for _ in $(seq 1 100); do [ -s "$WORK/receiver-port" ] && break; sleep 0.1; done
-[ -s "$WORK/receiver-port" ] || fail "the receiver did not start: $(cat "$WORK/receiver.err")"
-RECEIVER_PORT="$(cat "$WORK/receiver-port")"
-jq --arg url "http://127.0.0.1:$RECEIVER_PORT/hooks" '.apps[0].entitlements = {"pro": ["pro.monthly"]}
-    | .webhooks = [{"name": "backend", "url": $url, "secret_file": "webhook-secret", "events": ["*"],
-                    "allow_http": true, "timeout": 2}]' "$WORLD/receiptd.json" >"$WORLD/receiptd.json.new"
+# Two webhooks: backend, whose receiver misbehaves, and audit, whose receiver always answers 200 and must not wait
+# on backend's.
+# start_receiver NAME: its log WORK/NAME.jsonl, mode file WORK/NAME.mode, held ports WORK/NAME.open; sets NAME_PORT.
+start_receiver() {
+    local name="$1"
+    "$RECEIPTD" webhooks secret new >"$WORLD/$name-secret"
+    echo ok >"$WORK/$name.mode"
+    python3 "$WORK/receiver.py" "$WORK/$name.jsonl" "$WORK/$name.mode" "$WORK/$name.port" "$WORK/$name.open" \
+        2>"$WORK/$name.err" &
+    RECEIVER_PIDS+=($!)
+    for _ in $(seq 1 100); do [ -s "$WORK/$name.port" ] && break; sleep 0.1; done
+    [ -s "$WORK/$name.port" ] || fail "the $name receiver did not start: $(cat "$WORK/$name.err")"
+    eval "${name}_PORT=$(cat "$WORK/$name.port")"
+}
+start_receiver backend
+start_receiver audit
+LOG="$WORK/backend.jsonl" MODE="$WORK/backend.mode" OPEN="$WORK/backend.open"
+jq --arg backend "http://127.0.0.1:$backend_PORT/hooks" --arg audit "http://127.0.0.1:$audit_PORT/hooks" '
+    .apps[0].entitlements = {"pro": ["pro.monthly"]}
+    | .webhooks = [{"name": "backend", "url": $backend, "secret_file": "backend-secret", "events": ["*"],
+                    "allow_http": true, "timeout": 2},
+                   {"name": "audit", "url": $audit, "secret_file": "audit-secret", "allow_http": true, "timeout": 2}]
+    ' "$WORLD/receiptd.json" >"$WORLD/receiptd.json.new"
 mv "$WORLD/receiptd.json.new" "$WORLD/receiptd.json"
 CONFIG="$WORLD/receiptd.json"
 
@@ -496,8 +523,9 @@ wait_until() {
         sleep 0.2
     done
 }
-accepted() { grep -c '"status": 200' "$LOG" 2>/dev/null || true; }
-more_accepted_than() { [ "$(accepted)" -gt "$1" ]; }
+# accepted [NAME]: how many POSTs NAME's receiver (backend) answered 200.
+accepted() { grep -c '"status": 200' "$WORK/${1:-backend}.jsonl" 2>/dev/null || true; }
+more_accepted_than() { [ "$(accepted "${2:-backend}")" -gt "$1" ]; }
 note() { echo "$((SECONDS - started)) s: $*" >>"$WORK/timeline"; }
 set_mode() { echo "$1" >"$MODE"; note "receiver $1"; }
 
@@ -538,6 +566,8 @@ set_mode 500
 sleep 4
 set_mode hang
 wait_until 20 "replica A holding a delivery the receiver hangs on" mid_delivery A
+audit_before="$(accepted audit)"
+wait_until 10 "audit's receiver getting events while backend's hangs" more_accepted_than $((audit_before + 10)) audit
 kill_replica A
 note "kill -9 A mid-delivery"
 sleep 2
@@ -600,9 +630,12 @@ note "A restarted"
 "$RECEIPTD" webhooks list --json --limit 10000 --config "$CONFIG" >"$WORK/outbox.json"
 [ "$(jq length "$WORK/outbox.json")" -lt 10000 ] || fail "the outbox outgrew one listing (10,000): scale the run down"
 
-python3 "$WORK/check.py" "$LOG" "$WORK/outbox.json" "$WORK/plan.jsonl" "$WORK/results.jsonl" \
-    "$WORLD/webhook-secret" "$A_URL" >"$WORK/check.out" \
-    || { cat "$WORK/timeline" "$WORK/check.out" >&2; fail "checks"; }
+status=0
+for webhook in backend audit; do
+    python3 "$WORK/check.py" "$webhook" "$WORK/$webhook.jsonl" "$WORK/outbox.json" "$WORK/plan.jsonl" \
+        "$WORK/results.jsonl" "$WORLD/$webhook-secret" "$A_URL" >>"$WORK/check.out" || status=1
+done
+[ "$status" = 0 ] || { cat "$WORK/timeline" "$WORK/check.out" >&2; fail "checks"; }
 count="$(timeout 30 "$RECEIPTD" store status --config "$CONFIG" --json | jq .counts.notifications)"
 distinct="$(jq -r .uuid "$WORK/plan.jsonl" | sort -u | wc -l)"
 [ "$count" = "$distinct" ] || fail "$distinct distinct notifications acknowledged; the ledger counts $count"
@@ -617,7 +650,6 @@ for name in A B; do
     stop_server || fail "replica $name did not stop cleanly: $(tail -n 5 "$WORK/$name.log")"
     eval "${name}_PID=''"
 done
-sed 's/^/    /' "$WORK/timeline"
 cat "$WORK/check.out"
 retried="$(jq -r 'select((.answers | length) > 1) | .uuid' "$WORK/results.jsonl" | wc -l)"
 echo "ok: $NOTES notifications ($retried re-sent to the other replica), $(jq length "$WORK/outbox.json") events," \
