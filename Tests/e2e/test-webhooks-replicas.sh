@@ -4,7 +4,7 @@
 # four notifications an original) and 40 originals nobody owns, one in 25 sent twice, are posted from 8 threads over
 # 45 s, split between replicas A and B; a post answered anything but 200 is sent to the other replica, as Apple
 # retries. Two webhooks: audit's receiver always answers 200 (and must go on getting events while backend's hangs);
-# backend's answers 200, then 500, hangs, resets connections and comes back. A is `kill -9`ed while backend's
+# backend's answers 200, then 500, hangs, resets connections, is gone and comes back. A is `kill -9`ed while backend's
 # receiver hangs on one of its deliveries, B while the receiver answers one of its deliveries 200, each restarted on
 # its port; a second round kills A again and leaves it down, so B alone takes over its claims. Once the outbox has
 # drained (bounded; no replay), checks for each webhook every signature; that every event of the outbox arrived with
@@ -33,11 +33,11 @@ PER_ORIGINAL="${DRILL_PER_ORIGINAL:-4}"
 POST_SECONDS="${DRILL_POST_SECONDS:-45}"
 
 WORK="$(mktemp -d)"
-RECEIVER_PIDS=() POSTER_PID="" A_PID="" B_PID=""
+backend_RECEIVER="" audit_RECEIVER="" POSTER_PID="" A_PID="" B_PID=""
 cleanup() {
     local status=$?
     set +e
-    for pid in "$POSTER_PID" "$A_PID" "$B_PID" "${RECEIVER_PIDS[@]}"; do
+    for pid in "$POSTER_PID" "$A_PID" "$B_PID" "$backend_RECEIVER" "$audit_RECEIVER"; do
         [ -z "$pid" ] || { kill -KILL "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; }
     done
     pg_stop
@@ -65,12 +65,13 @@ fi
 
 # --- the receiver ---------------------------------------------------------------------------------------------------
 cat >"$WORK/receiver.py" <<'PY'
-"""Records every POST as one JSON line and answers as the file MODE says: ok (200), 500, hang (no answer while the
+"""receiver.py LOG MODE PORT_FILE OPEN PORT (0: any) records every POST as one JSON line (appended to LOG, so a
+restarted receiver goes on with it) and answers as the file MODE says: ok (200), 500, hang (no answer while the
 mode stays hang, at most 20 s), reset (the connection closed with an RST, no answer) or slow (200 after 1 s). The file
 OPEN lists the client ports of requests held (hang, slow), so the test can tell which replica is mid-delivery."""
 import base64, http.server, json, os, socket, struct, sys, threading, time
 
-log_path, mode_path, port_path, open_path = sys.argv[1:5]
+log_path, mode_path, port_path, open_path, port = sys.argv[1:6]
 lock = threading.Lock()
 held = set()
 
@@ -139,7 +140,7 @@ class Server(http.server.ThreadingHTTPServer):
     def handle_error(self, request, client_address):
         pass  # resets and killed senders make broken pipes: expected here
 
-server = Server(("127.0.0.1", 0), Receiver)
+server = Server(("127.0.0.1", int(port)), Receiver)
 publish_held()
 with open(port_path + ".tmp", "w") as file:
     file.write(str(server.server_address[1]))
@@ -453,14 +454,16 @@ WORLD="$WORK/world"
 make_ledger_world "$WORLD" "$(jq -cn --arg c "$PG_CONNINFO" '{postgres: $c}')"
 # Two webhooks: backend, whose receiver misbehaves, and audit, whose receiver always answers 200 and must not wait
 # on backend's.
-# start_receiver NAME: its log WORK/NAME.jsonl, mode file WORK/NAME.mode, held ports WORK/NAME.open; sets NAME_PORT.
+# start_receiver NAME [PORT]: its log WORK/NAME.jsonl, mode file WORK/NAME.mode, held ports WORK/NAME.open; sets
+# NAME_PORT and NAME_RECEIVER (its pid).
 start_receiver() {
-    local name="$1"
-    "$RECEIPTD" webhooks secret new >"$WORLD/$name-secret"
-    echo ok >"$WORK/$name.mode"
+    local name="$1" port="${2:-0}"
+    [ -s "$WORLD/$name-secret" ] || "$RECEIPTD" webhooks secret new >"$WORLD/$name-secret"
+    [ -s "$WORK/$name.mode" ] || echo ok >"$WORK/$name.mode"
+    rm -f "$WORK/$name.port"
     python3 "$WORK/receiver.py" "$WORK/$name.jsonl" "$WORK/$name.mode" "$WORK/$name.port" "$WORK/$name.open" \
-        2>"$WORK/$name.err" &
-    RECEIVER_PIDS+=($!)
+        "$port" 2>>"$WORK/$name.err" &
+    eval "${name}_RECEIVER=$!"
     for _ in $(seq 1 100); do [ -s "$WORK/$name.port" ] && break; sleep 0.1; done
     [ -s "$WORK/$name.port" ] || fail "the $name receiver did not start: $(cat "$WORK/$name.err")"
     eval "${name}_PORT=$(cat "$WORK/$name.port")"
@@ -551,10 +554,10 @@ bad="$(grep -vc '^200 ' "$WORK/registered" || true)"
 echo "$NOTES notifications for $ACCOUNTS accounts and $UNOWNED unowned originals forged in $((SECONDS - started)) s"
 
 # --- the run: posting while the receiver misbehaves and the replicas die --------------------------------------------
-# Two cycles. While posting: ok, 500, hang (kill -9 A holding one), reset (A restarted), ok, slow (kill -9 B while the
-# receiver answers it 200, so that an accepted delivery goes unrecorded), ok (B restarted). With a third of the posts
-# left: 500, hang (kill -9 A holding one), reset, ok, and A stays down until the outbox drains, so that B alone takes
-# over A's claims after their lease.
+# Two cycles of backend's receiver. While posting: ok, 500, hang (kill -9 A holding one), reset (A restarted), gone
+# (connections refused), back on its port, slow (kill -9 B while the receiver answers it 200, so that an accepted
+# delivery goes unrecorded), ok (B restarted). With a third of the posts left: 500, hang (kill -9 A holding one),
+# reset, ok, and A stays down until the outbox drains, so that B alone takes over A's claims after their lease.
 : >"$WORK/timeline"
 posted() { [ "$(wc -l <"$WORK/results.jsonl")" -ge "$1" ]; }
 python3 "$WORK/post.py" "$WORK/plan.jsonl" "$WORK/results.jsonl" "$POST_SECONDS" "$A_URL" "$B_URL" \
@@ -575,8 +578,13 @@ set_mode reset
 sleep 3
 start_replica A
 note "A restarted"
-sleep 1
+kill "$backend_RECEIVER"
+wait "$backend_RECEIVER" 2>/dev/null || true
+note "receiver stopped: connections refused"
+sleep 3
 set_mode ok
+start_receiver backend "$backend_PORT"
+note "receiver back on its port"
 before="$(accepted)"
 wait_until 30 "deliveries resuming after the receiver came back" more_accepted_than $((before + 30))
 set_mode slow
