@@ -263,6 +263,8 @@ def post(url, body):
         if response.status == 200:
             return f"200 {str(json.loads(answer).get('duplicate')).lower()}"
         return str(response.status)
+    except ValueError:
+        return f"200 unreadable: {answer[:80]!r}"
     except (OSError, http.client.HTTPException) as error:
         return "error " + type(error).__name__
     finally:
