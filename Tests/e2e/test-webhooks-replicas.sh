@@ -21,6 +21,8 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 NAME=test-webhooks-replicas
 fail() { echo "$NAME: FAIL: $*" >&2; exit 1; }
 command -v jq >/dev/null || fail "jq is required (scripts/install-deps installs it)"
+# ss tells which replica holds a connection the receiver is hanging on: the kills must land mid-delivery.
+command -v ss >/dev/null || fail "ss is required (apt-get install iproute2)"
 if ! pg_available; then
     [ "${RECEIPTD_SKIP_POSTGRES:-0}" = 1 ] || fail "PostgreSQL server binaries not found (apt install postgresql)"
     skip_line "two replicas on PostgreSQL: RECEIPTD_SKIP_POSTGRES=1"
