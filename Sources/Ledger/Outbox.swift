@@ -249,18 +249,32 @@ public struct OutboxQuery: Sendable, Hashable {
     public var originalTransactionID: String?
     /// Created at or after (Unix ms).
     public var since: Int64?
+    /// Only events listed after this one: the next page of a listing too long for one read.
+    public var after: OutboxEvent.Position?
     public var limit: Int
 
     public init(
         state: DeliveryState? = nil, account: String? = nil, originalTransactionID: String? = nil, since: Int64? = nil,
-        limit: Int = 100
+        after: OutboxEvent.Position? = nil, limit: Int = 100
     ) {
         self.state = state
         self.account = account
         self.originalTransactionID = originalTransactionID
         self.since = since
+        self.after = after
         self.limit = limit
     }
+}
+
+extension OutboxEvent {
+    /// Where an event stands in a listing, newest first: by creation, then sequence, then id (unique).
+    public struct Position: Sendable, Hashable {
+        public var createdAt: Int64
+        public var sequence: Int64
+        public var id: String
+    }
+
+    public var position: Position { Position(createdAt: createdAt, sequence: sequence, id: id) }
 }
 
 /// Which deliveries to send again (set back to `pending`, due now, attempts kept).

@@ -271,11 +271,16 @@ extension LedgerRecords {
             condition({ "original_transaction_id = \($0)" }, .text(original))
         }
         if let since = query.since { condition({ "created_at >= \($0)" }, .integer(since)) }
+        if let after = query.after {
+            values += [.integer(after.createdAt), .integer(after.sequence), .text(after.id)]
+            let count = values.count
+            conditions.append("(created_at, sequence, event_id) < ($\(count - 2), $\(count - 1), $\(count))")
+        }
         values.append(.integer(Int64(query.limit)))
         let filter = conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")
         let sql = """
             SELECT event_id, type, account, original_transaction_id, stream, sequence, created_at, body FROM events
-            \(filter) ORDER BY created_at DESC, sequence DESC LIMIT $\(values.count)
+            \(filter) ORDER BY created_at DESC, sequence DESC, event_id DESC LIMIT $\(values.count)
             """
         return try database.read { connection throws(LedgerError) in
             var events: [OutboxEvent] = []

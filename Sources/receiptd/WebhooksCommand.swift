@@ -82,13 +82,16 @@ struct WebhooksList: ReceiptdCommand {
     var account: String?
 
     @Option(
-        help: ArgumentHelp("At most this many events (1 to 10000).", valueName: "count"),
+        help: ArgumentHelp("At most this many events (1 to 1000000).", valueName: "count"),
         transform: { text in
-            try parsed(text, expecting: "a count from 1 to 10000") {
-                Int($0).flatMap { (1...10_000).contains($0) ? $0 : nil }
+            try parsed(text, expecting: "a count from 1 to 1000000") {
+                Int($0).flatMap { (1...1_000_000).contains($0) ? $0 : nil }
             }
         })
     var limit = 100
+
+    /// Events read and printed at a time: a listing of a whole outbox never holds it in memory.
+    static let pageSize = 1_000
 
     @Flag(help: "One JSON array of events, each with its deliveries.")
     var json = false
@@ -97,18 +100,31 @@ struct WebhooksList: ReceiptdCommand {
 
     func execute() -> Int32 {
         runLedgerCommand("webhooks list", configPath: config.config) { (store, ledger) throws(StoreCommandFailure) in
-            let events: [OutboxEvent]
-            do throws(LedgerError) {
-                events = try ledger.events(OutboxQuery(state: status, account: account, limit: limit))
-            } catch {
-                throw StoreCommandFailure(message: store.explain(error))
-            }
+            var array = OutboxListing.JSONArray()
+            var listed = 0
+            var after: OutboxEvent.Position?
+            repeat {
+                let wanted = min(Self.pageSize, limit - listed)
+                let page: [OutboxEvent]
+                do throws(LedgerError) {
+                    page = try ledger.events(
+                        OutboxQuery(state: status, account: account, after: after, limit: wanted))
+                } catch {
+                    throw StoreCommandFailure(message: store.explain(error))
+                }
+                if json {
+                    StandardStream.output.write(array.append(page))
+                } else if !page.isEmpty {
+                    print(OutboxListing.lines(page).joined(separator: "\n"))
+                }
+                listed += page.count
+                after = page.last?.position
+                if page.count < wanted { break }
+            } while listed < limit
             if json {
-                var text = OutboxListing.json(events).serialized(pretty: true)
-                text.append(0x0A)
-                StandardStream.output.write(text)
-            } else {
-                print(OutboxListing.lines(events).joined(separator: "\n"))
+                StandardStream.output.write(array.end())
+            } else if listed == 0 {
+                print(OutboxListing.lines([]).joined(separator: "\n"))
             }
         }
     }
@@ -255,6 +271,30 @@ private func resolvedConfiguration(_ configPath: String?) throws(StoreCommandFai
 
 /// How `webhooks list` and `webhooks test` print what they found.
 enum OutboxListing {
+    /// ``json(_:)``'s text (and a newline), written a page of events at a time.
+    struct JSONArray {
+        private var isEmpty = true
+
+        mutating func append(_ events: [OutboxEvent]) -> [UInt8] {
+            var out: [UInt8] = []
+            for event in events {
+                out += Array((isEmpty ? "[" : ",").utf8)
+                isEmpty = false
+                // An element one level deep: its own pretty text, each line indented once more. A newline inside a
+                // string is escaped, so every newline here is the layout's.
+                let element = OutboxListing.json([event])[0]?.serialized(pretty: true).dropLast() ?? []
+                out += Array("\n  ".utf8)
+                for byte in element {
+                    out.append(byte)
+                    if byte == 0x0A { out += Array("  ".utf8) }
+                }
+            }
+            return out
+        }
+
+        func end() -> [UInt8] { Array((isEmpty ? "[]\n\n" : "\n]\n\n").utf8) }
+    }
+
     static func lines(_ events: [OutboxEvent]) -> [String] {
         if events.isEmpty { return ["no events"] }
         var lines: [String] = []

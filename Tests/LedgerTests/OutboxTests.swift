@@ -318,6 +318,28 @@ struct OutboxTests {
     // MARK: - claiming and finishing
 
     /// Three events in stream `otx:a`, one in `otx:b`, for the webhook `backend`.
+    /// A listing read a page at a time (`webhooks list` over a whole outbox) is the listing read at once: events of
+    /// one instant and one sequence in several streams are told apart by their ids, none twice, none left out.
+    @Test(arguments: Backend.tested)
+    func eventsReadPageByPage_areTheWholeListing_once(_ backend: Backend) throws {
+        let ledger = try Self.threeAndOne(backend)
+        try ledger.record(transactions: [Self.transaction("c1", original: "c")], source: .jws)
+        let whole = try Self.all(ledger)
+        #expect(Set(whole.map(\.createdAt)).count == 1, "every event of one instant, so that ids order them")
+        var paged: [OutboxEvent] = []
+        var after: OutboxEvent.Position?
+        while true {
+            let page = try ledger.events(OutboxQuery(after: after, limit: 2))
+            paged += page
+            guard let last = page.last, page.count == 2 else { break }
+            after = last.position
+        }
+        #expect(paged.map(\.id) == whole.map(\.id))
+        #expect(whole.count == 7)
+        #expect(try ledger.events(OutboxQuery(state: .pending, after: whole[2].position)).map(\.id)
+            == Array(whole.dropFirst(3)).map(\.id))
+    }
+
     static func threeAndOne(_ backend: Backend) throws -> any LedgerStore {
         let ledger = try Self.open(backend)
         try ledger.record(transactions: [Self.transaction("a1", original: "a")], source: .jws)

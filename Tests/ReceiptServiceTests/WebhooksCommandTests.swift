@@ -113,6 +113,20 @@ struct WebhooksCommandTests {
         #expect(OutboxListing.lines([]) == ["no events"])
     }
 
+    @Test func listJSON_writtenAPageAtATime_isTheWholeArraysText() {
+        var whole = OutboxListing.json(Self.events).serialized(pretty: true)
+        whole.append(0x0A)
+        for split in 0...Self.events.count {
+            var array = OutboxListing.JSONArray()
+            let text = array.append(Array(Self.events.prefix(split))) + array.append(Array(Self.events.dropFirst(split)))
+                + array.end()
+            #expect(String(decoding: text, as: UTF8.self) == String(decoding: whole, as: UTF8.self), "split \(split)")
+        }
+        var empty = OutboxListing.json([]).serialized(pretty: true)
+        empty.append(0x0A)
+        #expect(OutboxListing.JSONArray().end() == empty)
+    }
+
     @Test func listJSON_keepsItsKeys() throws {
         let json = OutboxListing.json(Self.events)
         guard case .object(let event)? = json[0] else {

@@ -628,7 +628,7 @@ nothing_pending() {
 drain_started=$SECONDS
 until nothing_pending; do
     if [ $((SECONDS - drain_started)) -ge 150 ]; then
-        "$RECEIPTD" webhooks list --status pending --json --limit 10000 --config "$CONFIG" >"$WORK/pending.json"
+        "$RECEIPTD" webhooks list --status pending --json --limit 1000000 --config "$CONFIG" >"$WORK/pending.json"
         cat "$WORK/timeline" >&2
         fail "$(jq length "$WORK/pending.json") events still pending 150 s after the last post, e.g." \
             "$(jq -c '.[:3][] | {id, type, account, original_transaction_id, sequence, deliveries}' \
@@ -639,8 +639,7 @@ done
 note "the outbox drained in $((SECONDS - drain_started)) s, B alone"
 start_replica A
 note "A restarted"
-"$RECEIPTD" webhooks list --json --limit 10000 --config "$CONFIG" >"$WORK/outbox.json"
-[ "$(jq length "$WORK/outbox.json")" -lt 10000 ] || fail "the outbox outgrew one listing (10,000): scale the run down"
+"$RECEIPTD" webhooks list --json --limit 1000000 --config "$CONFIG" >"$WORK/outbox.json"
 
 status=0
 for webhook in backend audit; do
