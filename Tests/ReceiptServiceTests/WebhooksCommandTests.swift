@@ -118,8 +118,8 @@ struct WebhooksCommandTests {
         whole.append(0x0A)
         for split in 0...Self.events.count {
             var array = OutboxListing.JSONArray()
-            let text = array.append(Array(Self.events.prefix(split))) + array.append(Array(Self.events.dropFirst(split)))
-                + array.end()
+            let first = array.append(Array(Self.events.prefix(split)))
+            let text = first + array.append(Array(Self.events.dropFirst(split))) + array.end()
             #expect(String(decoding: text, as: UTF8.self) == String(decoding: whole, as: UTF8.self), "split \(split)")
         }
         var empty = OutboxListing.json([]).serialized(pretty: true)
