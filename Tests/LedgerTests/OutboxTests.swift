@@ -468,22 +468,28 @@ struct OutboxTests {
         #expect(failed.first?.deliveries.first?.attempts == 2)
     }
 
+    /// Claims stream `otx:b`'s head for holder r1, leased for a minute.
+    static func claimB(_ ledger: any LedgerStore, at time: Int64) throws -> ClaimedDelivery? {
+        try ledger.claimDeliveries(webhook: "backend", holder: "r1", now: time, leaseUntil: time + 60_000, limit: 10)
+            .first { $0.stream == "otx:b" }
+    }
+
+    /// Of ``threeAndOne(_:)``: b's first event delivered at `now` + 1, so that its second heads the stream alone.
+    static func deliverBsFirstEvent(_ ledger: any LedgerStore) throws {
+        let first = try #require(try claimB(ledger, at: now))
+        #expect(
+            try ledger.finishDelivery(
+                eventID: first.eventID, webhook: "backend", holder: "r1", result: .delivered(status: 200), at: now + 1))
+    }
+
     /// Stored due behind a head being retried, what a failing receiver leaves behind would be walked, and held back by
     /// the head test, by every claim until the receiver recovers: on SQLite on the writer, at every write's nudge.
     @Test(arguments: Backend.tested)
     func anEventStoredBehindAHeadBeingRetried_waitsForItsTurn(_ backend: Backend) throws {
         let ledger = try Self.threeAndOne(backend)
-        func claimB(at time: Int64) throws -> ClaimedDelivery? {
-            try ledger.claimDeliveries(
-                webhook: "backend", holder: "r1", now: time, leaseUntil: time + 60_000, limit: 10
-            ).first { $0.stream == "otx:b" }
-        }
-        // b's first event delivered; its second, a head alone now, answered 500.
-        let first = try #require(try claimB(at: Self.now))
-        #expect(
-            try ledger.finishDelivery(
-                eventID: first.eventID, webhook: "backend", holder: "r1", result: .delivered(status: 200),
-                at: Self.now + 1))
+        func claimB(at time: Int64) throws -> ClaimedDelivery? { try Self.claimB(ledger, at: time) }
+        // b's second event, a head alone now, answered 500.
+        try Self.deliverBsFirstEvent(ledger)
         let second = try #require(try claimB(at: Self.now + 2))
         #expect(second.sequence == 2)
         #expect(
@@ -507,16 +513,8 @@ struct OutboxTests {
     @Test(arguments: Backend.tested)
     func eventsStoredDuringAHeadsFirstTry_waitForTheirTurnOnceItFails(_ backend: Backend) throws {
         let ledger = try Self.threeAndOne(backend)
-        func claimB(at time: Int64) throws -> ClaimedDelivery? {
-            try ledger.claimDeliveries(
-                webhook: "backend", holder: "r1", now: time, leaseUntil: time + 60_000, limit: 10
-            ).first { $0.stream == "otx:b" }
-        }
-        let first = try #require(try claimB(at: Self.now))
-        #expect(
-            try ledger.finishDelivery(
-                eventID: first.eventID, webhook: "backend", holder: "r1", result: .delivered(status: 200),
-                at: Self.now + 1))
+        func claimB(at time: Int64) throws -> ClaimedDelivery? { try Self.claimB(ledger, at: time) }
+        try Self.deliverBsFirstEvent(ledger)
         let inFlight = try #require(try claimB(at: Self.now + 2))
         try ledger.record(transactions: [Self.transaction("b2", original: "b")], source: .jws)
         try ledger.record(transactions: [Self.transaction("b3", original: "b")], source: .jws)

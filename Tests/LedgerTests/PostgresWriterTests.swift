@@ -94,6 +94,15 @@ struct PostgresWriterTests {
 
         func openGate() throws { try gatekeeper.execute("COMMIT") }
 
+        /// Another transaction, holding the `probe` row 2 (committed first) locked until it ends.
+        func transactionHoldingRow2() throws -> PostgresConnection {
+            let other = try PostgresConnection(connectionString: connectionString, timeout: 30)
+            try other.execute("INSERT INTO probe VALUES (2)")
+            try other.execute("BEGIN")
+            #expect(try other.query("SELECT id FROM probe WHERE id = 2 FOR UPDATE", []).count == 1)
+            return other
+        }
+
         func probeIDs() throws -> [Int64] {
             try gatekeeper.query("SELECT id FROM probe ORDER BY id", []).compactMap { $0.int64(0) }
         }
@@ -103,6 +112,12 @@ struct PostgresWriterTests {
         { connection throws(LedgerError) in
             try connection.query("INSERT INTO probe VALUES ($1) RETURNING txid_current()", [.integer(id)])
                 .first?.int64(0) ?? -1
+        }
+    }
+
+    static func lockRow(_ id: Int64) -> @Sendable (any SQLConnection) throws(LedgerError) -> Int64 {
+        { connection throws(LedgerError) in
+            try connection.query("SELECT id FROM probe WHERE id = $1 FOR UPDATE", [.integer(id)]).first?.int64(0) ?? -1
         }
     }
 
@@ -187,18 +202,12 @@ struct PostgresWriterTests {
     /// by failing one side; the waiting piece steps aside instead, so both sides commit.
     @Test func pieceWaitingOnALockWhileItsGroupHoldsAnother_stepsAside_soNeitherSideDeadlocks() throws {
         let gated = try GatedLedger()
-        let rival = try PostgresConnection(connectionString: gated.connectionString, timeout: 30)
-        try rival.execute("INSERT INTO probe VALUES (1), (2)")
-        try rival.execute("BEGIN")
-        #expect(try rival.query("SELECT id FROM probe WHERE id = 2 FOR UPDATE", []).count == 1)
+        try gated.gatekeeper.execute("INSERT INTO probe VALUES (1)")
+        let rival = try gated.transactionHoldingRow2()
         let writes = Writes()
         try gated.holdWriter(writes)
-        for (name, id) in [("holds 1", 1), ("waits for 2", 2)] {
-            try writes.start(name, on: gated.ledger) { connection throws(LedgerError) in
-                try connection.query("SELECT id FROM probe WHERE id = $1 FOR UPDATE", [.integer(Int64(id))])
-                    .first?.int64(0) ?? -1
-            }
-        }
+        try writes.start("holds 1", on: gated.ledger, Self.lockRow(1))
+        try writes.start("waits for 2", on: gated.ledger, Self.lockRow(2))
         try gated.openGate()
         try waitUntil("the group holds row 1 and waits for row 2, or has stepped past the wait") {
             let waiting = try gated.gatekeeper.query(
@@ -225,16 +234,11 @@ struct PostgresWriterTests {
     /// nor the locks they took, until that transaction ends.
     @Test func pieceWaitingOnALockHeldElsewhere_letsTheRestOfItsGroupCommit_thenCommitsItself() throws {
         let gated = try GatedLedger()
-        let stranger = try PostgresConnection(connectionString: gated.connectionString, timeout: 30)
-        try stranger.execute("INSERT INTO probe VALUES (2)")
-        try stranger.execute("BEGIN")
-        #expect(try stranger.query("SELECT id FROM probe WHERE id = 2 FOR UPDATE", []).count == 1)
+        let stranger = try gated.transactionHoldingRow2()
         let writes = Writes()
         try gated.holdWriter(writes)
         try writes.start("before", on: gated.ledger, Self.insert(1))
-        try writes.start("waits for 2", on: gated.ledger) { connection throws(LedgerError) in
-            try connection.query("SELECT id FROM probe WHERE id = 2 FOR UPDATE", []).first?.int64(0) ?? -1
-        }
+        try writes.start("waits for 2", on: gated.ledger, Self.lockRow(2))
         try writes.start("after", on: gated.ledger, Self.insert(3))
         try gated.openGate()
         try waitUntil("the pieces around the waiting one commit") {

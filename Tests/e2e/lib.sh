@@ -79,6 +79,17 @@ fail() {
     echo "FAIL: $*"
     failures=$((failures + 1))
 }
+# wait_until SECONDS DESCRIPTION COMMAND…: polls COMMAND (quietly) until it succeeds; after SECONDS, `fail`s naming
+# DESCRIPTION and returns 1.
+wait_until() {
+    local limit="$1" description="$2"
+    shift 2
+    local deadline=$((SECONDS + limit))
+    until "$@" >/dev/null 2>&1; do
+        [ "$SECONDS" -lt "$deadline" ] || { fail "$description: not within $limit s"; return 1; }
+        sleep 0.2
+    done
+}
 contains() { # contains DESCRIPTION FILE TEXT
     grep -qF -- "$3" "$2" || { fail "$1: '$3' not in $2"; sed 's/^/    /' "$2" | head -n 5; }
 }

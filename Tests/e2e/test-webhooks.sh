@@ -40,61 +40,6 @@ for lang in sh python js go; do
 done
 ! grep -qE '^```(bash|shell|console)$' "$DOC" || fail "docs/events.md has a shell block this test does not run"
 
-# --- the receiver ---------------------------------------------------------------------------------------------------
-cat >"$WORK/receiver.py" <<'PY'
-"""Records every POST as one JSON line; answers as the file MODE says: ok (200), 500, or hang (no answer until the
-mode changes, at most 20 s: longer than the webhook's timeout)."""
-import base64, http.server, json, sys, threading, time
-
-log_path, mode_path, port_path = sys.argv[1:4]
-lock = threading.Lock()
-
-def mode():
-    try:
-        with open(mode_path) as file:
-            return file.read().strip() or "ok"
-    except OSError:
-        return "ok"
-
-class Receiver(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def do_POST(self):
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        answer = mode()
-        status = {"ok": 200, "500": 500}.get(answer)
-        record = {
-            "at": time.time(), "path": self.path, "status": status,
-            "signature": self.headers.get("Receiptd-Signature"), "event_id": self.headers.get("Receiptd-Event-Id"),
-            "content_type": self.headers.get("Content-Type"), "user_agent": self.headers.get("User-Agent"),
-            "body": base64.b64encode(body).decode(),
-        }
-        with lock, open(log_path, "a") as log:
-            log.write(json.dumps(record) + "\n")
-        if status is None:
-            deadline = time.time() + 20
-            while mode() == "hang" and time.time() < deadline:
-                time.sleep(0.1)
-            self.close_connection = True
-            return
-        reply = b"received" if status == 200 else b"down for maintenance"
-        self.send_response(status)
-        self.send_header("Content-Type", "text/plain")
-        self.send_header("Content-Length", str(len(reply)))
-        self.end_headers()
-        self.wfile.write(reply)
-
-    def log_message(self, *arguments):
-        pass
-
-server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
-server.daemon_threads = True
-with open(port_path + ".tmp", "w") as file:
-    file.write(str(server.server_address[1]))
-import os; os.rename(port_path + ".tmp", port_path)
-server.serve_forever()
-PY
-
 # --- the checks on what the receiver got, against the outbox -------------------------------------------------------
 cat >"$WORK/check.py" <<'PY'
 """check.py COMMAND LOG …: what the receiver recorded, checked. Prints one line; exits 1 on a failure."""
@@ -205,7 +150,7 @@ make_ledger_world "$WORLD" '{"sqlite": "ledger.sqlite"}'
 LOG="$WORK/received.jsonl"
 MODE="$WORK/mode"
 echo ok >"$MODE"
-python3 "$WORK/receiver.py" "$LOG" "$MODE" "$WORK/receiver-port" &
+python3 "$HERE/webhook_receiver.py" "$LOG" "$MODE" "$WORK/receiver-port" &
 RECEIVER_PID=$!
 for _ in $(seq 1 100); do [ -s "$WORK/receiver-port" ] && break; sleep 0.1; done
 [ -s "$WORK/receiver-port" ] || fail "the receiver did not start"
@@ -225,16 +170,6 @@ mv "$WORLD/receiptd.json.new" "$WORLD/receiptd.json"
 CONFIG="$WORLD/receiptd.json"
 start_server "$CONFIG"
 
-# wait_until SECONDS DESCRIPTION COMMAND…: polls until COMMAND succeeds, or fails naming DESCRIPTION.
-wait_until() {
-    local limit="$1" description="$2"
-    shift 2
-    local deadline=$((SECONDS + limit))
-    until "$@" >/dev/null 2>&1; do
-        [ "$SECONDS" -lt "$deadline" ] || fail "$description: not within $limit s"
-        sleep 0.5
-    done
-}
 nothing_pending() {
     "$RECEIPTD" webhooks list --status pending --json --config "$CONFIG" >"$WORK/pending.json" \
         && [ "$(jq length "$WORK/pending.json")" = 0 ]
