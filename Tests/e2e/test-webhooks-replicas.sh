@@ -569,5 +569,7 @@ for name in A B; do
 done
 cat "$WORK/check.out"
 retried="$(jq -r 'select((.answers | length) > 1) | .uuid' "$WORK/results.jsonl" | wc -l)"
+# Read once the replicas' backends are gone: each reports its statistics as it exits.
+deadlocks="$(timeout 10 "$PG_BIN/psql" "$PG_CONNINFO" -tAc "SELECT sum(deadlocks) FROM pg_stat_database" || echo "?")"
 echo "ok: $NOTES notifications ($retried re-sent to the other replica), $(jq length "$WORK/outbox.json") events," \
-    "$((SECONDS - started)) s"
+    "$deadlocks deadlocks PostgreSQL broke, $((SECONDS - started)) s"
