@@ -282,7 +282,7 @@ enum OutboxListing {
                 isEmpty = false
                 // An element one level deep: its own pretty text, each line indented once more. A newline inside a
                 // string is escaped, so every newline here is the layout's.
-                let element = OutboxListing.json([event])[0]?.serialized(pretty: true).dropLast() ?? []
+                let element = OutboxListing.json(event).serialized(pretty: true).dropLast()
                 out += Array("\n  ".utf8)
                 for byte in element {
                     out.append(byte)
@@ -314,19 +314,18 @@ enum OutboxListing {
         return lines
     }
 
-    static func json(_ events: [OutboxEvent]) -> JSONValue {
-        .array(
-            events.map { event in
-                .object([
-                    ("id", .string(event.id)),
-                    ("type", .string(event.type)),
-                    ("created_at", .string(time(event.createdAt))),
-                    ("sequence", .integer(event.sequence)),
-                    ("account", event.account.map(JSONValue.string) ?? .null),
-                    ("original_transaction_id", .string(event.originalTransactionID)),
-                    ("deliveries", .array(event.deliveries.map(json))),
-                ])
-            })
+    static func json(_ events: [OutboxEvent]) -> JSONValue { .array(events.map(json)) }
+
+    private static func json(_ event: OutboxEvent) -> JSONValue {
+        .object([
+            ("id", .string(event.id)),
+            ("type", .string(event.type)),
+            ("created_at", .string(time(event.createdAt))),
+            ("sequence", .integer(event.sequence)),
+            ("account", event.account.map(JSONValue.string) ?? .null),
+            ("original_transaction_id", .string(event.originalTransactionID)),
+            ("deliveries", .array(event.deliveries.map(json))),
+        ])
     }
 
     private static func json(_ delivery: OutboxEvent.Delivery) -> JSONValue {

@@ -474,12 +474,17 @@ struct OutboxTests {
             .first { $0.stream == "otx:b" }
     }
 
+    /// Finishes a delivery r1 claimed; whether it was kept.
+    static func finish(
+        _ ledger: any LedgerStore, _ delivery: ClaimedDelivery, _ result: DeliveryResult, at time: Int64
+    ) throws -> Bool {
+        try ledger.finishDelivery(eventID: delivery.eventID, webhook: "backend", holder: "r1", result: result, at: time)
+    }
+
     /// Of ``threeAndOne(_:)``: b's first event delivered at `now` + 1, so that its second heads the stream alone.
     static func deliverBsFirstEvent(_ ledger: any LedgerStore) throws {
         let first = try #require(try claimB(ledger, at: now))
-        #expect(
-            try ledger.finishDelivery(
-                eventID: first.eventID, webhook: "backend", holder: "r1", result: .delivered(status: 200), at: now + 1))
+        #expect(try finish(ledger, first, .delivered(status: 200), at: now + 1))
     }
 
     /// Stored due behind a head being retried, what a failing receiver leaves behind would be walked, and held back by
@@ -493,18 +498,14 @@ struct OutboxTests {
         let second = try #require(try claimB(at: Self.now + 2))
         #expect(second.sequence == 2)
         #expect(
-            try ledger.finishDelivery(
-                eventID: second.eventID, webhook: "backend", holder: "r1",
-                result: .retry(at: Self.now + 10_000, status: 500, error: "HTTP 500"), at: Self.now + 3))
+            try Self.finish(
+                ledger, second, .retry(at: Self.now + 10_000, status: 500, error: "HTTP 500"), at: Self.now + 3))
 
         try ledger.record(transactions: [Self.transaction("b2", original: "b")], source: .jws)
         #expect(try Self.turns(ledger, stream: "otx:b") == ["2: due 10000", "3: waits"])
         // The head's delivery gives it its turn.
         let retried = try #require(try claimB(at: Self.now + 10_000))
-        #expect(
-            try ledger.finishDelivery(
-                eventID: retried.eventID, webhook: "backend", holder: "r1", result: .delivered(status: 200),
-                at: Self.now + 10_001))
+        #expect(try Self.finish(ledger, retried, .delivered(status: 200), at: Self.now + 10_001))
         #expect(try claimB(at: Self.now + 10_002)?.sequence == 3)
     }
 
@@ -521,15 +522,11 @@ struct OutboxTests {
         #expect(try Self.turns(ledger, stream: "otx:b") == ["2: due 1", "3: due 0", "4: due 0"])
 
         #expect(
-            try ledger.finishDelivery(
-                eventID: inFlight.eventID, webhook: "backend", holder: "r1",
-                result: .retry(at: Self.now + 10_000, status: nil, error: "timed out"), at: Self.now + 10))
+            try Self.finish(
+                ledger, inFlight, .retry(at: Self.now + 10_000, status: nil, error: "timed out"), at: Self.now + 10))
         #expect(try Self.turns(ledger, stream: "otx:b") == ["2: due 10000", "3: waits", "4: waits"])
         let retried = try #require(try claimB(at: Self.now + 10_000))
-        #expect(
-            try ledger.finishDelivery(
-                eventID: retried.eventID, webhook: "backend", holder: "r1", result: .delivered(status: 200),
-                at: Self.now + 10_001))
+        #expect(try Self.finish(ledger, retried, .delivered(status: 200), at: Self.now + 10_001))
         #expect(try Self.turns(ledger, stream: "otx:b") == ["3: due 10001", "4: waits"])
     }
 
