@@ -473,8 +473,8 @@ extension LedgerRecords {
     }
 }
 
-/// What the outbox read of the originals a write touches, before the write; on SQLite also what the write stored of
-/// them, when the write follows its own rows (see ``LedgerStatements/outboxBefore(_:_:_:followingWrites:)``).
+/// What the outbox read of the originals a write touches, before the write; also what the write stored of them, when
+/// the write follows its own rows (see ``LedgerStatements/outboxBefore(_:_:_:followingWrites:)``).
 final class OutboxBefore {
     let originalTransactionIDs: [String]
     let facts: [String: SubscriptionFacts]
@@ -483,19 +483,25 @@ final class OutboxBefore {
     private(set) var rowsAfter: SubscriptionRows?
     /// A link the write may have made (by app account token): the owners after are then read.
     private(set) var linksMayHaveChanged = false
+    /// PostgreSQL: the originals' streams were locked before the reads (so no other writer of these originals has
+    /// committed since), but a deleted account's links go without that lock, so the owners after are always read.
+    let locksOriginalStreams: Bool
 
     init(
-        originalTransactionIDs: [String], rows: SubscriptionRows, owners: [String: String], followsWrites: Bool
+        originalTransactionIDs: [String], rows: SubscriptionRows, owners: [String: String], followsWrites: Bool,
+        locksOriginalStreams: Bool
     ) {
         self.originalTransactionIDs = originalTransactionIDs
         self.facts = rows.facts(originalTransactionIDs)
         self.owners = owners
         self.rowsAfter = followsWrites ? rows : nil
+        self.locksOriginalStreams = locksOriginalStreams
     }
 
-    /// The owners after the write: those before when the write followed its rows and looked up no token, else read.
+    /// The owners after the write: on SQLite those before when the write followed its rows and looked up no token,
+    /// else read.
     func ownersAfter(_ connection: any SQLConnection) throws(LedgerError) -> [String: String] {
-        guard rowsAfter == nil || linksMayHaveChanged else { return owners }
+        guard rowsAfter == nil || linksMayHaveChanged || locksOriginalStreams else { return owners }
         return try LedgerStatements.owners(originalTransactionIDs, connection)
     }
 
@@ -529,8 +535,10 @@ extension LedgerStatements {
     /// read, when no webhook is configured.
     ///
     /// `followingWrites`: the caller hands the result to each of its write's statements, which note the rows they
-    /// store, so that on SQLite the after-state is derived, not read. PostgreSQL reads it again under the streams'
-    /// lock: another writer may have committed rows of these originals since this read.
+    /// store, so that the after-state is derived, not read again. On SQLite the one writer makes that safe; on
+    /// PostgreSQL the originals' streams are locked first, in the reads' round trip, and every writer of an original's
+    /// facts takes its stream's lock here before reading them: none can commit rows of these originals between this
+    /// read and this transaction's end.
     static func outboxBefore(
         _ originals: [String], _ outbox: OutboxRules, _ connection: any SQLConnection, followingWrites: Bool = false
     ) throws(LedgerError) -> OutboxBefore? {
@@ -545,12 +553,14 @@ extension LedgerStatements {
     ) throws(LedgerError) -> (before: OutboxBefore?, next: [[SQLRow]]) {
         guard outbox.isActive, !originals.isEmpty else { return (nil, try connection.queries(next)) }
         let ids = Array(Set(originals)).sorted()
+        let isPostgres = connection is PostgresConnection
+        if isPostgres { try lockStreams(ids.map(originalStream), connection) }
         let owned = ownerStatements(ids)
         let (rows, answers) = try SubscriptionRows.read(ids, connection, with: owned + next)
         let before = OutboxBefore(
             originalTransactionIDs: ids, rows: rows,
             owners: try Self.owners(answers.prefix(owned.count).flatMap { $0 }),
-            followsWrites: followingWrites && !(connection is PostgresConnection)
+            followsWrites: followingWrites, locksOriginalStreams: isPostgres
         )
         return (before, Array(answers.dropFirst(owned.count)))
     }
@@ -583,10 +593,12 @@ extension LedgerStatements {
     /// Only the touched originals' facts and links change in a write, so an account's originals before it are its
     /// originals after it, less the touched ones it did not own before, plus the touched ones it did.
     ///
-    /// On PostgreSQL the streams the change can concern are locked before the after-state is read, and stay locked
-    /// until commit: writers of one account then read, decide and number its events one after the other, so an event
-    /// with a greater sequence was decided on a state that holds everything the earlier ones saw (two writes of one
-    /// account's purchases, side by side, never end on entitlements that miss one of them).
+    /// On PostgreSQL the streams the change can concern are locked before what is compared is read (the originals'
+    /// before the state before, in ``outboxBefore(_:_:_:followingWrites:then:)``; the accounts' before the accounts'
+    /// other originals), and stay locked until commit: writers of one account then read, decide and number its events
+    /// one after the other, so an event with a greater sequence was decided on a state that holds everything the
+    /// earlier ones saw (two writes of one account's purchases, side by side, never end on entitlements that miss one
+    /// of them).
     static func recordEvents(
         _ before: OutboxBefore?, causes: [String: LedgerChangeCause] = [:], fallback: LedgerChangeCause,
         at time: Int64, _ outbox: OutboxRules, _ connection: any SQLConnection
@@ -595,9 +607,9 @@ extension LedgerStatements {
         let originals = before.originalTransactionIDs
         let touched = Set(originals)
         let afterOwners = try before.ownersAfter(connection)
-        if connection is PostgresConnection {
-            let streams = Set(originals.map { "otx:" + $0 } + before.owners.values + afterOwners.values).sorted()
-            try lockStreams(streams, connection)
+        if before.locksOriginalStreams {
+            // The originals' streams are locked since the reads before; the accounts' join them.
+            try lockStreams(Set(before.owners.values).union(afterOwners.values).sorted(), connection)
         }
         let afterFacts = try before.factsAfter(connection)
         let changed = originals.filter { before.facts[$0] != afterFacts[$0] || before.owners[$0] != afterOwners[$0] }
@@ -666,7 +678,7 @@ extension LedgerStatements {
         for draft in drafts where keys.insert(draft.dedupeKey).inserted {
             let webhooks = Array(Set(outbox.subscribers(draft))).sorted()
             guard !webhooks.isEmpty else { continue }
-            byStream[draft.account ?? "otx:" + draft.originalTransactionID, default: []].append((draft, webhooks))
+            byStream[draft.account ?? originalStream(draft.originalTransactionID), default: []].append((draft, webhooks))
         }
         let createdAt = JSONValue.string(outbox.formatTime(time)).serializedText
         var deliveries: [(values: [SQLValue], headsIfAlone: Bool)] = []
@@ -842,6 +854,9 @@ extension LedgerStatements {
             )
         }
     }
+
+    /// The stream of an original's events while no account owns it.
+    static func originalStream(_ originalTransactionID: String) -> String { "otx:" + originalTransactionID }
 
     /// `evt_` and 128 bits from the system's CSPRNG, in lowercase hex.
     static func newEventID() -> String {

@@ -315,6 +315,51 @@ struct OutboxTests {
         #expect(totals.last == 8 * 5 + 8)
     }
 
+    /// Each write's after-state is derived from what it read before plus what it stored (on PostgreSQL too), which
+    /// holds only if no other writer of the original committed in between: each change's event says how many
+    /// transactions the original holds after it, so a write that missed another's would repeat a count and skip one.
+    @Test(arguments: Backend.tested)
+    func concurrentWritesOfOneOriginal_eachDecideOnEveryEarlierOnesRows(_ backend: Backend) throws {
+        let counting = OutboxRules(
+            events: { change in
+                guard let after = change.after else { return [] }
+                let count = after.transactions.count
+                return [
+                    EventDraft(
+                        type: "COUNT", dedupeKey: "COUNT:\(count)", account: nil,
+                        originalTransactionID: change.originalTransactionID, bundleID: nil, environment: nil,
+                        bodyMembers: #""count":\#(count)"#
+                    )
+                ]
+            },
+            subscribers: { _ in ["backend"] }, formatTime: { String($0) }
+        )
+        let location = try DatabaseLocation.fresh(backend)
+        let ledgers = try Self.replicas(backend) { () throws -> any LedgerStore in
+            switch location {
+            case .sqlite(let path): try SQLiteLedger(path: path, clock: TestClock.fixed, outbox: counting)
+            case .postgres(let connection):
+                try PostgresLedger(connectionString: connection, clock: TestClock.fixed, outbox: counting)
+            }
+        }
+        let failures = Atomic<Int>(0)
+        onThreads(8) { thread in
+            for index in 0..<5 {
+                do {
+                    try ledgers[thread % ledgers.count].record(
+                        transactions: [Self.transaction("t\(thread)-\(index)", original: "o")], source: .jws
+                    )
+                } catch {
+                    failures.add(1, ordering: .relaxed)
+                }
+            }
+        }
+        #expect(failures.load(ordering: .relaxed) == 0)
+        let counts = try Self.all(ledgers[0]).sorted { $0.sequence < $1.sequence }
+            .compactMap { event in event.body.split(separator: ":").last.flatMap { Int($0.dropLast()) } }
+        #expect(counts == Array(1...8 * 5))
+    }
+
     // MARK: - claiming and finishing
 
     /// Three events in stream `otx:a`, one in `otx:b`, for the webhook `backend`.
