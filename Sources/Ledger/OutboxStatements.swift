@@ -483,8 +483,9 @@ final class OutboxBefore {
     private(set) var rowsAfter: SubscriptionRows?
     /// A link the write may have made (by app account token): the owners after are then read.
     private(set) var linksMayHaveChanged = false
-    /// PostgreSQL: the originals' streams were locked before the reads (so no other writer of these originals has
-    /// committed since), but a deleted account's links go without that lock, so the owners after are always read.
+    /// PostgreSQL: the originals' streams were locked before the reads, so no other writer of these originals (nor of
+    /// their links) has committed since. Deleting an account takes no stream: its links may go meanwhile, and the
+    /// write's events then still name the account, as if the write had committed just before the deletion.
     let locksOriginalStreams: Bool
 
     init(
@@ -498,10 +499,9 @@ final class OutboxBefore {
         self.locksOriginalStreams = locksOriginalStreams
     }
 
-    /// The owners after the write: on SQLite those before when the write followed its rows and looked up no token,
-    /// else read.
+    /// The owners after the write: those before when the write followed its rows and looked up no token, else read.
     func ownersAfter(_ connection: any SQLConnection) throws(LedgerError) -> [String: String] {
-        guard rowsAfter == nil || linksMayHaveChanged || locksOriginalStreams else { return owners }
+        guard rowsAfter == nil || linksMayHaveChanged else { return owners }
         return try LedgerStatements.owners(originalTransactionIDs, connection)
     }
 
