@@ -239,6 +239,23 @@ extension LedgerStatements {
         )
     }
 
+    /// Takes the shared lock of each token a write's transactions carry, sent with the connection's next statement,
+    /// before anything else of the write: a registration takes its token's lock first and then the streams of the
+    /// originals it links (``outboxBefore(_:_:_:followingWrites:then:)``), so a write that took an original's stream
+    /// first and then waited on the token would close a cycle with it, broken only by PostgreSQL's deadlock timeout.
+    static func lockAppAccountTokensShared(
+        of transactions: [TransactionFacts], _ connection: any SQLConnection
+    ) throws(LedgerError) {
+        guard connection is PostgresConnection else { return }
+        let keys = Set(transactions.compactMap { $0.appAccountToken?.lowercased() }.map(AppAccountTokenLookup.lockKey))
+        for key in keys.sorted() {
+            try connection.executeWithNext(
+                "SELECT pg_advisory_xact_lock_shared($1, $2)",
+                [.integer(Int64(appAccountTokenLockClass)), .integer(Int64(key))]
+            )
+        }
+    }
+
     /// An arbitrary constant ("acct") naming the token locks among the database's advisory locks.
     static let appAccountTokenLockClass: Int32 = 0x6163_6374
 

@@ -27,6 +27,7 @@ struct LedgerRecords<Database: LedgerDatabase>: Sendable {
         let outbox = outbox
         let original = notification.transaction?.originalTransactionID ?? notification.renewal?.originalTransactionID
         return try database.write { connection throws(LedgerError) in
+            try LedgerStatements.lockAppAccountTokensShared(of: notification.transaction.map { [$0] } ?? [], connection)
             let (before, inserted) = try LedgerStatements.outboxBefore(
                 original.map { [$0] } ?? [], outbox, connection, followingWrites: true,
                 then: [LedgerStatements.insertStatement(notification, receivedAt: receivedAt)]
@@ -58,6 +59,7 @@ struct LedgerRecords<Database: LedgerDatabase>: Sendable {
         let sorted = transactions.sorted { $0.transactionID < $1.transactionID }
         let outbox = outbox
         try database.write { connection throws(LedgerError) in
+            try LedgerStatements.lockAppAccountTokensShared(of: sorted, connection)
             let before = try LedgerStatements.outboxBefore(
                 sorted.map(\.originalTransactionID), outbox, connection, followingWrites: true
             )

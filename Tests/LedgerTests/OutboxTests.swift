@@ -360,6 +360,45 @@ struct OutboxTests {
         #expect(counts == Array(1...8 * 5))
     }
 
+    /// A registration takes its token's lock, then the streams of the originals it links. A write of a transaction
+    /// carrying that token takes the token first too: had it taken its original's stream first, the registration
+    /// would wait on the stream while the write waited on the token, until PostgreSQL's deadlock timeout broke it.
+    @Test(.enabled(if: !Backend.skipPostgres))
+    func aWriteWaitingOnItsTokensRegistration_holdsNoStreamTheRegistrationTakes() throws {
+        let location = try DatabaseLocation.fresh(.postgres)
+        guard case .postgres(let connectionString) = location else { return }
+        let ledger = try Self.open(location, Rules())
+        try ledger.record(transactions: [Self.transaction("t0", original: "o")], source: .jws)
+        let token = "6f3c2a10-8d7e-4b5a-9c1d-2e3f4a5b6c7d"
+        let registration = try PostgresConnection(connectionString: connectionString, timeout: 30)
+        try registration.execute("BEGIN")
+        try registration.execute(
+            "SELECT pg_advisory_xact_lock($1, $2)",
+            [
+                .integer(Int64(LedgerStatements.appAccountTokenLockClass)),
+                .integer(Int64(AppAccountTokenLookup.lockKey(token))),
+            ])
+        var carrying = Self.transaction("t1", original: "o")
+        carrying.appAccountToken = token
+        let written = DispatchSemaphore(value: 0)
+        let outcome = Mutex<(any Error)?>(nil)
+        Thread { [carrying] in
+            do { try ledger.record(transactions: [carrying], source: .jws) } catch {
+                outcome.withLock { $0 = error }
+            }
+            written.signal()
+        }.start()
+        try PostgresWriterTests.waitUntil("the write waits on the token") {
+            try registration.query("SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted", []).count == 1
+        }
+        let stream = try registration.query(
+            "SELECT stream FROM event_streams WHERE stream = 'otx:o' FOR UPDATE NOWAIT", [])
+        #expect(stream.count == 1)
+        try registration.execute("ROLLBACK")
+        #expect(written.wait(timeout: .now() + 10) == .success)
+        #expect(outcome.withLock { $0 } == nil)
+    }
+
     // MARK: - claiming and finishing
 
     /// Three events in stream `otx:a`, one in `otx:b`, for the webhook `backend`.
