@@ -10,7 +10,8 @@
 #
 #   Benchmarks/scripts/postgres_floor.sh                   groups of 8, 4 and 8 clients, 10 s each
 #   CLIENTS="4 8 16" GROUP=4 SECONDS_EACH=20 Benchmarks/scripts/postgres_floor.sh
-#   RECEIPTD=/tmp/receiptd BENCH=Benchmarks/.build/release/receipt-bench Benchmarks/scripts/postgres_floor.sh
+#   RECEIPTD=/tmp/receiptd BENCH=/tmp/receipt-bench Benchmarks/scripts/postgres_floor.sh   (default: the release
+#                                                         builds, built when absent)
 #
 # Prints per run notifications/s, PostgreSQL's CPU per 1,000 notifications (every process of the cluster, exited
 # backends too) and the whole machine's (pgbench included: it stands in for receiptd's side of the connection).
@@ -23,14 +24,11 @@ group=${GROUP:-8}
 clients=${CLIENTS:-4 8}
 seconds=${SECONDS_EACH:-10}
 
-if [ -z "${RECEIPTD:-}" ]; then
-    (cd "$root" && swift build -c release --product receiptd 2>&1 | tail -1)
-    RECEIPTD=$root/.build/release/receiptd
-fi
-if [ -z "${BENCH:-}" ]; then
-    (cd "$benchmarks" && swift build -c release 2>&1 | tail -1)
-    BENCH=$benchmarks/.build/release/receipt-bench
-fi
+# The binaries given, or the release builds, made if absent (only the rows' shapes and sizes come from them).
+RECEIPTD=${RECEIPTD:-$root/.build/release/receiptd}
+BENCH=${BENCH:-$benchmarks/.build/release/receipt-bench}
+[ -x "$RECEIPTD" ] || (cd "$root" && swift build -c release --product receiptd 2>&1 | tail -1)
+[ -x "$BENCH" ] || (cd "$benchmarks" && swift build -c release 2>&1 | tail -1)
 for tool in wrk pgbench; do
     command -v $tool >/dev/null || { echo "postgres_floor.sh needs $tool" >&2; exit 2; }
 done

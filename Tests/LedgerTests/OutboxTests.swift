@@ -268,48 +268,16 @@ struct OutboxTests {
     @Test(arguments: Backend.tested)
     func concurrentWritesOfOneAccount_numberEventsInTheOrderOfTheStatesTheySaw(_ backend: Backend) throws {
         // Each change says how many transactions the account holds after it.
-        let counting = OutboxRules(
-            events: { change in
-                guard let account = change.accountAfter, let after = change.after else { return [] }
-                let total = change.accountsAfter[account]?.reduce(0) { $0 + $1.transactions.count } ?? 0
-                return [
-                    EventDraft(
-                        type: "COUNT", dedupeKey: "COUNT:\(change.originalTransactionID):\(after.transactions.count)",
-                        account: account, originalTransactionID: change.originalTransactionID, bundleID: nil,
-                        environment: nil, bodyMembers: #""total":\#(total)"#
-                    )
-                ]
-            },
-            subscribers: { _ in ["backend"] }, formatTime: { String($0) }
-        )
-        let location = try DatabaseLocation.fresh(backend)
-        func open() throws -> any LedgerStore {
-            switch location {
-            case .sqlite(let path): try SQLiteLedger(path: path, clock: TestClock.fixed, outbox: counting)
-            case .postgres(let connection):
-                try PostgresLedger(connectionString: connection, clock: TestClock.fixed, outbox: counting)
-            }
+        let ledgers = try Self.countingReplicas(backend) { change in
+            guard let account = change.accountAfter, let after = change.after else { return nil }
+            let total = change.accountsAfter[account]?.reduce(0) { $0 + $1.transactions.count } ?? 0
+            return ("COUNT:\(change.originalTransactionID):\(after.transactions.count)", account, total)
         }
-        let ledgers = try Self.replicas(backend, open)
         let originals = (0..<8).map { "o\($0)" }
         try ledgers[0].record(transactions: originals.map { Self.transaction("\($0)-first", original: $0) }, source: .jws)
         _ = try ledgers[0].link(originalTransactionIDs: originals, to: "alice", source: .purchase, at: 1)
-        let failures = Atomic<Int>(0)
-        onThreads(8) { thread in
-            for index in 0..<5 {
-                do {
-                    try ledgers[thread % ledgers.count].record(
-                        transactions: [Self.transaction("o\(thread)-\(index)", original: "o\(thread)")], source: .jws
-                    )
-                } catch {
-                    failures.add(1, ordering: .relaxed)
-                }
-            }
-        }
-        #expect(failures.load(ordering: .relaxed) == 0)
-        let totals = try ledgers[0].events(OutboxQuery(account: "alice", limit: 1000))
-            .sorted { $0.sequence < $1.sequence }
-            .compactMap { event in event.body.split(separator: ":").last.flatMap { Int($0.dropLast()) } }
+        #expect(Self.writeFromEightThreads(ledgers) { Self.transaction("o\($0)-\($1)", original: "o\($0)") } == 0)
+        let totals = Self.counts(try ledgers[0].events(OutboxQuery(account: "alice", limit: 1000)))
         #expect(totals.count == 8 * 5 + 8)
         #expect(totals == totals.sorted())
         #expect(totals.last == 8 * 5 + 8)
@@ -320,13 +288,25 @@ struct OutboxTests {
     /// transactions the original holds after it, so a write that missed another's would repeat a count and skip one.
     @Test(arguments: Backend.tested)
     func concurrentWritesOfOneOriginal_eachDecideOnEveryEarlierOnesRows(_ backend: Backend) throws {
+        let ledgers = try Self.countingReplicas(backend) { change in
+            guard let count = change.after?.transactions.count else { return nil }
+            return ("COUNT:\(count)", nil, count)
+        }
+        #expect(Self.writeFromEightThreads(ledgers) { Self.transaction("t\($0)-\($1)", original: "o") } == 0)
+        #expect(Self.counts(try Self.all(ledgers[0])) == Array(1...8 * 5))
+    }
+
+    /// The replicas of a fresh database whose rules store one `COUNT` event per change that `count` gives a dedupe
+    /// key, an account and a count for, the count in its body.
+    static func countingReplicas(
+        _ backend: Backend, _ count: @escaping @Sendable (LedgerChange) -> (key: String, account: String?, count: Int)?
+    ) throws -> [any LedgerStore] {
         let counting = OutboxRules(
             events: { change in
-                guard let after = change.after else { return [] }
-                let count = after.transactions.count
+                guard let (key, account, count) = count(change) else { return [] }
                 return [
                     EventDraft(
-                        type: "COUNT", dedupeKey: "COUNT:\(count)", account: nil,
+                        type: "COUNT", dedupeKey: key, account: account,
                         originalTransactionID: change.originalTransactionID, bundleID: nil, environment: nil,
                         bodyMembers: #""count":\#(count)"#
                     )
@@ -335,29 +315,37 @@ struct OutboxTests {
             subscribers: { _ in ["backend"] }, formatTime: { String($0) }
         )
         let location = try DatabaseLocation.fresh(backend)
-        let ledgers = try Self.replicas(backend) { () throws -> any LedgerStore in
+        return try Self.replicas(backend) { () throws -> any LedgerStore in
             switch location {
             case .sqlite(let path): try SQLiteLedger(path: path, clock: TestClock.fixed, outbox: counting)
             case .postgres(let connection):
                 try PostgresLedger(connectionString: connection, clock: TestClock.fixed, outbox: counting)
             }
         }
+    }
+
+    /// Eight threads write five transactions each (`transaction(thread, index)`), spread over the replicas; answers
+    /// how many writes failed.
+    static func writeFromEightThreads(
+        _ ledgers: [any LedgerStore], _ transaction: @escaping @Sendable (Int, Int) -> TransactionFacts
+    ) -> Int {
         let failures = Atomic<Int>(0)
         onThreads(8) { thread in
             for index in 0..<5 {
                 do {
-                    try ledgers[thread % ledgers.count].record(
-                        transactions: [Self.transaction("t\(thread)-\(index)", original: "o")], source: .jws
-                    )
+                    try ledgers[thread % ledgers.count].record(transactions: [transaction(thread, index)], source: .jws)
                 } catch {
                     failures.add(1, ordering: .relaxed)
                 }
             }
         }
-        #expect(failures.load(ordering: .relaxed) == 0)
-        let counts = try Self.all(ledgers[0]).sorted { $0.sequence < $1.sequence }
+        return failures.load(ordering: .relaxed)
+    }
+
+    /// The counts of `COUNT` events, in their sequence order.
+    static func counts(_ events: [OutboxEvent]) -> [Int] {
+        events.sorted { $0.sequence < $1.sequence }
             .compactMap { event in event.body.split(separator: ":").last.flatMap { Int($0.dropLast()) } }
-        #expect(counts == Array(1...8 * 5))
     }
 
     /// A registration takes its token's lock, then the streams of the originals it links. A write of a transaction
