@@ -377,7 +377,12 @@ struct OutboxTests {
             written.signal()
         }.start()
         try PostgresWriterTests.waitUntil("the write waits on the token") {
-            try registration.query("SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted", []).count == 1
+            try registration.query(
+                """
+                SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+                    AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                """, []
+            ).count == 1
         }
         let stream = try registration.query(
             "SELECT stream FROM event_streams WHERE stream = 'otx:o' FOR UPDATE NOWAIT", [])
