@@ -136,50 +136,30 @@ struct ChangedAccounts {
 /// What storing a transaction carrying an `appAccountToken` read in the same statement: the account that registered
 /// the token and the owner of the transaction's original, as of that statement.
 ///
-/// On PostgreSQL that statement also takes the token's lock (shared; a registration holds it exclusively). A token
-/// not registered as of that statement is looked up once more by a later one, under the lock (the transaction's
-/// source row when it is new, else a statement of its own in ``LedgerStatements/linkByAppAccountToken(_:at:_:)``):
-/// of a registration and a purchase committing side by side, one then sees the other.
+/// On PostgreSQL the write took the token's lock (shared; a registration holds it exclusively) in an earlier statement
+/// (``LedgerStatements/lockAppAccountTokensShared(of:_:)``), so this one's snapshot, taken after the lock was granted,
+/// holds every registration of the token that committed: of a registration and a purchase committing side by side,
+/// the later one sees the earlier. SQLite's one writer serializes them.
 struct AppAccountTokenLookup {
     var originalTransactionID: String
     var token: String
     var account: String?
     var owner: String?
-    /// Whether the lookup saw every registration that committed before this transaction held the token's lock: always
-    /// on SQLite, whose one writer serializes, and whenever the token was found (a token never changes account).
-    var isUnderLock: Bool
 
-    init(_ originalTransactionID: String, _ token: String, _ row: SQLRow, from column: Int, isUnderLock: Bool) {
+    init(_ originalTransactionID: String, _ token: String, _ row: SQLRow, from column: Int) {
         self.originalTransactionID = originalTransactionID
         self.token = token
         account = row.string(column)
         owner = row.string(column + 1)
-        self.isUnderLock = isUnderLock || account != nil
-    }
-
-    /// A lookup by the statement that took the lock.
-    init(
-        _ originalTransactionID: String, _ token: String, _ row: SQLRow, from column: Int,
-        _ connection: any SQLConnection
-    ) {
-        self.init(originalTransactionID, token, row, from: column, isUnderLock: !(connection is PostgresConnection))
     }
 
     /// Result columns reading the token's account and the original's owner from the placeholders `token` and
-    /// `original`; with `lock`, on PostgreSQL, then the lock, whose keys (``lockKeys(_:_:)``) are the placeholders
-    /// from `lock`.
-    static func columns(token: Int, original: Int, lock: Int? = nil, _ connection: any SQLConnection) -> String {
-        let lookups = """
-            (SELECT account FROM account_tokens WHERE app_account_token = $\(token)), \
-            (SELECT account FROM account_links WHERE original_transaction_id = $\(original))
-            """
-        guard let lock, connection is PostgresConnection else { return lookups }
-        return lookups + ", pg_advisory_xact_lock_shared($\(lock), $\(lock + 1))"
-    }
-
-    static func lockKeys(_ token: String, _ connection: any SQLConnection) -> [SQLValue] {
-        guard connection is PostgresConnection else { return [] }
-        return [.integer(Int64(LedgerStatements.appAccountTokenLockClass)), .integer(Int64(lockKey(token)))]
+    /// `original`.
+    static func columns(token: Int, original: Int) -> String {
+        """
+        (SELECT account FROM account_tokens WHERE app_account_token = $\(token)), \
+        (SELECT account FROM account_links WHERE original_transaction_id = $\(original))
+        """
     }
 
     /// FNV-1a: stable across processes, unlike Swift's seeded hashing. A collision only makes two tokens wait on each
@@ -194,38 +174,17 @@ struct AppAccountTokenLookup {
 extension LedgerStatements {
     /// Links the originals of stored transactions whose token is registered to its account, unless someone owns them
     /// already; run in the transaction that stored them, after every transaction of it (one lock order: by original).
-    /// Transactions without a token cost nothing, and those with one no statement of their own unless they link (or,
-    /// on PostgreSQL, their token was unregistered and the transaction already stored from this source).
+    /// Transactions without a token cost nothing, and those with one no statement of their own unless they link.
     static func linkByAppAccountToken(
         _ lookups: [AppAccountTokenLookup], at time: Int64, _ connection: any SQLConnection
     ) throws(LedgerError) {
         guard !lookups.isEmpty else { return }
         var changed = ChangedAccounts()
         for lookup in lookups.sorted(by: { $0.originalTransactionID < $1.originalTransactionID }) {
-            var found = lookup.account.map { (account: $0, owner: lookup.owner) }
-            if !lookup.isUnderLock {
-                found = try registeredAccount(lookup.token, original: lookup.originalTransactionID, connection)
-            }
-            guard let (account, owner) = found, owner == nil else { continue }
+            guard let account = lookup.account, lookup.owner == nil else { continue }
             _ = try linkByAppAccountToken(lookup.originalTransactionID, to: account, at: time, &changed, connection)
         }
         try changed.touch(at: time, connection)
-    }
-
-    /// The account that registered `token`, and who owns `original` now; nil when nobody registered the token.
-    private static func registeredAccount(
-        _ token: String, original: String, _ connection: any SQLConnection
-    ) throws(LedgerError) -> (account: String, owner: String?)? {
-        let rows = try connection.query(
-            """
-            SELECT account_tokens.account, account_links.account FROM account_tokens
-            LEFT JOIN account_links ON account_links.original_transaction_id = $2
-            WHERE account_tokens.app_account_token = $1
-            """,
-            [.text(token), .text(original)]
-        )
-        guard let row = rows.first else { return nil }
-        return (try row.requiredString(0), row.string(1))
     }
 
     /// The token's lock, exclusive, for its registration (PostgreSQL only; SQLite's single writer already

@@ -344,7 +344,8 @@ enum LedgerStatements {
     ///
     /// A transaction carrying an `appAccountToken` also looks up, in the statement that stores or reads it, the
     /// token's account and the original's owner (see ``AppAccountTokenLookup``): linking by token then costs no
-    /// statement of its own when the token is registered. Notes the row it stores, and any token lookup, in `noting`.
+    /// statement of its own when the token is registered. On PostgreSQL the caller took the token's lock first
+    /// (``lockAppAccountTokensShared(of:_:)``). Notes the row it stores, and any token lookup, in `noting`.
     @discardableResult
     static func upsert(
         _ facts: TransactionFacts, source: TransactionSource, notificationUUID: String? = nil, now: Int64,
@@ -360,10 +361,9 @@ enum LedgerStatements {
             .text(source.rawValue), SQLValue(notificationUUID), SQLValue(facts.isUpgraded), .integer(now),
             SQLValue(token),
         ]
-        let lockKeys = token.map { AppAccountTokenLookup.lockKeys($0, connection) } ?? []
-        func lookupColumns(token placeholder: Int, original: Int, lock: Int) -> String {
+        func lookupColumns(token placeholder: Int, original: Int) -> String {
             guard token != nil else { return "" }
-            return ", " + AppAccountTokenLookup.columns(token: placeholder, original: original, lock: lock, connection)
+            return ", " + AppAccountTokenLookup.columns(token: placeholder, original: original)
         }
         // A concurrent insert of the same id makes PostgreSQL wait here for it to commit; the read below then sees it.
         let inserted = try connection.query(
@@ -375,11 +375,11 @@ enum LedgerStatements {
             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $19, $20)
             ON CONFLICT (transaction_id) DO NOTHING
             RETURNING transaction_id
-            """ + lookupColumns(token: 20, original: 2, lock: 21),
-            values + lockKeys
+            """ + lookupColumns(token: 20, original: 2),
+            values
         )
         var tokenLookup = token.flatMap { token in
-            inserted.first.map { AppAccountTokenLookup(facts.originalTransactionID, token, $0, from: 1, connection) }
+            inserted.first.map { AppAccountTokenLookup(facts.originalTransactionID, token, $0, from: 1) }
         }
         if token != nil { before?.mayLink() }
         if !inserted.isEmpty { before?.stored(facts, at: now) }
@@ -387,15 +387,14 @@ enum LedgerStatements {
             let rows = try connection.query(
                 """
                 SELECT source, signed_date, revocation_date, notification_uuid, payload_json
-                """ + lookupColumns(token: 2, original: 3, lock: 4) + " FROM transactions WHERE transaction_id = $1"
+                """ + lookupColumns(token: 2, original: 3) + " FROM transactions WHERE transaction_id = $1"
                     + forUpdate(connection),
-                [.text(facts.transactionID)]
-                    + (token.map { [.text($0), .text(facts.originalTransactionID)] + lockKeys } ?? [])
+                [.text(facts.transactionID)] + (token.map { [.text($0), .text(facts.originalTransactionID)] } ?? [])
             )
             guard let row = rows.first else {
                 throw LedgerError(.queryFailed, "a transaction conflicted but cannot be read back")
             }
-            tokenLookup = token.map { AppAccountTokenLookup(facts.originalTransactionID, $0, row, from: 5, connection) }
+            tokenLookup = token.map { AppAccountTokenLookup(facts.originalTransactionID, $0, row, from: 5) }
             let stored = Version(
                 isStoreKit2: row.string(0) != TransactionSource.receipt.rawValue, signedDate: try row.requiredInt64(1),
                 isRevocation: row.int64(2) != nil, notificationUUID: row.string(3),
@@ -421,24 +420,13 @@ enum LedgerStatements {
                 before?.stored(facts, at: now)
             }
         }
-        // Not registered as of the statement that took the token's lock: this later statement looks again, under it.
-        let looksAgain = tokenLookup?.isUnderLock == false
-        let insertSource = """
+        try connection.executeWithNext(
+            """
             INSERT INTO transaction_sources (transaction_id, source, first_seen) VALUES ($1, $2, $3)
             ON CONFLICT (transaction_id, source) DO NOTHING
-            """
-        let sourceValues: [SQLValue] = [.text(facts.transactionID), .text(source.rawValue), .integer(now)]
-        guard looksAgain, let token else {
-            try connection.executeWithNext(insertSource, sourceValues)
-            return tokenLookup
-        }
-        let sourceRows = try connection.query(
-            insertSource + " RETURNING " + AppAccountTokenLookup.columns(token: 4, original: 5, connection),
-            sourceValues + [.text(token), .text(facts.originalTransactionID)]
+            """,
+            [.text(facts.transactionID), .text(source.rawValue), .integer(now)]
         )
-        if let row = sourceRows.first {
-            tokenLookup = AppAccountTokenLookup(facts.originalTransactionID, token, row, from: 0, isUnderLock: true)
-        }
         return tokenLookup
     }
 
