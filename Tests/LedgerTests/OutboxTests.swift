@@ -360,12 +360,7 @@ struct OutboxTests {
         let token = "6f3c2a10-8d7e-4b5a-9c1d-2e3f4a5b6c7d"
         let registration = try PostgresConnection(connectionString: connectionString, timeout: 30)
         try registration.execute("BEGIN")
-        try registration.execute(
-            "SELECT pg_advisory_xact_lock($1, $2)",
-            [
-                .integer(Int64(LedgerStatements.appAccountTokenLockClass)),
-                .integer(Int64(AppAccountTokenLookup.lockKey(token))),
-            ])
+        try LedgerStatements.lockAppAccountToken(token, registration)
         var carrying = Self.transaction("t1", original: "o")
         carrying.appAccountToken = token
         let written = DispatchSemaphore(value: 0)
