@@ -382,7 +382,7 @@ enum LedgerStatements {
             inserted.first.map { AppAccountTokenLookup(facts.originalTransactionID, token, $0, from: 1) }
         }
         if token != nil { before?.mayLink() }
-        if !inserted.isEmpty { before?.stored(facts, at: now) }
+        if !inserted.isEmpty { before?.stored(facts, at: now, replacing: false) }
         if inserted.isEmpty {
             let rows = try connection.query(
                 """
@@ -417,7 +417,7 @@ enum LedgerStatements {
                     """,
                     values
                 )
-                before?.stored(facts, at: now)
+                before?.stored(facts, at: now, replacing: true)
             }
         }
         try connection.executeWithNext(

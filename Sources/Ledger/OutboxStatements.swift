@@ -513,11 +513,12 @@ final class OutboxBefore {
         return rowsAfter.facts(originalTransactionIDs)
     }
 
-    /// The row of `transaction` now holds it, as stored at `time` (its token lowercased, as the column keeps it).
-    func stored(_ transaction: TransactionFacts, at time: Int64) {
+    /// The row of `transaction` now holds it, as stored at `time` (its token lowercased, as the column keeps it);
+    /// `replacing`: an update of a row the ledger held, not an insert.
+    func stored(_ transaction: TransactionFacts, at time: Int64, replacing: Bool) {
         var transaction = transaction
         transaction.appAccountToken = transaction.appAccountToken?.lowercased()
-        rowsAfter?.store(transaction, at: time)
+        rowsAfter?.store(transaction, at: time, replacing: replacing)
     }
 
     func stored(_ renewal: RenewalFacts, at time: Int64) { rowsAfter?.store(renewal, at: time) }
@@ -546,7 +547,8 @@ extension LedgerStatements {
     }
 
     /// Also runs `next`, the write's first statements, after the reads (in their round trip on PostgreSQL), and
-    /// returns their answers; runs only those when there is nothing to read.
+    /// returns their answers; runs only those when there is nothing to read. On SQLite the rows of originals the
+    /// writer's ``SubscriptionRowsMemo`` keeps are taken from it, not read.
     static func outboxBefore(
         _ originals: [String], _ outbox: OutboxRules, _ connection: any SQLConnection, followingWrites: Bool = false,
         then next: [SQLStatement]
@@ -556,14 +558,37 @@ extension LedgerStatements {
         let isPostgres = connection is PostgresConnection
         if isPostgres { try lockStreams(ids.map(originalStream), connection) }
         let owned = ownerStatements(ids)
-        let (rows, answers) = try SubscriptionRows.read(ids, connection, with: owned + next)
+        let memo = (connection as? SQLiteConnection)?.subscriptionRowsMemo
+        let kept = ids.compactMap { id in memo?.rows(of: id).map { (id, $0) } }
+        #if DEBUG
+        // Before `next`, which may store rows of these originals.
+        try checkKept(kept, connection)
+        #endif
+        var (rows, answers) = try SubscriptionRows.read(
+            kept.isEmpty ? ids : ids.filter { memo?.rows(of: $0) == nil }, connection, with: owned + next)
+        for (id, original) in kept { rows.originals[id] = original }
         let before = OutboxBefore(
             originalTransactionIDs: ids, rows: rows,
             owners: try Self.owners(answers.prefix(owned.count).flatMap { $0 }),
             followsWrites: followingWrites, locksOriginalStreams: isPostgres
         )
+        memo?.noteRunning(before)
         return (before, Array(answers.dropFirst(owned.count)))
     }
+
+    #if DEBUG
+    /// Debug builds (the tests') read what the memo answered from the tables too: a memo that drifted from them
+    /// stops the test run at the write that found it, not events later.
+    private static func checkKept(
+        _ kept: [(String, SubscriptionRows.Original)], _ connection: any SQLConnection
+    ) throws(LedgerError) {
+        guard !kept.isEmpty else { return }
+        let read = try SubscriptionRows.read(kept.map(\.0), connection)
+        for (id, original) in kept where read.originals[id] != original {
+            preconditionFailure("the SQLite writer's memo of original \(id) differs from its rows")
+        }
+    }
+    #endif
 
     static func owners(_ originals: [String], _ connection: any SQLConnection) throws(LedgerError) -> [String: String] {
         try owners(connection.queries(ownerStatements(originals)).flatMap { $0 })
@@ -678,7 +703,8 @@ extension LedgerStatements {
         for draft in drafts where keys.insert(draft.dedupeKey).inserted {
             let webhooks = Array(Set(outbox.subscribers(draft))).sorted()
             guard !webhooks.isEmpty else { continue }
-            byStream[draft.account ?? originalStream(draft.originalTransactionID), default: []].append((draft, webhooks))
+            byStream[draft.account ?? originalStream(draft.originalTransactionID), default: []].append(
+                (draft, webhooks))
         }
         let createdAt = JSONValue.string(outbox.formatTime(time)).serializedText
         var deliveries: [(values: [SQLValue], headsIfAlone: Bool)] = []

@@ -9,6 +9,8 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
     private let handle: OpaquePointer
     private var statements: [String: OpaquePointer] = [:]
     private(set) var isClosed = false
+    /// The writer's connection only: what its writes left of subscriptions' rows.
+    var subscriptionRowsMemo: SubscriptionRowsMemo?
 
     /// - Parameter timeout: how long a statement waits for another connection's lock (`busy_timeout`), in seconds.
     init(path: String, timeout: Double = LedgerConfiguration.defaultTimeout) throws(LedgerError) {

@@ -46,12 +46,17 @@ final class SQLiteWriter: Sendable {
         self.connection = connection
         self.timeout = timeout + 0.5
         self.foreignCommits = foreignCommits
+        connection.subscriptionRowsMemo = SubscriptionRowsMemo()
     }
 
     /// Runs `body` on the writer's connection between groups.
     func outsideTransaction(_ body: (SQLiteConnection) throws(LedgerError) -> Void) throws(LedgerError) {
         let outcome = queue.sync {
-            defer { finishedWrites.add(1, ordering: .sequentiallyConsistent) }
+            defer {
+                // Whatever it ran may have changed any row.
+                connection.subscriptionRowsMemo?.forget()
+                finishedWrites.add(1, ordering: .sequentiallyConsistent)
+            }
             return Swift.Result { () throws(LedgerError) in try body(connection) }
         }
         try outcome.get()
@@ -158,20 +163,27 @@ final class SQLiteWriter: Sendable {
         } catch {
             return error
         }
+        let memo = connection.subscriptionRowsMemo
+        // Moves only when another connection committed: what the memo holds may then be stale.
+        memo?.beginGroup(dataVersion: try? connection.query("PRAGMA data_version", []).first?.int64(0))
         do throws(LedgerError) {
             for write in group {
                 try connection.execute("SAVEPOINT grouped_write")
                 if write.run(connection) == nil {
                     try connection.execute("RELEASE grouped_write")
+                    memo?.endWrite(released: true)
                 } else {
+                    memo?.endWrite(released: false)
                     try connection.execute("ROLLBACK TO grouped_write")
                     try connection.execute("RELEASE grouped_write")
                 }
             }
             try connection.execute("COMMIT")
+            memo?.endGroup(committed: true)
             foreignCommits?.noteCommit(of: connection)
             return nil
         } catch {
+            memo?.endGroup(committed: false)
             try? connection.execute("ROLLBACK")
             return error
         }

@@ -3,9 +3,33 @@
 /// The outbox reads them before a write; on SQLite, whose one writer serializes every transaction, the write then
 /// ``store(_:at:)``s its own rows here, which gives the state after it without reading the tables again.
 struct SubscriptionRows {
-    var transactions: [String: [(facts: TransactionFacts, updatedAt: Int64)]] = [:]
-    var renewals: [String: (facts: RenewalFacts, updatedAt: Int64)] = [:]
-    var notifications: [String: [(summary: NotificationSummary, receivedAt: Int64)]] = [:]
+    /// One original's rows: its transactions newest first (``LedgerStatements/isNewer(_:than:)``), its renewal info,
+    /// its notifications oldest first (``LedgerStatements/isEarlier(_:than:)``), as the reads order them.
+    struct Original: Equatable {
+        var transactions: [(facts: TransactionFacts, updatedAt: Int64)] = []
+        var renewal: (facts: RenewalFacts, updatedAt: Int64)?
+        var notifications: [(summary: NotificationSummary, receivedAt: Int64)] = []
+
+        /// What the memo charges for keeping it, estimated high: the payloads and a few hundred bytes a row.
+        var bytes: Int {
+            transactions.reduce(256) { $0 + $1.facts.payloadJSON.utf8.count + 320 }
+                + (renewal.map { $0.facts.payloadJSON.utf8.count + 256 } ?? 0) + notifications.count * 160
+        }
+
+        static func == (lhs: Original, rhs: Original) -> Bool {
+            lhs.transactions.elementsEqual(rhs.transactions) { $0.facts == $1.facts && $0.updatedAt == $1.updatedAt }
+                && lhs.renewal?.facts == rhs.renewal?.facts && lhs.renewal?.updatedAt == rhs.renewal?.updatedAt
+                && lhs.notifications.elementsEqual(rhs.notifications) {
+                    $0.summary == $1.summary && $0.receivedAt == $1.receivedAt
+                }
+        }
+    }
+
+    /// Every original read, those without any row included.
+    var originals: [String: Original] = [:]
+    /// The write stored a row of an original not read, or updated a transaction none of the originals read held
+    /// (moving it here from another): rows outside these changed unseen.
+    private(set) var changedOriginalNotRead = false
 
     /// One statement per table whatever the number of ids, sent together.
     static func read(_ ids: [String], _ connection: any SQLConnection) throws(LedgerError) -> SubscriptionRows {
@@ -25,16 +49,20 @@ struct SubscriptionRows {
             defer { answers = answers.dropFirst(statements.count) }
             return answers.prefix(statements.count).flatMap { $0 }
         }
-        let rows = SubscriptionRows(
-            transactions: Dictionary(
-                grouping: try LedgerStatements.transactions(take(transactions)), by: \.facts.originalTransactionID
-            ),
-            renewals: Dictionary(
-                try LedgerStatements.renewals(take(renewals)).map { ($0.facts.originalTransactionID, $0) },
-                uniquingKeysWith: { first, _ in first }
-            ),
-            notifications: try LedgerStatements.notifications(take(notifications))
-        )
+        var rows = SubscriptionRows()
+        for id in ids { rows.originals[id] = Original() }
+        for (id, found) in Dictionary(
+            grouping: try LedgerStatements.transactions(take(transactions)), by: \.facts.originalTransactionID)
+        {
+            rows.originals[id, default: Original()].transactions = found
+        }
+        for renewal in try LedgerStatements.renewals(take(renewals))
+        where rows.originals[renewal.facts.originalTransactionID]?.renewal == nil {
+            rows.originals[renewal.facts.originalTransactionID, default: Original()].renewal = renewal
+        }
+        for (id, found) in try LedgerStatements.notifications(take(notifications)) {
+            rows.originals[id, default: Original()].notifications = found
+        }
         return (rows, Array(answers))
     }
 
@@ -42,19 +70,19 @@ struct SubscriptionRows {
     func facts(_ ids: [String]) -> [String: SubscriptionFacts] {
         var facts: [String: SubscriptionFacts] = [:]
         for id in Set(ids) {
-            let transactions = transactions[id] ?? []
-            let renewal = renewals[id]
-            let notifications = notifications[id] ?? []
-            guard !transactions.isEmpty || renewal != nil || !notifications.isEmpty else { continue }
+            guard let rows = originals[id],
+                !rows.transactions.isEmpty || rows.renewal != nil || !rows.notifications.isEmpty
+            else { continue }
             let updatedAt =
-                (transactions.map(\.updatedAt) + notifications.map(\.receivedAt) + [renewal?.updatedAt ?? 0]).max() ?? 0
+                (rows.transactions.map(\.updatedAt) + rows.notifications.map(\.receivedAt)
+                + [rows.renewal?.updatedAt ?? 0]).max() ?? 0
             facts[id] = SubscriptionFacts(
                 originalTransactionID: id,
-                transactions: transactions.map(\.facts),
-                renewal: renewal?.facts,
+                transactions: rows.transactions.map(\.facts),
+                renewal: rows.renewal?.facts,
                 // Equal signed dates: the greatest uuid, as the list is ordered.
-                lastNotification: notifications.last?.summary,
-                notifications: notifications.map(\.summary),
+                lastNotification: rows.notifications.last?.summary,
+                notifications: rows.notifications.map(\.summary),
                 updatedAt: updatedAt
             )
         }
@@ -62,21 +90,38 @@ struct SubscriptionRows {
     }
 
     /// A transaction as its row now holds it (inserted or replaced at `time`), wherever it was before: an update may
-    /// move a transaction to another original id.
-    mutating func store(_ transaction: TransactionFacts, at time: Int64) {
-        for original in transactions.keys {
-            transactions[original]?.removeAll { $0.facts.transactionID == transaction.transactionID }
+    /// move a transaction to another original id. `replacing`: the row was in the ledger before.
+    mutating func store(_ transaction: TransactionFacts, at time: Int64, replacing: Bool) {
+        noteChange(of: transaction.originalTransactionID)
+        var found = false
+        for original in originals.keys {
+            guard
+                let index = originals[original]?.transactions.firstIndex(where: {
+                    $0.facts.transactionID == transaction.transactionID
+                })
+            else { continue }
+            originals[original]?.transactions.remove(at: index)
+            found = true
         }
-        transactions[transaction.originalTransactionID, default: []].append((transaction, time))
-        transactions[transaction.originalTransactionID]?.sort { LedgerStatements.isNewer($0.facts, than: $1.facts) }
+        if replacing && !found { changedOriginalNotRead = true }
+        originals[transaction.originalTransactionID, default: Original()].transactions.append((transaction, time))
+        originals[transaction.originalTransactionID]?.transactions.sort {
+            LedgerStatements.isNewer($0.facts, than: $1.facts)
+        }
     }
 
     mutating func store(_ renewal: RenewalFacts, at time: Int64) {
-        renewals[renewal.originalTransactionID] = (renewal, time)
+        noteChange(of: renewal.originalTransactionID)
+        originals[renewal.originalTransactionID, default: Original()].renewal = (renewal, time)
     }
 
     mutating func store(_ notification: NotificationSummary, original: String, receivedAt: Int64) {
-        notifications[original, default: []].append((notification, receivedAt))
-        notifications[original]?.sort { LedgerStatements.isEarlier($0.summary, than: $1.summary) }
+        noteChange(of: original)
+        originals[original, default: Original()].notifications.append((notification, receivedAt))
+        originals[original]?.notifications.sort { LedgerStatements.isEarlier($0.summary, than: $1.summary) }
+    }
+
+    private mutating func noteChange(of original: String) {
+        if originals[original] == nil { changedOriginalNotRead = true }
     }
 }
