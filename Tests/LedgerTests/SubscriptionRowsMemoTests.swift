@@ -14,15 +14,21 @@ struct SubscriptionRowsMemoTests {
         E.transaction(id, purchase: E.t0, expires: E.t0 + 30 * E.day, signed: signed, original: original)
     }
 
-    /// A write's state after, as ``OutboxBefore`` derives it: `original` read (empty), then `stored` added.
-    static func write(reading originals: [String], storing stored: [TransactionFacts]) -> OutboxBefore {
+    /// Runs a write on `memo` as the writer does: it reads `originals` (all empty), stores `stored`, and ends.
+    static func write(
+        _ memo: SubscriptionRowsMemo, reading originals: [String], storing stored: [String: String],
+        released: Bool = true
+    ) {
         var rows = SubscriptionRows()
         for original in originals { rows.originals[original] = SubscriptionRows.Original() }
         let before = OutboxBefore(
             originalTransactionIDs: originals, rows: rows, owners: [:], followsWrites: true, locksOriginalStreams: false
         )
-        for transaction in stored { before.stored(transaction, at: 7, replacing: false) }
-        return before
+        for (id, original) in stored.sorted(by: { $0.key < $1.key }) {
+            before.stored(transaction(id, original: original), at: 7, replacing: false)
+        }
+        memo.noteRunning(before)
+        memo.endWrite(released: released)
     }
 
     static func ids(_ memo: SubscriptionRowsMemo, _ original: String) -> [String]? {
@@ -34,8 +40,7 @@ struct SubscriptionRowsMemoTests {
     @Test func aReleasedWrite_isSeenInItsGroup_andKeptOnceTheGroupCommits() {
         let memo = SubscriptionRowsMemo()
         memo.beginGroup(dataVersion: 1)
-        memo.noteRunning(Self.write(reading: ["o", "p"], storing: [Self.transaction("t1", original: "o")]))
-        memo.endWrite(released: true)
+        Self.write(memo, reading: ["o", "p"], storing: ["t1": "o"])
         #expect(Self.ids(memo, "o") == ["t1"])
         memo.endGroup(committed: true)
         memo.beginGroup(dataVersion: 1)
@@ -48,11 +53,9 @@ struct SubscriptionRowsMemoTests {
     @Test func aWriteRolledBack_orAGroupNotCommitted_leavesNothing() {
         let memo = SubscriptionRowsMemo()
         memo.beginGroup(dataVersion: 1)
-        memo.noteRunning(Self.write(reading: ["o"], storing: [Self.transaction("t1", original: "o")]))
-        memo.endWrite(released: false)
+        Self.write(memo, reading: ["o"], storing: ["t1": "o"], released: false)
         #expect(Self.ids(memo, "o") == nil)
-        memo.noteRunning(Self.write(reading: ["p"], storing: [Self.transaction("t2", original: "p")]))
-        memo.endWrite(released: true)
+        Self.write(memo, reading: ["p"], storing: ["t2": "p"])
         memo.endGroup(committed: false)
         memo.beginGroup(dataVersion: 1)
         #expect(Self.ids(memo, "p") == nil)
@@ -61,14 +64,12 @@ struct SubscriptionRowsMemoTests {
     @Test func anotherConnectionsCommit_forgetsEverything() {
         let memo = SubscriptionRowsMemo()
         memo.beginGroup(dataVersion: 1)
-        memo.noteRunning(Self.write(reading: ["o"], storing: [Self.transaction("t1", original: "o")]))
-        memo.endWrite(released: true)
+        Self.write(memo, reading: ["o"], storing: ["t1": "o"])
         memo.endGroup(committed: true)
         memo.beginGroup(dataVersion: 2)
         #expect(Self.ids(memo, "o") == nil)
         // A version that could not be read is a move too.
-        memo.noteRunning(Self.write(reading: ["o"], storing: [Self.transaction("t1", original: "o")]))
-        memo.endWrite(released: true)
+        Self.write(memo, reading: ["o"], storing: ["t1": "o"])
         memo.endGroup(committed: true)
         memo.beginGroup(dataVersion: nil)
         #expect(Self.ids(memo, "o") == nil)
@@ -77,23 +78,19 @@ struct SubscriptionRowsMemoTests {
     @Test func aWriteThatStoredRowsOfAnOriginalItDidNotRead_forgetsEverything() {
         let memo = SubscriptionRowsMemo()
         memo.beginGroup(dataVersion: 1)
-        memo.noteRunning(Self.write(reading: ["o"], storing: [Self.transaction("t1", original: "o")]))
-        memo.endWrite(released: true)
-        memo.noteRunning(Self.write(reading: ["p"], storing: [Self.transaction("t2", original: "q")]))
-        memo.endWrite(released: true)
+        Self.write(memo, reading: ["o"], storing: ["t1": "o"])
+        Self.write(memo, reading: ["p"], storing: ["t2": "q"])
         #expect(Self.ids(memo, "o") == nil && Self.ids(memo, "p") == nil)
     }
 
     @Test func pastItsByteLimit_theMemoStartsAfresh() {
         let memo = SubscriptionRowsMemo(byteLimit: 4096)
         memo.beginGroup(dataVersion: 1)
-        memo.noteRunning(Self.write(reading: ["o"], storing: [Self.transaction("t1", original: "o")]))
-        memo.endWrite(released: true)
+        Self.write(memo, reading: ["o"], storing: ["t1": "o"])
         memo.endGroup(committed: true)
         #expect(Self.ids(memo, "o") == ["t1"])
-        memo.noteRunning(
-            Self.write(reading: ["p"], storing: (0..<20).map { Self.transaction("p\($0)", original: "p") }))
-        memo.endWrite(released: true)
+        Self.write(
+            memo, reading: ["p"], storing: Dictionary(uniqueKeysWithValues: (0..<20).map { ("p\($0)", "p") }))
         memo.endGroup(committed: true)
         #expect(Self.ids(memo, "o") == nil && Self.ids(memo, "p") == nil)
     }
