@@ -292,9 +292,15 @@ enum LedgerStatements {
 
     /// What a compact JWS says, without how it was signed: its payload segment. ES256 signatures differ on every
     /// signing, so the same notification signed again is still the same notification; other text is not.
+    /// Found on the UTF-8 bytes: splitting by `Character` cost the writer a millisecond per retried delivery (13 KB).
     static func signedClaims(_ jws: String) -> Substring {
-        let segments = jws.split(separator: ".", maxSplits: 3, omittingEmptySubsequences: false)
-        return segments.count == 3 ? segments[1] : jws[...]
+        let dot = UInt8(ascii: ".")
+        let bytes = jws.utf8
+        guard let first = bytes.firstIndex(of: dot),
+            let second = bytes[bytes.index(after: first)...].firstIndex(of: dot),
+            !bytes[bytes.index(after: second)...].contains(dot)
+        else { return jws[...] }
+        return jws[bytes.index(after: first)..<second]
     }
 
     /// One version of a transaction or a renewal info, as the order between versions of one row sees it.

@@ -1,6 +1,7 @@
-@testable import Ledger
 import TestSupport
 import Testing
+
+@testable import Ledger
 
 /// A uuid delivered again is a retry when it says the same thing, a conflict when it says something else; either
 /// way the first delivery stays the record.
@@ -24,6 +25,11 @@ struct NotificationConflictTests {
         other.signedPayload = "eyJhbGciOiJFUzI1NiJ9.eyJ1dWlkIjoyfQ.c2lnbmF0dXJlLTE"
         other.transaction = E.with(E.firstMonth, signed: E.t0 + 99)
         #expect(try ledger.record(other) == .conflict)
+
+        // Not three segments: the whole text is what it says.
+        var fourSegments = first
+        fourSegments.signedPayload = "eyJhbGciOiJFUzI1NiJ9.eyJ1dWlkIjoxfQ.c2lnbmF0dXJlLTE.eA"
+        #expect(try ledger.record(fourSegments) == .conflict)
 
         #expect(try ledger.notification(uuid: first.uuid)?.signedPayload == first.signedPayload)
         #expect(try ledger.transaction(id: "1000") == stored)
