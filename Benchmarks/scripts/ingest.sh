@@ -27,6 +27,10 @@
 #                                                         switches (perf stat on syscall tracepoints; needs perf;
 #                                                         it follows the PostgreSQL processes there were at the start,
 #                                                         not the writers' backends, which start with the first writes)
+#   WALL=1 STORES=sqlite Benchmarks/scripts/ingest.sh   also print where receiptd's busiest thread (on SQLite, the one
+#                                                         writer) spent its wall time during the run: running, waiting
+#                                                         for a core, the commit's disk waits, sleeps (perf sched
+#                                                         record of the whole machine, then thread_wall.awk; needs perf)
 #   PERF_EVENTS=syscalls:sys_enter_sendto CPU=1 Benchmarks/scripts/ingest.sh
 #                                                         also count these perf events (comma-separated) per
 #                                                         notification, receiptd's and PostgreSQL's together
@@ -195,6 +199,13 @@ s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(1024); ti
         start_server "$store_json" "" || { cat "$work/server.log" >&2; exit 1; }
     fi
     if [ -n "${STATEMENTS:-}" ] && [ "$store" = postgres ]; then count_rows "SELECT pg_stat_statements_reset()" >/dev/null; fi
+    if [ -n "${WALL:-}" ]; then
+        wall_tids_before=$(tid_ticks "$server")
+        perf sched record -k CLOCK_MONOTONIC -a -g -o "$work/sched.data" >/dev/null 2>&1 &
+        sched_pid=$!
+        # perf needs a moment before it records; the file's header is written once it does.
+        for _ in $(seq 50); do [ -s "$work/sched.data" ] && break; sleep 0.1; done
+    fi
     if [ -n "${CPU:-}" ]; then
         server_before=$(thread_cpu_ms "$server" | LC_ALL=C sort)
         server_total_before=$(cpu_ms "$server")
@@ -209,10 +220,13 @@ s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(1024); ti
         times >"$work/times-before"
         machine_before=$(machine_busy_ms)
     fi
+    monotonic() { python3 -c 'import time; print(time.monotonic())'; }
+    [ -n "${WALL:-}" ] && wall_from=$(monotonic)
     started=$(date +%s.%N)
     BODY_DIR=$work/forged/notifications wrk -t1 -c"$senders" -d600s -s "$benchmarks/scripts/wrk_post_dir_count.lua" \
         "http://127.0.0.1:$port/v1/notifications" >/dev/null
     finished=$(date +%s.%N)
+    [ -n "${WALL:-}" ] && wall_to=$(monotonic)
     if [ -n "${CPU:-}" ]; then
         times >"$work/times-after"
         machine_after=$(machine_busy_ms)
@@ -243,6 +257,17 @@ PY
         machine_ms=$(((machine_after - machine_before) * 1000 / count))
         echo "    the whole machine (every process, interrupts, perf itself) $machine_ms"
         awk -F, -v n="$count" -v s="$seconds" 'NF > 2 && $1 ~ /^[0-9]+$/ {printf "    %-39s %6.2f per notification, %.0f/s\n", $3, $1 / n, $1 / s}' "$work/perf.txt"
+    fi
+    if [ -n "${WALL:-}" ]; then
+        # The thread that spent the most CPU during the run; the perf data covers the whole machine, so only its runs
+        # are read, from the first request to the last answer. Started before and stopped after the CPU figures above,
+        # so that they hold only perf's recording. The thread's sleep before its first run is not counted.
+        kill -INT "$sched_pid"; wait "$sched_pid" 2>/dev/null || true
+        busiest=$(LC_ALL=C join -a2 -e0 -o 0,1.2,2.2 <(echo "$wall_tids_before") <(tid_ticks "$server") |
+            awk '$3 - $2 > max {max = $3 - $2; tid = $1} END {print tid}')
+        echo "$store: the wall time of receiptd's busiest thread ($busiest, $(tr ' ' _ <"/proc/$server/task/$busiest/comm" 2>/dev/null)) during the run:"
+        perf sched timehist -i "$work/sched.data" --time "$wall_from,$wall_to" -t "$busiest" -g --state 2>/dev/null |
+            awk -v count="$count" -f "$benchmarks/scripts/thread_wall.awk"
     fi
     delivery=""
     if [ -n "${DELIVERY_WAIT:-}" ] && [ "${events:0:4}" = with ]; then
