@@ -113,6 +113,9 @@ postgres_pids() {
     echo "$postmaster,$(pgrep -d, -P "$postmaster")"
 }
 
+# CLOCK_MONOTONIC in seconds, the clock `perf sched record -k CLOCK_MONOTONIC` stamps its events with.
+monotonic() { python3 -c 'import time; print(time.monotonic())'; }
+
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 "$BENCH" forge-notifications --count "$count" --out "$work/forged" >/dev/null
@@ -220,7 +223,6 @@ s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(1024); ti
         times >"$work/times-before"
         machine_before=$(machine_busy_ms)
     fi
-    monotonic() { python3 -c 'import time; print(time.monotonic())'; }
     [ -n "${WALL:-}" ] && wall_from=$(monotonic)
     started=$(date +%s.%N)
     BODY_DIR=$work/forged/notifications wrk -t1 -c"$senders" -d600s -s "$benchmarks/scripts/wrk_post_dir_count.lua" \
