@@ -101,6 +101,11 @@ tid_ticks() {
         echo "${task##*/} $(echo "${stat##*) }" | awk '{print $12 + $13}')"
     done | LC_ALL=C sort
 }
+# receiptd's busiest thread since the `tid_ticks` given: "tid ticks" (a thread started since counts from 0).
+busiest_thread() {
+    LC_ALL=C join -a2 -e0 -o 0,1.2,2.2 <(echo "$1") <(tid_ticks "$server") |
+        awk '$3 - $2 > max {max = $3 - $2; tid = $1} END {print tid, max}'
+}
 # CPU ms of each pid given ("pid ms" lines, sorted for join).
 pid_cpu_ms() {
     local pid
@@ -245,9 +250,8 @@ PY
 )
         echo "$store: CPU ms per 1,000 notifications over ${seconds:0:5} s (1,000 ms per 1,000 = one core busy at 1,000/s):"
         echo "    receiptd (every thread, ended ones too) $(python3 -c "print(round(($(cpu_ms "$server") - $server_total_before) * 1000 / $count))")"
-        LC_ALL=C join -a2 -e0 -o 0,1.2,2.2 <(echo "$tids_before") <(tid_ticks "$server") |
-            awk -v n="$count" -v hz="$(getconf CLK_TCK)" '$3 - $2 > max {max = $3 - $2}
-                END {printf "      its busiest thread                  %6.0f\n", max * 1000 / hz * 1000 / n}'
+        busiest_thread "$tids_before" | awk -v n="$count" -v hz="$(getconf CLK_TCK)" \
+            '{printf "      its busiest thread                  %6.0f\n", $2 * 1000 / hz * 1000 / n}'
         LC_ALL=C join -a2 -e0 -o 0,1.2,2.2 <(echo "$server_before") <(thread_cpu_ms "$server" | LC_ALL=C sort) |
             awk -v n="$count" '$3 - $2 > 0 {printf "      threads named %-20s %6.0f\n", $1, ($3 - $2) * 1000 / n}' | sort -k4 -rn
         echo "    wrk (16 senders, one thread)            $(python3 -c "print(round($wrk_ms * 1000 / $count))")"
@@ -265,8 +269,7 @@ PY
         # are read, from the first request to the last answer. Started before and stopped after the CPU figures above,
         # so that they hold only perf's recording. The thread's sleep before its first run is not counted.
         kill -INT "$sched_pid"; wait "$sched_pid" 2>/dev/null || true
-        busiest=$(LC_ALL=C join -a2 -e0 -o 0,1.2,2.2 <(echo "$wall_tids_before") <(tid_ticks "$server") |
-            awk '$3 - $2 > max {max = $3 - $2; tid = $1} END {print tid}')
+        busiest=$(busiest_thread "$wall_tids_before" | cut -d' ' -f1)
         echo "$store: the wall time of receiptd's busiest thread ($busiest, $(tr ' ' _ <"/proc/$server/task/$busiest/comm" 2>/dev/null)) during the run:"
         perf sched timehist -i "$work/sched.data" --time "$wall_from,$wall_to" -t "$busiest" -g --state 2>/dev/null |
             awk -v count="$count" -f "$benchmarks/scripts/thread_wall.awk"
