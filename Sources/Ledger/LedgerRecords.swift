@@ -28,12 +28,14 @@ struct LedgerRecords<Database: LedgerDatabase>: Sendable {
         let original = notification.transaction?.originalTransactionID ?? notification.renewal?.originalTransactionID
         return try database.write { connection throws(LedgerError) in
             try LedgerStatements.lockAppAccountTokensShared(of: notification.transaction.map { [$0] } ?? [], connection)
-            let (before, inserted) = try LedgerStatements.outboxBefore(
+            let along = LedgerStatements.factsSentAlong(notification, receivedAt: receivedAt, connection)
+            let (before, answers) = try LedgerStatements.outboxBefore(
                 original.map { [$0] } ?? [], outbox, connection, followingWrites: true,
-                then: [LedgerStatements.insertStatement(notification, receivedAt: receivedAt)]
+                then: [LedgerStatements.insertStatement(notification, receivedAt: receivedAt)] + along
             )
             let (write, tokenLookup) = try LedgerStatements.insert(
-                notification, receivedAt: receivedAt, noting: before, inserted: inserted.first, connection
+                notification, receivedAt: receivedAt, noting: before, inserted: answers.first,
+                factsAnswers: along.isEmpty ? nil : Array(answers.dropFirst()), connection
             )
             if let tokenLookup {
                 try LedgerStatements.linkByAppAccountToken([tokenLookup], at: receivedAt, connection)
@@ -222,10 +224,11 @@ enum LedgerStatements {
     /// Also returns what storing its transaction found of the transaction's `appAccountToken`. Notes the rows it
     /// stores in `noting`.
     ///
-    /// `inserted`: the answer of ``insertStatement(_:receivedAt:)``, when the caller sent it along with its reads.
+    /// `inserted`: the answer of ``insertStatement(_:receivedAt:)``, when the caller sent it along with its reads;
+    /// `factsAnswers`: those of ``factsSentAlong(_:receivedAt:_:)``, when it sent them right behind it.
     static func insert(
         _ notification: NotificationFacts, receivedAt: Int64, noting before: OutboxBefore? = nil,
-        inserted answer: [SQLRow]? = nil, _ connection: any SQLConnection
+        inserted answer: [SQLRow]? = nil, factsAnswers: [[SQLRow]]? = nil, _ connection: any SQLConnection
     ) throws(LedgerError) -> (write: NotificationWrite, tokenLookup: AppAccountTokenLookup?) {
         let originalID = notification.transaction?.originalTransactionID ?? notification.renewal?.originalTransactionID
         let inserted: [SQLRow]
@@ -237,6 +240,7 @@ enum LedgerStatements {
         }
         // A retried delivery must not touch anything, not even first_seen of its transaction's sources.
         guard !inserted.isEmpty else {
+            if factsAnswers != nil { try connection.execute("ROLLBACK TO SAVEPOINT \(factsSavepoint)") }
             let stored = try connection.query(
                 "SELECT signed_payload FROM notifications WHERE uuid = $1", [.text(notification.uuid)]
             )
@@ -254,19 +258,50 @@ enum LedgerStatements {
             )
             before?.stored(summary, original: originalID, receivedAt: receivedAt)
         }
+        // Past the savepoint's own answer: the transaction's insert, then the renewal info's insert and read.
+        var answers = factsAnswers?.dropFirst()
         var tokenLookup: AppAccountTokenLookup?
         if let transaction = notification.transaction {
             tokenLookup = try upsert(
-                transaction, source: .notification, notificationUUID: uuid, now: receivedAt, noting: before, connection
+                transaction, source: .notification, notificationUUID: uuid, now: receivedAt, noting: before,
+                inserted: answers?.popFirst(), connection
             )
         }
         if let renewal = notification.renewal {
             try upsert(
-                renewal, source: .notification, notificationUUID: uuid, now: receivedAt, noting: before, connection
+                renewal, source: .notification, notificationUUID: uuid, now: receivedAt, noting: before,
+                answers: answers.map(Array.init), connection
             )
         }
         return (.stored, tokenLookup)
     }
+
+    /// On PostgreSQL, the notification's transaction and renewal info inserts (and the renewal info's read), to be
+    /// sent right behind the notification's own insert, in the round trip of the write's reads: two round trips
+    /// fewer. They run before anyone knows whether the notification is new, so they follow a savepoint of their own,
+    /// which ``insert(_:receivedAt:noting:inserted:factsAnswers:_:)`` rolls back when it is not. Empty on SQLite
+    /// (no round trip to save) and for a notification with neither.
+    static func factsSentAlong(
+        _ notification: NotificationFacts, receivedAt: Int64, _ connection: any SQLConnection
+    ) -> [SQLStatement] {
+        guard connection is PostgresConnection, notification.transaction != nil || notification.renewal != nil else {
+            return []
+        }
+        var statements = [SQLStatement("SAVEPOINT \(factsSavepoint)")]
+        if let transaction = notification.transaction {
+            statements.append(
+                transactionInsert(
+                    transaction, source: .notification, notificationUUID: notification.uuid, now: receivedAt))
+        }
+        if let renewal = notification.renewal {
+            let (insert, read) = renewalInsertAndRead(
+                renewal, source: .notification, notificationUUID: notification.uuid, now: receivedAt, connection)
+            statements += [insert, read]
+        }
+        return statements
+    }
+
+    private static let factsSavepoint = "notification_facts"
 
     /// Stores the notification unless its uuid is stored already; answers its uuid when it stored it.
     static func insertStatement(_ notification: NotificationFacts, receivedAt: Int64) -> SQLStatement {
@@ -352,38 +387,24 @@ enum LedgerStatements {
     /// token's account and the original's owner (see ``AppAccountTokenLookup``): linking by token then costs no
     /// statement of its own when the token is registered. On PostgreSQL the caller took the token's lock first
     /// (``lockAppAccountTokensShared(of:_:)``). Notes the row it stores, and any token lookup, in `noting`.
+    ///
+    /// `inserted`: the answer of ``transactionInsert(_:source:notificationUUID:now:)``, when the caller sent it
+    /// already.
     @discardableResult
     static func upsert(
         _ facts: TransactionFacts, source: TransactionSource, notificationUUID: String? = nil, now: Int64,
-        noting before: OutboxBefore? = nil, _ connection: any SQLConnection
+        noting before: OutboxBefore? = nil, inserted answer: [SQLRow]? = nil, _ connection: any SQLConnection
     ) throws(LedgerError) -> AppAccountTokenLookup? {
         let token = facts.appAccountToken?.lowercased()
-        let values: [SQLValue] = [
-            .text(facts.transactionID), .text(facts.originalTransactionID), .text(facts.productID),
-            SQLValue(facts.bundleID), SQLValue(facts.type), SQLValue(facts.purchaseDate),
-            SQLValue(facts.originalPurchaseDate), SQLValue(facts.expiresDate), SQLValue(facts.revocationDate),
-            SQLValue(facts.revocationReason), SQLValue(facts.inAppOwnershipType), SQLValue(facts.webOrderLineItemID),
-            SQLValue(facts.environment), .integer(facts.signedDate), .text(facts.payloadJSON),
-            .text(source.rawValue), SQLValue(notificationUUID), SQLValue(facts.isUpgraded), .integer(now),
-            SQLValue(token),
-        ]
-        func lookupColumns(token placeholder: Int, original: Int) -> String {
-            guard token != nil else { return "" }
-            return ", " + AppAccountTokenLookup.columns(token: placeholder, original: original)
+        let insert = transactionInsert(facts, source: source, notificationUUID: notificationUUID, now: now)
+        // A concurrent insert of the same id makes PostgreSQL wait on the insert for it to commit; the read below
+        // then sees it.
+        let inserted: [SQLRow]
+        if let answer {
+            inserted = answer
+        } else {
+            inserted = try connection.query(insert.sql, insert.parameters)
         }
-        // A concurrent insert of the same id makes PostgreSQL wait here for it to commit; the read below then sees it.
-        let inserted = try connection.query(
-            """
-            INSERT INTO transactions (transaction_id, original_transaction_id, product_id, bundle_id, type,
-                purchase_date, original_purchase_date, expires_date, revocation_date, revocation_reason,
-                in_app_ownership_type, web_order_line_item_id, environment, signed_date, payload_json,
-                source, notification_uuid, is_upgraded, first_seen, updated_at, app_account_token)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $19, $20)
-            ON CONFLICT (transaction_id) DO NOTHING
-            RETURNING transaction_id
-            """ + lookupColumns(token: 20, original: 2),
-            values
-        )
         var tokenLookup = token.flatMap { token in
             inserted.first.map { AppAccountTokenLookup(facts.originalTransactionID, token, $0, from: 1) }
         }
@@ -393,7 +414,7 @@ enum LedgerStatements {
             let rows = try connection.query(
                 """
                 SELECT source, signed_date, revocation_date, notification_uuid, payload_json
-                """ + lookupColumns(token: 2, original: 3) + " FROM transactions WHERE transaction_id = $1"
+                """ + lookupColumns(token, placeholder: 2, original: 3) + " FROM transactions WHERE transaction_id = $1"
                     + forUpdate(connection),
                 [.text(facts.transactionID)] + (token.map { [.text($0), .text(facts.originalTransactionID)] } ?? [])
             )
@@ -412,7 +433,8 @@ enum LedgerStatements {
                 payloadJSON: facts.payloadJSON
             )
             if stored < incoming {
-                try connection.execute(
+                // Its answer is not needed: it goes with the next statement, and fails the write as late as that.
+                try connection.executeWithNext(
                     """
                     UPDATE transactions SET original_transaction_id = $2, product_id = $3, bundle_id = $4, type = $5,
                         purchase_date = $6, original_purchase_date = $7, expires_date = $8, revocation_date = $9,
@@ -421,7 +443,7 @@ enum LedgerStatements {
                         notification_uuid = $17, is_upgraded = $18, updated_at = $19, app_account_token = $20
                     WHERE transaction_id = $1
                     """,
-                    values
+                    insert.parameters
                 )
                 before?.stored(facts, at: now, replacing: true)
             }
@@ -436,12 +458,97 @@ enum LedgerStatements {
         return tokenLookup
     }
 
+    /// Stores the transaction unless its id is stored already; answers its id (and the token lookup, when it carries
+    /// a token) when it stored it.
+    static func transactionInsert(
+        _ facts: TransactionFacts, source: TransactionSource, notificationUUID: String?, now: Int64
+    ) -> SQLStatement {
+        let token = facts.appAccountToken?.lowercased()
+        return SQLStatement(
+            """
+            INSERT INTO transactions (transaction_id, original_transaction_id, product_id, bundle_id, type,
+                purchase_date, original_purchase_date, expires_date, revocation_date, revocation_reason,
+                in_app_ownership_type, web_order_line_item_id, environment, signed_date, payload_json,
+                source, notification_uuid, is_upgraded, first_seen, updated_at, app_account_token)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $19, $20)
+            ON CONFLICT (transaction_id) DO NOTHING
+            RETURNING transaction_id
+            """ + lookupColumns(token, placeholder: 20, original: 2),
+            [
+                .text(facts.transactionID), .text(facts.originalTransactionID), .text(facts.productID),
+                SQLValue(facts.bundleID), SQLValue(facts.type), SQLValue(facts.purchaseDate),
+                SQLValue(facts.originalPurchaseDate), SQLValue(facts.expiresDate), SQLValue(facts.revocationDate),
+                SQLValue(facts.revocationReason), SQLValue(facts.inAppOwnershipType),
+                SQLValue(facts.webOrderLineItemID), SQLValue(facts.environment), .integer(facts.signedDate),
+                .text(facts.payloadJSON), .text(source.rawValue), SQLValue(notificationUUID),
+                SQLValue(facts.isUpgraded), .integer(now), SQLValue(token),
+            ]
+        )
+    }
+
+    private static func lookupColumns(_ token: String?, placeholder: Int, original: Int) -> String {
+        guard token != nil else { return "" }
+        return ", " + AppAccountTokenLookup.columns(token: placeholder, original: original)
+    }
+
     /// Inserts a renewal info, or replaces the stored one when `facts` are a greater ``Version``, decided like a
     /// transaction's. Notes the row it stores in `noting`.
+    ///
+    /// `answers`: those of ``renewalInsertAndRead(_:source:notificationUUID:now:_:)``, when the caller sent both.
     static func upsert(
         _ facts: RenewalFacts, source: TransactionSource, notificationUUID: String? = nil, now: Int64,
-        noting before: OutboxBefore? = nil, _ connection: any SQLConnection
+        noting before: OutboxBefore? = nil, answers sent: [[SQLRow]]? = nil, _ connection: any SQLConnection
     ) throws(LedgerError) {
+        let (insert, read) = renewalInsertAndRead(
+            facts, source: source, notificationUUID: notificationUUID, now: now, connection)
+        // A subscription has one renewal info, which each of its notifications but the first replaces: on PostgreSQL
+        // the stored one is read in the insert's round trip (the read then waits on the insert as it did after it),
+        // on SQLite, with no round trip to save, only after a conflict.
+        let readsAlong = connection is PostgresConnection
+        let answers: [[SQLRow]]
+        if let sent {
+            answers = sent
+        } else {
+            answers = try connection.queries(readsAlong ? [insert, read] : [insert])
+        }
+        guard answers[0].isEmpty else {
+            before?.stored(facts, at: now)
+            return
+        }
+        let rows = readsAlong ? answers[1] : try connection.query(read.sql, read.parameters)
+        guard let row = rows.first else {
+            throw LedgerError(.queryFailed, "a renewal info conflicted but cannot be read back")
+        }
+        // Only StoreKit 2 carries renewal infos, and they are never revocations.
+        let stored = Version(
+            isStoreKit2: true, signedDate: try row.requiredInt64(0), isRevocation: false,
+            notificationUUID: row.string(1), payloadJSON: try row.requiredString(2)
+        )
+        let incoming = Version(
+            isStoreKit2: true, signedDate: facts.signedDate, isRevocation: false, notificationUUID: notificationUUID,
+            payloadJSON: facts.payloadJSON
+        )
+        guard stored < incoming else { return }
+        // Its answer is not needed: it goes with the next statement, and fails the write as late as that.
+        try connection.executeWithNext(
+            """
+            UPDATE renewal_infos SET product_id = $2, auto_renew_product_id = $3, auto_renew_status = $4,
+                expiration_intent = $5, is_in_billing_retry_period = $6, grace_period_expires_date = $7,
+                price_increase_status = $8, environment = $9, signed_date = $10, payload_json = $11, source = $12,
+                updated_at = $13, notification_uuid = $14
+            WHERE original_transaction_id = $1
+            """,
+            insert.parameters
+        )
+        before?.stored(facts, at: now)
+    }
+
+    /// Stores the renewal info unless its subscription has one already (answering its original id when it stored it),
+    /// and reads the stored one, locked on PostgreSQL.
+    static func renewalInsertAndRead(
+        _ facts: RenewalFacts, source: TransactionSource, notificationUUID: String?, now: Int64,
+        _ connection: any SQLConnection
+    ) -> (insert: SQLStatement, read: SQLStatement) {
         let values: [SQLValue] = [
             .text(facts.originalTransactionID), SQLValue(facts.productID), SQLValue(facts.autoRenewProductID),
             SQLValue(facts.autoRenewStatus), SQLValue(facts.expirationIntent), SQLValue(facts.isInBillingRetryPeriod),
@@ -466,40 +573,7 @@ enum LedgerStatements {
             """ + forUpdate(connection),
             [.text(facts.originalTransactionID)]
         )
-        // A subscription has one renewal info, which each of its notifications but the first replaces: on PostgreSQL
-        // the stored one is read in the insert's round trip (the read then waits on the insert as it did after it),
-        // on SQLite, with no round trip to save, only after a conflict.
-        let readsAlong = connection is PostgresConnection
-        let answers = try connection.queries(readsAlong ? [insert, read] : [insert])
-        guard answers[0].isEmpty else {
-            before?.stored(facts, at: now)
-            return
-        }
-        let rows = readsAlong ? answers[1] : try connection.query(read.sql, read.parameters)
-        guard let row = rows.first else {
-            throw LedgerError(.queryFailed, "a renewal info conflicted but cannot be read back")
-        }
-        // Only StoreKit 2 carries renewal infos, and they are never revocations.
-        let stored = Version(
-            isStoreKit2: true, signedDate: try row.requiredInt64(0), isRevocation: false,
-            notificationUUID: row.string(1), payloadJSON: try row.requiredString(2)
-        )
-        let incoming = Version(
-            isStoreKit2: true, signedDate: facts.signedDate, isRevocation: false, notificationUUID: notificationUUID,
-            payloadJSON: facts.payloadJSON
-        )
-        guard stored < incoming else { return }
-        try connection.execute(
-            """
-            UPDATE renewal_infos SET product_id = $2, auto_renew_product_id = $3, auto_renew_status = $4,
-                expiration_intent = $5, is_in_billing_retry_period = $6, grace_period_expires_date = $7,
-                price_increase_status = $8, environment = $9, signed_date = $10, payload_json = $11, source = $12,
-                updated_at = $13, notification_uuid = $14
-            WHERE original_transaction_id = $1
-            """,
-            values
-        )
-        before?.stored(facts, at: now)
+        return (insert, read)
     }
 
     /// Insert-or-nothing on the primary key, then read back: of any number of concurrent claims, exactly one inserts.

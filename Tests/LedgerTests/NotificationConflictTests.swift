@@ -31,8 +31,21 @@ struct NotificationConflictTests {
         fourSegments.signedPayload = "eyJhbGciOiJFUzI1NiJ9.eyJ1dWlkIjoxfQ.c2lnbmF0dXJlLTE.eA"
         #expect(try ledger.record(fourSegments) == .conflict)
 
+        // Nothing a conflict carries is stored, not even a transaction or a renewal info the ledger lacks (on
+        // PostgreSQL they are sent before the notification's insert answers).
+        var elsewhere = first
+        elsewhere.signedPayload = "eyJhbGciOiJFUzI1NiJ9.eyJ1dWlkIjozfQ.c2lnbmF0dXJlLTE"
+        elsewhere.transaction = E.transaction(
+            "2000", purchase: E.t0, expires: E.t0 + 30 * E.day, signed: E.t0, original: "2000")
+        elsewhere.renewal = E.renewal(signed: E.t0, original: "2000")
+        #expect(try ledger.record(elsewhere) == .conflict)
+
         #expect(try ledger.notification(uuid: first.uuid)?.signedPayload == first.signedPayload)
         #expect(try ledger.transaction(id: "1000") == stored)
-        #expect(try ledger.counts().notifications == 1)
+        let counts = try ledger.counts()
+        #expect(counts.notifications == 1)
+        #expect(counts.transactions == 1)
+        #expect(counts.transactionSources == 1)
+        #expect(counts.renewalInfos == 1)
     }
 }
